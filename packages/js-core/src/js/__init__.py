@@ -1,0 +1,62 @@
+"""js: a PyTorch-style deep-learning library on JAX and Flax NNX.
+
+js-core owns this namespace. The other distributions (js-nn, js-losses, js-optim, js-train)
+install sibling portions of it (``js.nn``, ``js.losses``, ``js.optim``, ``js.training``);
+``pkgutil.extend_path`` finds them in wheel and editable installs alike.
+"""
+
+import pkgutil
+
+__path__ = pkgutil.extend_path(__path__, __name__)
+
+import jax.random as random  # noqa: E402  (js.random is JAX's random namespace)
+
+from ._missing import install_hint_finder as _install_hint_finder  # noqa: E402
+from ._module import IncompatibleKeys, Module, ModuleDict, ModuleList  # noqa: E402
+from ._variables import Buffer, Object, Parameter, ParameterSelection  # noqa: E402
+from ._rngs import Rngs  # noqa: E402
+from ._transforms import (  # noqa: E402
+    apply,
+    grad,
+    jit,
+    merge,
+    split,
+    stop_gradient,
+    update,
+    value_and_grad,
+)
+from ._version import INTERFACE as __interface__  # noqa: E402
+from ._version import __version__  # noqa: E402
+
+__all__ = [
+    "Buffer",
+    "IncompatibleKeys",
+    "Module",
+    "ModuleDict",
+    "ModuleList",
+    "Object",
+    "Parameter",
+    "ParameterSelection",
+    "Rngs",
+    "__interface__",
+    "__version__",
+    "apply",
+    "grad",
+    "jit",
+    "merge",
+    "random",
+    "split",
+    "stop_gradient",
+    "update",
+    "value_and_grad",
+]
+
+_install_hint_finder.install()
+
+
+def __getattr__(name):
+    # ``from js import optim`` reaches here when js-optim is not installed: name the fix.
+    hint = _install_hint_finder.error_for(f"{__name__}.{name}")
+    if hint is not None:
+        raise hint
+    raise AttributeError(f"module 'js' has no attribute {name!r}")

@@ -1,0 +1,288 @@
+"""The module object model: Module, ModuleList, ModuleDict, traversal and state dicts."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, NamedTuple
+
+import numpy as np
+from flax import nnx
+from flax.nnx import graphlib
+
+from ._variables import Buffer, Parameter, ParameterSelection, TrackedList, _Tracked
+
+
+class IncompatibleKeys(NamedTuple):
+    """What a non-strict ``load_state_dict`` skipped, as in PyTorch."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
+def _holds_state(value: Any) -> bool:
+    return isinstance(value, (nnx.Module, nnx.Variable))
+
+
+class Module(_Tracked, nnx.Module):
+    """Base class of every js layer and model.
+
+    Subclass it, call ``super().__init__()``, create children and ``Parameter``/``Buffer``
+    attributes in the constructor, implement ``forward``, and call the module as ``model(x)``.
+    Assigning the same module to two attributes shares its weights. Plain lists, tuples and
+    dicts of modules become ``ModuleList``/``ModuleDict`` on assignment, so they are discovered.
+
+    Example:
+        >>> import jax.numpy as jnp, js
+        >>> class Scale(js.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.weight = js.Parameter(jnp.ones(3))
+        ...     def forward(self, x):
+        ...         return x * self.weight.value
+        >>> Scale()(jnp.arange(3.0)).tolist()
+        [0.0, 1.0, 2.0]
+    """
+
+    # A class default, so that a subclass that forgets super().__init__() still works;
+    # train()/eval() set it per instance, where it is static graph data (a new trace).
+    training = True
+
+    def __init__(self):
+        pass
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} must implement forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, (list, tuple)) and any(_holds_state(v) for v in value):
+            value = ModuleList(value)
+        elif (
+            isinstance(value, dict)
+            and not isinstance(value, nnx.Module)
+            and any(_holds_state(v) for v in value.values())
+        ):
+            value = ModuleDict(value)
+        super().__setattr__(name, value)
+
+    def register_buffer(self, name: str, array) -> None:
+        """Add a ``Buffer`` attribute, as PyTorch's ``register_buffer`` does."""
+        setattr(self, name, Buffer(array))
+
+    # -- traversal ---------------------------------------------------------------------------
+
+    def _named_members(self) -> Iterator[tuple[str, Any]]:
+        """Direct children (modules and variables) in registration order."""
+        for name, value in vars(self).items():
+            if not name.startswith("_pytree__") and _holds_state(value):
+                yield name, value
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        for name, value in self._named_members():
+            if isinstance(value, Module):
+                yield name, value
+
+    def children(self) -> Iterator[Module]:
+        for _, module in self.named_children():
+            yield module
+
+    def named_modules(self, prefix: str = "", remove_duplicate: bool = True):
+        """Yield ``(path, module)`` for this module and every descendant, depth first."""
+        yield from self._walk(prefix, set() if remove_duplicate else None)
+
+    def _walk(self, prefix: str, memo: set[int] | None):
+        if memo is not None:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+        yield prefix, self
+        for name, child in self.named_children():
+            yield from child._walk(f"{prefix}.{name}" if prefix else name, memo)
+
+    def modules(self) -> Iterator[Module]:
+        for _, module in self.named_modules():
+            yield module
+
+    def _named_variables(self, kind: type, remove_duplicate: bool = True):
+        seen: set[int] = set()
+        for module_path, module in self.named_modules(remove_duplicate=remove_duplicate):
+            for name, value in module._named_members():
+                if isinstance(value, kind) and (not remove_duplicate or id(value) not in seen):
+                    seen.add(id(value))
+                    yield (f"{module_path}.{name}" if module_path else name), value
+
+    def named_parameters(self) -> Iterator[tuple[str, Parameter]]:
+        """Yield ``(path, Parameter)``; a shared Parameter appears once, at its first path."""
+        return self._named_variables(Parameter)
+
+    def named_buffers(self) -> Iterator[tuple[str, Buffer]]:
+        return self._named_variables(Buffer)
+
+    def parameters(self) -> ParameterSelection:
+        """The live selection of this module's Parameters, for an optimizer (not copies)."""
+        named = list(self.named_parameters())
+        _, flat = graphlib.flatten(self, with_paths=True)
+        nnx_path = {id(leaf): ".".join(map(str, path)) for path, leaf in flat}
+        return ParameterSelection(named, tuple(nnx_path[id(param)] for _, param in named))
+
+    def buffers(self) -> Iterator[Buffer]:
+        for _, buffer in self.named_buffers():
+            yield buffer
+
+    # -- modes -------------------------------------------------------------------------------
+
+    def train(self, mode: bool = True) -> Module:
+        """Set training mode on this module and every descendant; returns self.
+
+        It changes what stochastic and normalization layers do, not whether gradients flow.
+        Switch modes outside compiled code: the next ``js.jit`` call traces anew.
+        """
+        for module in self.modules():
+            module.training = bool(mode)
+        return self
+
+    def eval(self) -> Module:
+        """Set evaluation mode recursively (``train(False)``); returns self."""
+        return self.train(False)
+
+    # -- state dicts -------------------------------------------------------------------------
+
+    def _state_variables(self) -> dict[str, Parameter | Buffer]:
+        # Like PyTorch, every path of a shared tensor is a key of the state dict.
+        return dict(self._named_variables((Parameter, Buffer), remove_duplicate=False))
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Independent NumPy copies of every Parameter and Buffer, keyed by dotted path."""
+        return {
+            path: np.array(variable.get_raw_value(), copy=True)
+            for path, variable in self._state_variables().items()
+        }
+
+    def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
+        """Copy arrays from ``state_dict`` into this module, all or nothing.
+
+        Every path, shape and dtype is checked before anything is copied; one error lists every
+        problem. With ``strict=False`` missing and unexpected keys are skipped and returned;
+        shape and dtype mismatches are still errors.
+        """
+        targets = self._state_variables()
+        arrays = {key: np.asarray(value) for key, value in state_dict.items()}
+        missing = [path for path in targets if path not in arrays]
+        unexpected = [key for key in arrays if key not in targets]
+        mismatched = []
+        for path, variable in targets.items():
+            if path not in arrays:
+                continue
+            have, got = variable.get_raw_value(), arrays[path]
+            want = (list(have.shape), str(np.dtype(have.dtype)))
+            given = (list(got.shape), str(got.dtype))
+            if want != given:
+                mismatched.append(f"{path!r}: expected {want[0]} {want[1]}, got {given[0]} {given[1]}")
+        problems = []
+        if strict and missing:
+            problems.append("missing keys: " + ", ".join(map(repr, missing)))
+        if strict and unexpected:
+            problems.append("unexpected keys: " + ", ".join(map(repr, unexpected)))
+        if mismatched:
+            problems.append("mismatched entries: " + "; ".join(mismatched))
+        if problems:
+            raise ValueError(
+                f"load_state_dict for {type(self).__name__} failed; nothing was loaded.\n  "
+                + "\n  ".join(problems)
+                + "\nFix: build the same architecture as the saved one"
+                + (" or pass strict=False to skip missing/unexpected keys." if strict else ".")
+            )
+        for path, variable in targets.items():
+            if path in arrays:
+                variable.value = arrays[path]
+        return IncompatibleKeys(missing, unexpected)
+
+    # -- printing ----------------------------------------------------------------------------
+
+    def extra_repr(self) -> str:
+        """One line of configuration shown by ``print(module)``; layers override it."""
+        return ""
+
+    def __repr__(self) -> str:
+        lines = []
+        for name, value in self._named_members():
+            text = repr(value).replace("\n", "\n  ")
+            lines.append(f"({name}): {text}")
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        if not lines:
+            return head + ")"
+        return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+    __str__ = __repr__
+
+
+class ModuleList(Module, TrackedList):
+    """A list of modules whose entries are registered children (paths ``name.0``, ``name.1``)."""
+
+    def __init__(self, modules=None):
+        TrackedList.__init__(self, modules)
+
+    def _named_members(self):
+        for index in range(len(self)):
+            value = self[index]
+            if _holds_state(value):
+                yield str(index), value
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(
+            "ModuleList has no forward(): iterate over it in your module's forward, "
+            "or use nn.Sequential to chain layers"
+        )
+
+
+class ModuleDict(Module):
+    """A dict of modules, keyed by strings, whose entries are registered children."""
+
+    def __init__(self, modules=None):
+        self._keys: tuple[str, ...] = ()
+        for key, module in dict(modules or {}).items():
+            self[key] = module
+
+    def __setitem__(self, key: str, module) -> None:
+        if not isinstance(key, str):
+            raise TypeError(f"ModuleDict keys must be strings, got {type(key).__name__}")
+        if key not in self._keys and (key.startswith("_") or hasattr(self, key)):
+            raise KeyError(f"ModuleDict key {key!r} clashes with an attribute; choose another name")
+        setattr(self, key, module)
+        if key not in self._keys:
+            self._keys = (*self._keys, key)
+
+    def __getitem__(self, key: str):
+        if key not in self._keys:
+            raise KeyError(f"ModuleDict has no key {key!r}; keys: {list(self._keys)}")
+        return getattr(self, key)
+
+    def __delitem__(self, key: str) -> None:
+        self[key]  # raises the KeyError above when missing
+        delattr(self, key)
+        self._keys = tuple(k for k in self._keys if k != key)
+
+    def __contains__(self, key) -> bool:
+        return key in self._keys
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(list(self._keys))
+
+    def keys(self):
+        return list(self._keys)
+
+    def values(self):
+        return [getattr(self, key) for key in self._keys]
+
+    def items(self):
+        return [(key, getattr(self, key)) for key in self._keys]
+
+    def _named_members(self):
+        return iter(self.items())
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleDict has no forward(): index it in your module's forward")

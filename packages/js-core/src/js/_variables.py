@@ -1,0 +1,187 @@
+"""State containers: Parameter, Buffer, the structure epoch, and tracked stateful objects.
+
+A compiled step (``js.jit``) must notice any change of structure or mode between calls without
+walking the object graph on every call. Every js stateful object therefore bumps one global
+*structure epoch* whenever one of its attributes is assigned or deleted; ``js.jit`` re-reads the
+graph only when the epoch has moved. Array updates (``param.value = ...``) are not structural and
+do not bump it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+
+class _Epoch:
+    """A counter that moves on every structural edit of a js object."""
+
+    __slots__ = ("value",)
+
+    def __init__(self):
+        self.value = 0
+
+    def bump(self) -> None:
+        self.value += 1
+
+
+STRUCTURE_EPOCH = _Epoch()
+
+
+class _Tracked:
+    """Mixin for nnx graph nodes: assigning or deleting an attribute bumps the structure epoch."""
+
+    def __setattr__(self, name, value):
+        STRUCTURE_EPOCH.bump()
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name):
+        STRUCTURE_EPOCH.bump()
+        super().__delattr__(name)
+
+
+class Object(_Tracked, nnx.Pytree):
+    """Base class for stateful objects that are not modules (optimizers, metric states).
+
+    Attributes holding ``Parameter``, ``Buffer`` or other variables are state: ``js.jit`` reads
+    and writes them like a module's. Other attributes are static configuration.
+    """
+
+
+def _as_array(value):
+    if isinstance(value, nnx.Variable):
+        raise TypeError(
+            f"expected an array, got a {type(value).__name__}: pass `variable.value` to copy its "
+            "array, or assign the variable itself to share it"
+        )
+    return value if isinstance(value, jax.Array) else jnp.asarray(value)
+
+
+def flat_arrays(tree) -> dict[str, Any]:
+    """``{dotted.path: array}`` from an NNX state (Variables unwrapped) or a flat/nested dict."""
+    if isinstance(tree, nnx.State):
+        pairs = nnx.to_flat_state(tree)
+    elif isinstance(tree, Mapping):
+        pairs = [((key,), value) for key, value in tree.items()]
+    else:
+        raise TypeError(
+            f"expected gradients as the state js.value_and_grad returns or a dict, got {type(tree).__name__}"
+        )
+    flat = {}
+    for path, leaf in pairs:
+        if isinstance(leaf, Mapping):
+            for sub, value in flat_arrays(leaf).items():
+                flat[".".join(map(str, path)) + "." + sub] = value
+            continue
+        flat[".".join(map(str, path))] = leaf.get_raw_value() if isinstance(leaf, nnx.Variable) else leaf
+    return flat
+
+
+class _ValueMixin:
+    """``.value`` as js's own property (flax 0.12 deprecates nnx's ``Variable.value``)."""
+
+    def __init__(self, value, **metadata):
+        super().__init__(_as_array(value), **metadata)
+
+    @property
+    def value(self) -> jax.Array:
+        return self.get_raw_value()
+
+    @value.setter
+    def value(self, new_value) -> None:
+        self.set_value(_as_array(new_value))
+
+    def __repr__(self) -> str:
+        raw = self.get_raw_value()
+        shape = list(getattr(raw, "shape", ()))
+        dtype = getattr(raw, "dtype", type(raw).__name__)
+        return f"{type(self).__name__}(shape={shape}, dtype={dtype})"
+
+    __str__ = __repr__
+
+
+class Parameter(_ValueMixin, nnx.Param):
+    """A differentiable array owned by a module.
+
+    ``js.value_and_grad`` differentiates a module's Parameters (and nothing else); optimizers
+    update them. Read and write the array through ``.value``.
+
+    Example:
+        >>> import jax.numpy as jnp, js
+        >>> w = js.Parameter(jnp.zeros((2, 3)))
+        >>> w.value.shape
+        (2, 3)
+    """
+
+
+class Buffer(_ValueMixin, nnx.Variable):
+    """A non-differentiable array owned by a module (running statistics, counters).
+
+    Buffers are saved in ``state_dict`` and updated in place by compiled steps, but never
+    differentiated or touched by an optimizer.
+    """
+
+
+class TrackedList(_Tracked, nnx.List):
+    """An ``nnx.List`` whose edits bump the structure epoch."""
+
+
+class ParameterSelection(Object):
+    """A live, ordered selection of a module's Parameters, as ``module.parameters()`` returns.
+
+    It holds the Parameter objects themselves, not copies: an optimizer built from it updates
+    the module's arrays. Iterating yields Parameters (like PyTorch's ``parameters()``);
+    :meth:`named` yields ``(path, Parameter)`` pairs.
+    """
+
+    def __init__(self, named: list[tuple[str, Parameter]], grad_paths: tuple[str, ...] | None = None):
+        self.paths = tuple(path for path, _ in named)
+        # Where each Parameter sits in the gradient state of ``js.value_and_grad`` (NNX's
+        # canonical path; it differs from ``paths`` only for a Parameter shared by two owners).
+        self.grad_paths = self.paths if grad_paths is None else tuple(grad_paths)
+        self.variables = TrackedList([param for _, param in named])
+
+    def __iter__(self):
+        return iter(self.variables)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def named(self) -> list[tuple[str, Parameter]]:
+        return list(zip(self.paths, self.variables))
+
+    def match(self, grads) -> list[jax.Array]:
+        """Gradient arrays in this selection's order, after checking that ``grads`` fits it.
+
+        ``grads`` is the state ``js.value_and_grad`` returns (or a ``{path: array}`` dict). Any
+        missing, unexpected or misshapen entry is refused with a ValueError naming the first
+        differing path.
+        """
+        flat = flat_arrays(grads)
+        for key, path, param in zip(self.grad_paths, self.paths, self.variables):
+            if key not in flat:
+                raise ValueError(
+                    f"gradients do not match the parameters: no gradient for {path!r}. Fix: "
+                    "differentiate the same module this optimizer was built from."
+                )
+            want, got = param.get_raw_value().shape, getattr(flat[key], "shape", ())
+            if tuple(want) != tuple(got):
+                raise ValueError(
+                    f"gradients do not match the parameters: {path!r} expected shape "
+                    f"{list(want)}, got {list(got)}"
+                )
+        extra = [key for key in flat if key not in set(self.grad_paths)]
+        if extra:
+            raise ValueError(
+                f"gradients do not match the parameters: unexpected gradient {extra[0]!r} "
+                "(not among the parameters this optimizer was built from). Fix: differentiate "
+                "the same module this optimizer was built from."
+            )
+        return [flat[key] for key in self.grad_paths]
+
+    def __repr__(self) -> str:
+        return f"ParameterSelection({list(self.paths)})"
