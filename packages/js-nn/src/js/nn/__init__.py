@@ -10,12 +10,59 @@ _require("js-nn", __version__, _REQUIRES)
 
 from js import Buffer, Module, ModuleDict, ModuleList, Parameter  # noqa: E402
 
+from . import functional as functional  # noqa: E402
+from ._activation import GELU as GELU  # noqa: E402
+from ._activation import ReLU as ReLU  # noqa: E402
+from ._activation import Sigmoid as Sigmoid  # noqa: E402
+from ._activation import Tanh as Tanh  # noqa: E402
+from ._container import Flatten as Flatten  # noqa: E402
+from ._container import Sequential as Sequential  # noqa: E402
+from ._conv import Conv1d as Conv1d  # noqa: E402
+from ._conv import Conv2d as Conv2d  # noqa: E402
+from ._conv import ConvTranspose2d as ConvTranspose2d  # noqa: E402
+from ._dropout import Dropout as Dropout  # noqa: E402
+from ._embedding import Embedding as Embedding  # noqa: E402
+from ._linear import Identity as Identity  # noqa: E402
+from ._linear import Linear as Linear  # noqa: E402
+from ._normalization import BatchNorm1d as BatchNorm1d  # noqa: E402
+from ._normalization import BatchNorm2d as BatchNorm2d  # noqa: E402
+from ._normalization import LayerNorm as LayerNorm  # noqa: E402
+from ._pooling import AdaptiveAvgPool2d as AdaptiveAvgPool2d  # noqa: E402
+from ._pooling import AvgPool2d as AvgPool2d  # noqa: E402
+from ._pooling import MaxPool2d as MaxPool2d  # noqa: E402
+from ._summary import summary as summary  # noqa: E402
+from ._torch import load_torch_state_dict as load_torch_state_dict  # noqa: E402
+from ._torch import torch_state_dict as torch_state_dict  # noqa: E402
+
 __all__ = [
+    "AdaptiveAvgPool2d",
+    "AvgPool2d",
+    "BatchNorm1d",
+    "BatchNorm2d",
     "Buffer",
+    "Conv1d",
+    "Conv2d",
+    "ConvTranspose2d",
+    "Dropout",
+    "Embedding",
+    "Flatten",
+    "GELU",
+    "Identity",
+    "LayerNorm",
+    "Linear",
+    "MaxPool2d",
     "Module",
     "ModuleDict",
     "ModuleList",
     "Parameter",
+    "ReLU",
+    "Sequential",
+    "Sigmoid",
+    "Tanh",
     "__interface__",
     "__version__",
+    "functional",
+    "load_torch_state_dict",
+    "summary",
+    "torch_state_dict",
 ]

@@ -1,0 +1,97 @@
+"""Input validation shared by the layers.
+
+Every check reads only static information (shapes, ranks, dtypes), so it runs the same way
+eagerly and while ``js.jit`` traces, and never inserts a runtime check into compiled code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax.numpy as jnp
+import numpy as np
+
+
+def shape_of(x) -> tuple[int, ...]:
+    return tuple(jnp.shape(x))
+
+
+def layout(*dims: str) -> str:
+    """``layout("B", "C=3", "L")`` -> ``'[B, C=3, L]'``: the expected shape, for messages."""
+    return "[" + ", ".join(dims) + "]"
+
+
+def fail_shape(layer: str, expected: str, x, why: str) -> None:
+    raise ValueError(
+        f"{layer}: expected input of shape {expected}, got {list(shape_of(x))} ({why})"
+    )
+
+
+def check_rank(layer: str, x, ranks: Sequence[int], expected: str) -> None:
+    """Refuse an input whose rank is not one of ``ranks``."""
+    ndim = len(shape_of(x))
+    if ndim not in ranks:
+        want = " or ".join(f"{r}-D" for r in ranks)
+        fail_shape(layer, expected, x, f"a {ndim}-D input where {want} is needed")
+
+
+def check_min_rank(layer: str, x, rank: int, expected: str) -> None:
+    ndim = len(shape_of(x))
+    if ndim < rank:
+        fail_shape(layer, expected, x, f"a {ndim}-D input where at least {rank}-D is needed")
+
+
+def check_dim(layer: str, x, axis: int, size: int, name: str, expected: str) -> None:
+    """Refuse an input whose dimension ``axis`` is not ``size``; ``name`` says what it holds."""
+    got = shape_of(x)[axis]
+    if got != size:
+        fail_shape(layer, expected, x, f"{name} is {got}, expected {size}")
+
+
+def check_floating(layer: str, x) -> None:
+    dtype = jnp.result_type(x)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise TypeError(
+            f"{layer}: expected a floating-point input, got dtype {dtype}. "
+            "Fix: convert it, e.g. x.astype(jnp.float32)"
+        )
+
+
+def check_integer(layer: str, x) -> None:
+    dtype = jnp.result_type(x)
+    if not jnp.issubdtype(dtype, jnp.integer):
+        raise TypeError(
+            f"{layer}: expected integer indices, got dtype {dtype}. "
+            "Fix: convert them, e.g. x.astype(jnp.int32)"
+        )
+
+
+def pair(value, name: str, layer: str) -> tuple[int, int]:
+    """An int or a pair of ints as ``(h, w)``."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value), int(value)
+    if (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value)
+    ):
+        return int(value[0]), int(value[1])
+    raise TypeError(f"{layer}: {name} must be an int or a pair of ints, got {value!r}")
+
+
+def check_positive(layer: str, **values) -> None:
+    for name, value in values.items():
+        flat = value if isinstance(value, tuple) else (value,)
+        if any(v < 1 for v in flat):
+            raise ValueError(f"{layer}: {name} must be positive, got {value!r}")
+
+
+def check_window(layer: str, x, sizes: Sequence[int], window: Sequence[int], expected: str) -> None:
+    """Refuse spatial sizes (after padding) smaller than the (dilated) window."""
+    if any(size < k for size, k in zip(sizes, window, strict=True)):
+        fail_shape(
+            layer,
+            expected,
+            x,
+            f"spatial size {list(sizes)} (after padding) is smaller than the window {list(window)}",
+        )

@@ -1,0 +1,76 @@
+"""Linear and Identity layers."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+from js import Module, Parameter
+
+from . import functional as F
+from ._checks import check_dim, check_min_rank, layout
+
+
+def uniform_fan_in(key, shape, fan_in: int, dtype=jnp.float32):
+    """``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``: the Linear/conv weight initialisation."""
+    bound = 1.0 / math.sqrt(fan_in)
+    return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+
+class Linear(Module):
+    """Affine map ``y = x W^T + b``.
+
+    Args:
+        in_features: size I of each input's last dimension.
+        out_features: size O of each output's last dimension.
+        bias: whether to add a learnable bias ``b``.
+        rngs: ``js.Rngs`` with a ``params`` stream, for the weight.
+
+    Shape:
+        input ``[..., I]``, output ``[..., O]``.
+
+    Weights:
+        ``weight`` ``[O, I]`` drawn from U(-1/sqrt(I), 1/sqrt(I)); ``bias`` ``[O]`` zeros.
+
+    Example:
+        >>> import jax.numpy as jnp, js, js.nn
+        >>> layer = js.nn.Linear(4, 3, rngs=js.Rngs(params=0))
+        >>> layer(jnp.ones((2, 4))).shape
+        (2, 3)
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, *, rngs):
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        key = rngs.next("params")
+        self.weight = Parameter(uniform_fan_in(key, (out_features, in_features), in_features))
+        self.bias = Parameter(jnp.zeros((out_features,))) if bias else None
+
+    def forward(self, x):
+        expected = layout("...", f"I={self.in_features}")
+        check_min_rank("Linear", x, 1, expected)
+        check_dim("Linear", x, -1, self.in_features, "the last dimension", expected)
+        bias = None if self.bias is None else self.bias.value
+        return F.linear(x, self.weight.value, bias)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"bias={self.bias is not None}"
+        )
+
+
+class Identity(Module):
+    """Returns its input unchanged (a placeholder layer, as in PyTorch).
+
+    Example:
+        >>> import jax.numpy as jnp, js, js.nn
+        >>> js.nn.Identity()(jnp.ones(2)).tolist()
+        [1.0, 1.0]
+    """
+
+    def forward(self, x):
+        return x

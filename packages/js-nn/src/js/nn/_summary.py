@@ -1,0 +1,89 @@
+"""``summary``: a table of modules, output shapes and parameter counts, like torchinfo."""
+
+from __future__ import annotations
+
+import contextlib
+
+import jax
+import numpy as np
+
+from js import Module, Parameter
+
+
+def _shapes(output) -> str:
+    leaves = jax.tree.leaves(output)
+    shapes = [list(np.shape(leaf)) for leaf in leaves]
+    if not shapes:
+        return "-"
+    return str(shapes[0]) if len(shapes) == 1 else ", ".join(map(str, shapes))
+
+
+@contextlib.contextmanager
+def _recording(rows: list):
+    """Temporarily wrap ``Module.__call__`` to record each call's output shape, in order."""
+    original = Module.__call__
+
+    def recorded(self, *args, **kwargs):
+        row = [len(rows), self, None]
+        rows.append(row)
+        output = original(self, *args, **kwargs)
+        row[2] = _shapes(output)
+        return output
+
+    Module.__call__ = recorded
+    try:
+        yield
+    finally:
+        Module.__call__ = original
+
+
+def _count(module: Module) -> int:
+    # Parameters held directly by this module (children count on their own rows).
+    return sum(
+        int(np.size(value.value))
+        for _, value in module._named_members()
+        if isinstance(value, Parameter)
+    )
+
+
+def summary(model: Module, *example_inputs, **kwargs) -> str:
+    """Run ``model(*example_inputs, **kwargs)`` once, eagerly, and tabulate what was called.
+
+    Each row is one module call in call order, indented by depth: its path and type, its
+    output shape(s), and the number of parameters it holds directly (children count on their
+    own rows, so the column adds up to the total). The table is printed and returned.
+
+    Example:
+        >>> import jax.numpy as jnp, js, js.nn
+        >>> model = js.nn.Sequential(js.nn.Linear(4, 8, rngs=js.Rngs(params=0)), js.nn.ReLU())
+        >>> text = js.nn.summary(model, jnp.ones((2, 4)))  # doctest: +ELLIPSIS
+        =...
+        Layer (type)...
+        ...
+        >>> "Total params: 40" in text
+        True
+    """
+    names = {id(module): path for path, module in model.named_modules()}
+    rows: list = []
+    with _recording(rows):
+        model(*example_inputs, **kwargs)
+    table = [("Layer (type)", "Output shape", "Param #")]
+    for _, module, shape in rows:
+        path = names.get(id(module), "?")
+        depth = path.count(".") + 1 if path else 0
+        label = "  " * depth + (f"{path}: " if path else "") + type(module).__name__
+        table.append((label, shape or "-", f"{_count(module):,}"))
+    widths = [max(len(row[i]) for row in table) for i in range(3)]
+    rule = "=" * (sum(widths) + 4)
+    lines = [rule, _line(table[0], widths), rule, *(_line(r, widths) for r in table[1:]), rule]
+    params = list(model.parameters())
+    total = sum(int(np.size(p.value)) for p in params)
+    buffers = sum(int(np.size(b.value)) for b in model.buffers())
+    lines += [f"Total params: {total:,}", f"Buffer elements: {buffers:,}", rule]
+    text = "\n".join(lines)
+    print(text)
+    return text
+
+
+def _line(row, widths) -> str:
+    return f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:>{widths[2]}}"
