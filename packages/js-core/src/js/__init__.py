@@ -13,7 +13,6 @@ import jax.random as random  # noqa: E402  (js.random is JAX's random namespace)
 
 from ._missing import install_hint_finder as _install_hint_finder  # noqa: E402
 from ._module import IncompatibleKeys, Module, ModuleDict, ModuleList  # noqa: E402
-from ._variables import Buffer, Object, Parameter, ParameterSelection  # noqa: E402
 from ._rngs import Rngs  # noqa: E402
 from ._transforms import (  # noqa: E402
     apply,
@@ -25,6 +24,7 @@ from ._transforms import (  # noqa: E402
     update,
     value_and_grad,
 )
+from ._variables import Buffer, Object, Parameter, ParameterSelection  # noqa: E402
 from ._version import INTERFACE as __interface__  # noqa: E402
 from ._version import __version__  # noqa: E402
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 import numpy as np
 from flax import nnx
@@ -178,7 +179,9 @@ class Module(_Tracked, nnx.Module):
             want = (list(have.shape), str(np.dtype(have.dtype)))
             given = (list(got.shape), str(got.dtype))
             if want != given:
-                mismatched.append(f"{path!r}: expected {want[0]} {want[1]}, got {given[0]} {given[1]}")
+                mismatched.append(
+                    f"{path!r}: expected {want[0]} {want[1]}, got {given[0]} {given[1]}"
+                )
         problems = []
         if strict and missing:
             problems.append("missing keys: " + ", ".join(map(repr, missing)))

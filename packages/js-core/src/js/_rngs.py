@@ -23,7 +23,7 @@ class Rngs(_Tracked, nnx.Rngs):
         >>> import js
         >>> rngs = js.Rngs(params=0, dropout=1)
         >>> key = rngs.next("dropout")
-        >>> int(rngs.dropout.count.value)
+        >>> int(rngs.dropout.count[...])
         1
     """
 
@@ -44,7 +44,10 @@ class Rngs(_Tracked, nnx.Rngs):
         return self._stream(name)()
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        """NumPy copies of each stream's key data and counter (``'<name>.key'``, ``'<name>.count'``)."""
+        """NumPy copies of each stream's key data and counter.
+
+        Keys are ``'<stream>.key'`` and ``'<stream>.count'``.
+        """
         state = {}
         for name in self.streams():
             stream = self._stream(name)
@@ -73,5 +76,6 @@ class Rngs(_Tracked, nnx.Rngs):
         for name in self.streams():
             stream = self._stream(name)
             impl = jax.random.key_impl(stream.key.get_raw_value())
-            stream.key.set_value(jax.random.wrap_key_data(jnp.asarray(state_dict[f"{name}.key"]), impl=impl))
+            key_data = jnp.asarray(state_dict[f"{name}.key"])
+            stream.key.set_value(jax.random.wrap_key_data(key_data, impl=impl))
             stream.count.set_value(jnp.asarray(state_dict[f"{name}.count"]))

@@ -17,7 +17,8 @@ from __future__ import annotations
 import functools
 import inspect
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 from flax import nnx
@@ -88,7 +89,7 @@ def _check_no_captured_state(fn: Callable, constants: frozenset[str]) -> None:
     if code is None:
         return
     captured = []
-    for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+    for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
         try:
             value = cell.cell_contents
         except ValueError:  # an empty cell: not yet assigned
@@ -180,13 +181,13 @@ class CompiledFunction:
             entry is None
             or entry.epoch != STRUCTURE_EPOCH.value
             or not entry.tracked
-            or any(ref() is not obj for ref, obj in zip(entry.refs, objects))
+            or any(ref() is not obj for ref, obj in zip(entry.refs, objects, strict=False))
         ):
             entry = self._refresh(key, objects)
         variables = entry.variables
         leaves = [v._raw_value for v in variables]
         output, new_leaves = entry.program(leaves, dyn_args, dyn_kwargs)
-        for variable, leaf in zip(variables, new_leaves):
+        for variable, leaf in zip(variables, new_leaves, strict=False):
             _set_raw(variable, "_raw_value", leaf)
         if entry.epoch != STRUCTURE_EPOCH.value:  # objects created while tracing moved it
             entry.epoch = STRUCTURE_EPOCH.value
@@ -217,7 +218,8 @@ class CompiledFunction:
         entry.variables = variables
         entry.program = program
         entry.tracked = _all_tracked(objects)
-        self._entries = {k: e for k, e in self._entries.items() if all(r() is not None for r in e.refs)}
+        alive = {k: e for k, e in self._entries.items() if all(r() is not None for r in e.refs)}
+        self._entries = alive
         self._entries[key] = entry
         return entry
 
@@ -242,7 +244,8 @@ class CompiledFunction:
             if _stateful_in(output):
                 raise TypeError(
                     f"js.jit: {getattr(fn, '__qualname__', fn)} returned a module, optimizer or "
-                    "variable. Return arrays only: objects passed as arguments are updated in place."
+                    "variable. Return arrays only: objects passed as arguments are updated in "
+                    "place."
                 )
             new_graphdef, new_leaves = graphlib.flatten(objects, with_paths=False)
             if new_graphdef != graphdef:
@@ -312,24 +315,66 @@ def _check_module(transform: str, module) -> None:
         )
 
 
+def _differentiate(fn, has_aux: bool, transform: str):
+    """``(module, *args) -> ((loss, aux), grads)``: differentiate the module's Parameters.
+
+    The module and every stateful argument are flattened together (shared variables once), the
+    module's Parameters become the differentiated input of a pure function, everything else
+    (buffers, RNG counters, other modules) a passed-through input whose new values are written
+    back afterwards. Attribute order is left as it was, so ``named_parameters`` keeps its order.
+    """
+
+    def run(module, *args, **kwargs):
+        _check_module(transform, module)
+        slots = [i for i, a in enumerate(args) if isinstance(a, _STATEFUL)]
+        names = [k for k, v in kwargs.items() if isinstance(v, _STATEFUL)]
+        objects = (module, *(args[i] for i in slots), *(kwargs[k] for k in names))
+        graphdef, flat = graphlib.flatten(objects, with_paths=True)
+        variables = [leaf for _, leaf in flat]
+        wrt = [p[0] == 0 and isinstance(v, Parameter) for p, v in flat]
+        leaves = [v.get_raw_value() for v in variables]
+
+        def pure(diff, rest):
+            diff_it, rest_it = iter(diff), iter(rest)
+            ordered = [next(diff_it) if w else next(rest_it) for w in wrt]
+            merged = graphlib.unflatten(graphdef, ordered)
+            call_args = list(args)
+            for j, i in enumerate(slots):
+                call_args[i] = merged[1 + j]
+            call_kwargs = {**kwargs, **{k: merged[1 + len(slots) + j] for j, k in enumerate(names)}}
+            out = fn(merged[0], *call_args, **call_kwargs)
+            loss, aux = out if has_aux else (out, None)
+            return loss, (aux, graphlib.flatten(merged, with_paths=False)[1])
+
+        diff = [x for x, w in zip(leaves, wrt, strict=False) if w]
+        rest = [x for x, w in zip(leaves, wrt, strict=False) if not w]
+        (loss, (aux, new_leaves)), grads = jax.value_and_grad(pure, has_aux=True)(diff, rest)
+        for variable, leaf, w in zip(variables, new_leaves, wrt, strict=False):
+            if not w:
+                variable.set_raw_value(leaf)
+        paths = [p[1:] for p, w in zip((p for p, _ in flat), wrt, strict=False) if w]
+        return (loss, aux), nnx.from_flat_state(list(zip(paths, grads, strict=False)))
+
+    return run
+
+
 def value_and_grad(fn=None, *, has_aux=False):
     """``js.value_and_grad(fn)(module, *args)`` -> ``(loss, grads)``.
 
     Differentiates the Parameters of the first argument only (not its Buffers, not RNG
-    counters); later arguments, a ``js.Rngs`` among them, pass through and are updated in
-    place. ``grads`` is an NNX state with the module's Parameter paths. With ``has_aux=True``
-    ``fn`` returns ``(loss, aux)`` and the result is ``((loss, aux), grads)``.
+    counters); later arguments, a ``js.Rngs`` or another module among them, pass through and
+    are updated in place. ``grads`` is an NNX state of arrays keyed by the module's Parameter
+    paths. With ``has_aux=True`` ``fn`` returns ``(loss, aux)`` and the result is
+    ``((loss, aux), grads)``.
     """
     if fn is None:
         return functools.partial(value_and_grad, has_aux=has_aux)
-    inner = nnx.value_and_grad(
-        fn, argnums=nnx.DiffState(0, Parameter), has_aux=has_aux, graph=True, graph_updates=True
-    )
+    run = _differentiate(fn, has_aux, "value_and_grad")
 
     @functools.wraps(fn)
     def wrapped(module, *args, **kwargs):
-        _check_module("value_and_grad", module)
-        return inner(module, *args, **kwargs)
+        (loss, aux), grads = run(module, *args, **kwargs)
+        return ((loss, aux), grads) if has_aux else (loss, grads)
 
     return wrapped
 
@@ -339,13 +384,11 @@ def grad(fn=None, *, has_aux=False):
     :func:`value_and_grad` without the value."""
     if fn is None:
         return functools.partial(grad, has_aux=has_aux)
-    inner = nnx.grad(
-        fn, argnums=nnx.DiffState(0, Parameter), has_aux=has_aux, graph=True, graph_updates=True
-    )
+    run = _differentiate(fn, has_aux, "grad")
 
     @functools.wraps(fn)
     def wrapped(module, *args, **kwargs):
-        _check_module("grad", module)
-        return inner(module, *args, **kwargs)
+        (_, aux), grads = run(module, *args, **kwargs)
+        return (grads, aux) if has_aux else grads
 
     return wrapped

@@ -69,7 +69,8 @@ def flat_arrays(tree) -> dict[str, Any]:
         pairs = [((key,), value) for key, value in tree.items()]
     else:
         raise TypeError(
-            f"expected gradients as the state js.value_and_grad returns or a dict, got {type(tree).__name__}"
+            "expected gradients as the state js.value_and_grad returns or a dict, got "
+            f"{type(tree).__name__}"
         )
     flat = {}
     for path, leaf in pairs:
@@ -77,7 +78,8 @@ def flat_arrays(tree) -> dict[str, Any]:
             for sub, value in flat_arrays(leaf).items():
                 flat[".".join(map(str, path)) + "." + sub] = value
             continue
-        flat[".".join(map(str, path))] = leaf.get_raw_value() if isinstance(leaf, nnx.Variable) else leaf
+        value = leaf.get_raw_value() if isinstance(leaf, nnx.Variable) else leaf
+        flat[".".join(map(str, path))] = value
     return flat
 
 
@@ -138,7 +140,9 @@ class ParameterSelection(Object):
     :meth:`named` yields ``(path, Parameter)`` pairs.
     """
 
-    def __init__(self, named: list[tuple[str, Parameter]], grad_paths: tuple[str, ...] | None = None):
+    def __init__(
+        self, named: list[tuple[str, Parameter]], grad_paths: tuple[str, ...] | None = None
+    ):
         self.paths = tuple(path for path, _ in named)
         # Where each Parameter sits in the gradient state of ``js.value_and_grad`` (NNX's
         # canonical path; it differs from ``paths`` only for a Parameter shared by two owners).
@@ -152,7 +156,7 @@ class ParameterSelection(Object):
         return len(self.paths)
 
     def named(self) -> list[tuple[str, Parameter]]:
-        return list(zip(self.paths, self.variables))
+        return list(zip(self.paths, self.variables, strict=False))
 
     def match(self, grads) -> list[jax.Array]:
         """Gradient arrays in this selection's order, after checking that ``grads`` fits it.
@@ -162,7 +166,7 @@ class ParameterSelection(Object):
         differing path.
         """
         flat = flat_arrays(grads)
-        for key, path, param in zip(self.grad_paths, self.paths, self.variables):
+        for key, path, param in zip(self.grad_paths, self.paths, self.variables, strict=False):
             if key not in flat:
                 raise ValueError(
                     f"gradients do not match the parameters: no gradient for {path!r}. Fix: "

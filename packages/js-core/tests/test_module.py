@@ -1,0 +1,224 @@
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from core_models import MLP, Counter, Linear
+
+import js
+
+
+@pytest.fixture
+def mlp():
+    return MLP(rngs=js.Rngs(params=0))
+
+
+def test_subclass_forward_and_call():
+    model = Linear(3, 2, rngs=js.Rngs(params=0))
+    x = jnp.ones((4, 3))
+    out = model(x)
+    assert out.shape == (4, 2)
+    np.testing.assert_allclose(out, x @ model.weight.value.T + model.bias.value)
+
+
+def test_children_may_return_tuples_and_dicts():
+    class Split(js.Module):
+        def forward(self, x):
+            return x[:, :1], {"rest": x[:, 1:]}
+
+    class Net(js.Module):
+        def __init__(self):
+            super().__init__()
+            self.split = Split()
+
+        def forward(self, x):
+            first, parts = self.split(x)
+            return first.sum() + parts["rest"].sum()
+
+    assert float(Net()(jnp.arange(6.0).reshape(2, 3))) == 15.0
+
+
+def test_forward_missing_is_a_clear_error():
+    class Empty(js.Module):
+        pass
+
+    with pytest.raises(NotImplementedError, match="Empty must implement forward"):
+        Empty()(1)
+
+
+def test_parameter_and_buffer_value_without_deprecation_warnings():
+    p = js.Parameter(np.ones(3, np.float32))
+    b = js.Buffer(jnp.zeros(2))
+    p.value = p.value * 2
+    b.value = b.value + 1
+    assert p.value.tolist() == [2.0, 2.0, 2.0]
+    assert b.value.tolist() == [1.0, 1.0]
+    assert repr(p) == "Parameter(shape=[3], dtype=float32)"
+
+
+def test_parameter_refuses_a_variable_as_its_array():
+    with pytest.raises(TypeError, match="expected an array, got a Parameter"):
+        js.Parameter(js.Parameter(jnp.ones(2)))
+
+
+def test_shared_module_shares_weights_and_traversal_deduplicates():
+    rngs = js.Rngs(params=0)
+
+    class Tied(js.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = Linear(3, 3, rngs=rngs)
+            self.decoder = self.encoder
+
+        def forward(self, x):
+            return self.decoder(self.encoder(x))
+
+    model = Tied()
+    assert [path for path, _ in model.named_parameters()] == ["encoder.weight", "encoder.bias"]
+    assert [path for path, _ in model.named_modules()] == ["", "encoder"]
+    model.encoder.weight.value = jnp.zeros((3, 3))
+    assert float(jnp.abs(model.decoder.weight.value).sum()) == 0.0
+    # Like PyTorch, the state dict names every path of a shared tensor.
+    assert sorted(model.state_dict()) == sorted(
+        ["encoder.weight", "encoder.bias", "decoder.weight", "decoder.bias"]
+    )
+
+
+def test_canonical_paths_and_buffers(mlp):
+    mlp.counter = Counter()
+    assert [path for path, _ in mlp.named_parameters()] == [
+        f"layers.{i}.{name}" for i in range(3) for name in ("weight", "bias")
+    ]
+    assert [path for path, _ in mlp.named_buffers()] == ["counter.calls"]
+    assert [path for path, _ in mlp.named_modules()] == [
+        "", "layers", "layers.0", "layers.1", "layers.2", "counter",
+    ]
+    assert [name for name, _ in mlp.named_children()] == ["layers", "counter"]
+    assert len(list(mlp.buffers())) == 1 and len(list(mlp.children())) == 2
+
+
+def test_register_buffer():
+    model = js.Module()
+    model.register_buffer("steps", jnp.zeros(()))
+    assert isinstance(model.steps, js.Buffer)
+    assert list(model.state_dict()) == ["steps"]
+
+
+def test_plain_lists_and_dicts_are_discovered():
+    rngs = js.Rngs(params=0)
+    model = js.Module()
+    model.blocks = [Linear(2, 2, rngs=rngs), Linear(2, 2, rngs=rngs)]
+    model.heads = {"a": Linear(2, 1, rngs=rngs)}
+    model.sizes = [1, 2]  # no modules: stays a plain attribute
+    assert isinstance(model.blocks, js.ModuleList)
+    assert isinstance(model.heads, js.ModuleDict)
+    assert model.sizes == [1, 2]
+    assert [p for p, _ in model.named_parameters()] == [
+        "blocks.0.weight", "blocks.0.bias", "blocks.1.weight", "blocks.1.bias",
+        "heads.a.weight", "heads.a.bias",
+    ]
+
+
+def test_module_list_behaves_like_a_list():
+    rngs = js.Rngs(params=0)
+    layers = js.ModuleList([Linear(2, 2, rngs=rngs) for _ in range(3)])
+    extra = Linear(2, 2, rngs=rngs)
+    layers.append(extra)
+    assert len(layers) == 4 and layers[-1] is extra and layers[3] is extra
+    assert list(layers)[0] is layers[0]
+    del layers[0]
+    assert len(layers) == 3 and layers[2] is extra
+    assert [p for p, _ in layers.named_parameters()][-2:] == ["2.weight", "2.bias"]
+    with pytest.raises(NotImplementedError, match="ModuleList has no forward"):
+        layers(1)
+
+
+def test_module_dict_behaves_like_a_dict():
+    rngs = js.Rngs(params=0)
+    heads = js.ModuleDict({"cls": Linear(2, 3, rngs=rngs)})
+    heads["box"] = Linear(2, 4, rngs=rngs)
+    assert len(heads) == 2 and "box" in heads
+    assert heads.keys() == ["cls", "box"] and list(heads) == ["cls", "box"]
+    assert [k for k, _ in heads.items()] == ["cls", "box"]
+    assert heads.values()[1] is heads["box"]
+    del heads["cls"]
+    assert heads.keys() == ["box"]
+    with pytest.raises(KeyError, match="ModuleDict has no key 'cls'"):
+        heads["cls"]
+    with pytest.raises(KeyError, match="clashes with an attribute"):
+        heads["keys"] = Linear(1, 1, rngs=rngs)
+    with pytest.raises(TypeError, match="ModuleDict keys must be strings, got int"):
+        heads[1] = Linear(1, 1, rngs=rngs)
+    with pytest.raises(NotImplementedError, match="ModuleDict has no forward"):
+        heads(1)
+
+
+def test_parameters_is_a_live_selection(mlp):
+    selection = mlp.parameters()
+    assert len(selection) == 6 and selection.paths[0] == "layers.0.weight"
+    first = next(iter(selection))
+    assert first is mlp.layers[0].weight
+    first.value = jnp.zeros_like(first.value)
+    assert float(jnp.abs(mlp.layers[0].weight.value).sum()) == 0.0
+    assert selection.named()[1] == ("layers.0.bias", mlp.layers[0].bias)
+
+
+def test_state_dict_is_an_independent_numpy_snapshot(mlp):
+    snapshot = mlp.state_dict()
+    assert all(isinstance(v, np.ndarray) for v in snapshot.values())
+    before = snapshot["layers.0.bias"].copy()
+    mlp.layers[0].bias.value = mlp.layers[0].bias.value + 1
+    np.testing.assert_array_equal(snapshot["layers.0.bias"], before)
+    snapshot["layers.0.weight"][...] = 7
+    assert float(mlp.layers[0].weight.value[0, 0]) != 7
+
+
+def test_load_state_dict_round_trip(mlp):
+    other = MLP(rngs=js.Rngs(params=1))
+    result = other.load_state_dict(mlp.state_dict())
+    assert result == js.IncompatibleKeys([], [])
+    for (_, a), (_, b) in zip(mlp.named_parameters(), other.named_parameters(), strict=False):
+        np.testing.assert_array_equal(a.value, b.value)
+
+
+def test_strict_load_reports_every_problem_and_loads_nothing(mlp):
+    state = mlp.state_dict()
+    bad = dict(state)
+    del bad["layers.0.bias"]
+    bad["layers.9.weight"] = np.zeros(3, np.float32)
+    bad["layers.1.weight"] = np.zeros((3, 3), np.float32)
+    bad["layers.2.bias"] = np.zeros(4, np.float64)
+    bad["layers.0.weight"] = np.zeros((16, 10), np.float32)  # valid, must not be copied
+    before = np.array(mlp.layers[0].weight.value)
+    with pytest.raises(ValueError) as info:
+        mlp.load_state_dict(bad)
+    message = str(info.value)
+    assert "nothing was loaded" in message
+    assert "missing keys: 'layers.0.bias'" in message
+    assert "unexpected keys: 'layers.9.weight'" in message
+    assert "'layers.1.weight': expected [16, 16] float32, got [3, 3] float32" in message
+    assert "'layers.2.bias': expected [4] float32, got [4] float64" in message
+    np.testing.assert_array_equal(mlp.layers[0].weight.value, before)
+
+
+def test_non_strict_load_skips_names_but_not_shapes(mlp):
+    state = mlp.state_dict()
+    del state["layers.2.bias"]
+    state["extra"] = np.zeros(1)
+    result = mlp.load_state_dict(state, strict=False)
+    assert result.missing_keys == ["layers.2.bias"] and result.unexpected_keys == ["extra"]
+    state["layers.2.weight"] = np.zeros((1, 1), np.float32)
+    with pytest.raises(ValueError, match=r"'layers.2.weight': expected \[4, 16\] float32"):
+        mlp.load_state_dict(state, strict=False)
+
+
+def test_train_and_eval_recurse_and_return_self(mlp):
+    assert mlp.eval() is mlp
+    assert not any(m.training for m in mlp.modules())
+    assert mlp.train() is mlp
+    assert all(m.training for m in mlp.modules())
+
+
+def test_print_shows_the_tree_with_parameter_shapes(mlp):
+    text = str(mlp)
+    assert text.startswith("MLP(\n  (layers): ModuleList(\n    (0): Linear(")
+    assert "(weight): Parameter(shape=[16, 10], dtype=float32)" in text
+    assert repr(mlp) == text

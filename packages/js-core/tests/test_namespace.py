@@ -1,0 +1,49 @@
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import js
+
+
+def run_with_core_only(code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter where only js-core's portion of ``js`` is visible."""
+    prelude = textwrap.dedent(
+        """
+        import js
+        js.__path__[:] = [p for p in js.__path__ if p.endswith("js-core/src/js")] or js.__path__[:1]
+        """
+    )
+    return subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    ("statement", "distribution"),
+    [
+        ("import js.optim", "js-optim"),
+        ("from js import optim", "js-optim"),
+        ("import js.training", "js-train"),
+        ("from js import nn", "js-nn"),
+        ("import js.losses", "js-losses"),
+    ],
+)
+def test_missing_distribution_names_the_fix(statement, distribution):
+    result = run_with_core_only(statement)
+    assert result.returncode != 0
+    assert f"provided by the {distribution} distribution, which is not installed" in result.stderr
+    assert f"pip install {distribution}" in result.stderr
+
+
+def test_unknown_attribute_is_a_plain_attribute_error():
+    with pytest.raises(AttributeError, match="module 'js' has no attribute 'nothing'"):
+        js.nothing  # noqa: B018
+
+
+def test_version_and_interface():
+    assert js.__version__ == "0.1.0" and js.__interface__ == 1

@@ -1,0 +1,239 @@
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from core_models import MLP, Counter, Linear, Noise, mse
+from flax import nnx
+
+import js
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(0)
+    return jnp.asarray(rng.normal(size=(8, 10)), jnp.float32), jnp.zeros((8, 4))
+
+
+class SGD(js.Object):
+    """The smallest optimizer over a live selection, for these tests only."""
+
+    def __init__(self, params, lr):
+        self.params = params
+        self.lr = lr
+
+    def step(self, grads):
+        for param, grad in zip(self.params, self.params.match(grads), strict=False):
+            param.value = param.value - self.lr * grad
+
+
+def test_jit_updates_arguments_in_place_and_compiles_once(data):
+    model = MLP(rngs=js.Rngs(params=0))
+    reference = MLP(rngs=js.Rngs(params=0))
+    opt, ref_opt = SGD(model.parameters(), 0.1), SGD(reference.parameters(), 0.1)
+    traces = []
+
+    @js.jit
+    def step(model, opt, x, y):
+        traces.append(1)
+        loss, grads = js.value_and_grad(mse)(model, x, y)
+        opt.step(grads)
+        return loss
+
+    for _ in range(3):
+        loss = step(model, opt, *data)
+        ref_loss, grads = js.value_and_grad(mse)(reference, *data)
+        ref_opt.step(grads)
+        np.testing.assert_allclose(loss, ref_loss, rtol=1e-6)
+    assert len(traces) == 1
+    for (_, a), (_, b) in zip(model.named_parameters(), reference.named_parameters(), strict=False):
+        np.testing.assert_allclose(a.value, b.value, rtol=1e-5, atol=1e-7)
+    assert step._entries[next(iter(step._entries))].tracked
+
+
+def test_mode_change_between_calls_retraces():
+    model = Noise()
+    rngs = js.Rngs(dropout=0)
+    run = js.jit(lambda model, x, rngs: model(x, rngs=rngs))
+    x = jnp.zeros(3)
+    assert float(jnp.abs(run(model, x, rngs)).sum()) > 0
+    assert int(rngs.dropout.count[...]) == 1  # the stream advanced in place
+    model.eval()
+    np.testing.assert_array_equal(run(model, x, rngs), x)
+    model.train()
+    assert float(jnp.abs(run(model, x, rngs)).sum()) > 0
+
+
+def test_structural_edit_between_calls_takes_effect(data):
+    rngs = js.Rngs(params=0)
+    model = MLP(rngs=rngs)
+    forward = js.jit(lambda model, x: model(x))
+    forward(model, data[0])
+    model.layers[2] = Linear(16, 2, rngs=rngs)
+    assert forward(model, data[0]).shape == (8, 2)
+    model.layers[2].weight = js.Parameter(jnp.zeros((2, 16)))  # same structure, new variable
+    np.testing.assert_array_equal(forward(model, data[0]), jnp.zeros((8, 2)))
+
+
+def test_buffers_update_and_donated_arrays_are_invalidated():
+    counter = Counter()
+    old = counter.calls.value
+    run = js.jit(lambda model, x: model(x))
+    run(counter, 1.0)
+    run(counter, 1.0)
+    assert int(counter.calls.value) == 2
+    assert old.is_deleted()  # donated: copy with np.array(...) to keep an old value
+    keep = js.jit(lambda model, x: model(x), donate=False)
+    before = counter.calls.value
+    keep(counter, 1.0)
+    assert not before.is_deleted() and int(counter.calls.value) == 3
+
+
+def test_static_arguments_select_a_program():
+    @functools.partial(js.jit, static_argnames="power")
+    def f(x, *, power):
+        return x**power
+
+    assert float(f(jnp.float32(3), power=2)) == 9.0
+    assert float(f(jnp.float32(3), power=3)) == 27.0
+    g = js.jit(lambda x, n: x * n, static_argnums=1)
+    assert float(g(jnp.float32(2), 5)) == 10.0
+
+
+model_in_globals = Linear(2, 2, rngs=js.Rngs(params=0))
+
+
+def test_closed_over_module_is_refused():
+    model = Linear(2, 2, rngs=js.Rngs(params=0))
+
+    @js.jit
+    def from_closure(x):
+        return model(x)
+
+    with pytest.raises(TypeError, match="reads 'model' \\(a Linear\\) from its closure"):
+        from_closure(jnp.ones(2))
+
+
+def test_module_read_from_globals_is_refused():
+    @js.jit
+    def from_globals(x):
+        return model_in_globals(x)
+
+    with pytest.raises(TypeError, match="'model_in_globals' .* from its module globals .* pass"):
+        from_globals(jnp.ones(2))
+
+
+def test_deliberate_constants_are_allowed():
+    teacher = Linear(2, 2, rngs=js.Rngs(params=0))
+    run = js.jit(lambda x: teacher(x), constants=("teacher",))
+    np.testing.assert_allclose(run(jnp.ones(2)), teacher(jnp.ones(2)), rtol=1e-6)
+
+
+def test_bound_methods_and_partials_of_modules_are_refused():
+    model = Linear(2, 2, rngs=js.Rngs(params=0))
+    with pytest.raises(TypeError, match="method bound to a Linear"):
+        js.jit(model.forward)(jnp.ones(2))
+    with pytest.raises(TypeError, match="functools.partial that binds a Linear"):
+        js.jit(functools.partial(mse, model))(jnp.ones(2), jnp.ones(2))
+
+
+def test_structure_change_inside_compiled_code_is_refused():
+    model = Linear(2, 2, rngs=js.Rngs(params=0))
+
+    def switch(model, x):
+        model.eval()
+        return model(x)
+
+    with pytest.raises(RuntimeError, match="changed the structure or mode"):
+        js.jit(switch)(model, jnp.ones(2))
+    assert model.training
+
+
+def test_returning_a_module_is_refused():
+    model = Linear(2, 2, rngs=js.Rngs(params=0))
+    with pytest.raises(TypeError, match="returned a module, optimizer or variable"):
+        js.jit(lambda model: model)(model)
+
+
+def test_raw_array_state_is_refused():
+    model = js.Module()
+    model.scale = jnp.ones(2)
+    with pytest.raises(TypeError, match="state at 'scale' is a raw ArrayImpl"):
+        js.jit(lambda model: 0.0)(model)
+
+
+def test_foreign_nnx_objects_take_the_checked_path():
+    class Plain(nnx.Module):
+        def __init__(self):
+            self.w = nnx.Param(jnp.ones(2))
+
+    holder = js.Module()
+    holder.inner = Plain()
+    run = js.jit(lambda m: m.inner.w[...].sum())
+    assert float(run(holder)) == 2.0
+    holder.inner.w = nnx.Param(jnp.ones(3))  # not a js object: no epoch bump
+    assert float(run(holder)) == 3.0
+
+
+def test_value_and_grad_differentiates_parameters_only(data):
+    model = MLP(rngs=js.Rngs(params=0))
+    model.counter = Counter()
+    rngs = js.Rngs(dropout=0)
+
+    def loss_fn(model, x, y, rngs):
+        noise = jax.random.normal(rngs.next("dropout"), ())
+        model.counter(x)
+        return mse(model, x, y) + 0 * noise, noise
+
+    (loss, noise), grads = js.value_and_grad(loss_fn, has_aux=True)(model, *data, rngs)
+    from js._variables import flat_arrays
+
+    assert sorted(flat_arrays(grads)) == sorted(p for p, _ in model.named_parameters())
+    assert int(rngs.dropout.count[...]) == 1 and int(model.counter.calls.value) == 1
+    eps = 1e-3
+    w = model.layers[0].bias
+    base = float(mse(model, *data))
+    w.value = w.value.at[0].add(eps)
+    numeric = (float(mse(model, *data)) - base) / eps
+    np.testing.assert_allclose(flat_arrays(grads)["layers.0.bias"][0], numeric, rtol=2e-2)
+    only = js.grad(mse)(model, *data)
+    assert sorted(flat_arrays(only)) == sorted(flat_arrays(grads))
+
+
+def test_grad_requires_a_module_first():
+    with pytest.raises(TypeError, match="first argument, which must be a Module; got ArrayImpl"):
+        js.value_and_grad(lambda x: x.sum())(jnp.ones(2))
+    with pytest.raises(TypeError, match="js.grad\\(fn\\)"):
+        js.grad(lambda x: x.sum())(jnp.ones(2))
+
+
+def test_gradient_mismatch_names_the_first_differing_path(data):
+    model = MLP(rngs=js.Rngs(params=0))
+    other = MLP(sizes=(10, 16, 4), rngs=js.Rngs(params=0))
+    opt = SGD(model.parameters(), 0.1)
+    grads = js.grad(mse)(other, *data)
+    with pytest.raises(ValueError, match="'layers.1.weight' expected shape \\[16, 16\\], got"):
+        opt.step(grads)
+    with pytest.raises(ValueError, match="no gradient for 'layers.0.weight'"):
+        opt.params.match({})
+    full = {path: p.value for path, p in model.named_parameters()}
+    with pytest.raises(ValueError, match="unexpected gradient 'extra'"):
+        opt.params.match({**full, "extra": jnp.ones(1)})
+    with pytest.raises(TypeError, match="expected gradients as the state"):
+        opt.params.match([1])
+
+
+def test_plain_jax_at_the_split_merge_boundary(data):
+    model = MLP(rngs=js.Rngs(params=0))
+    graphdef, state = js.split(model)
+
+    @jax.jit
+    def forward(state, x):
+        return js.apply(graphdef, state, x)
+
+    out, new_state = forward(state, data[0])
+    np.testing.assert_allclose(out, model(data[0]), rtol=1e-5, atol=1e-7)
+    js.update(model, new_state)
+    assert isinstance(js.merge(graphdef, state), MLP)
+    assert js.stop_gradient is jax.lax.stop_gradient
