@@ -6,13 +6,12 @@ import numpy as np
 import pytest
 
 import js
-from js._variables import flat_arrays
 from js.nn._recurrent import LSTM, RNN
 
-B, T, I, H = 3, 6, 4, 5
+B, T, IN, H = 3, 6, 4, 5
 
 
-def _x(seed=0, shape=(B, T, I)):
+def _x(seed=0, shape=(B, T, IN)):
     return jnp.asarray(np.random.default_rng(seed).normal(size=shape), jnp.float32)
 
 
@@ -26,7 +25,7 @@ def _final(cls, state):
 
 
 def _make(cls, layers=1, **kwargs):
-    return cls(I, H, layers, rngs=js.Rngs(params=0), **kwargs)
+    return cls(IN, H, layers, rngs=js.Rngs(params=0), **kwargs)
 
 
 # -- construction, layout, init -------------------------------------------------------------
@@ -37,7 +36,7 @@ def test_state_dict_keys_and_shapes_follow_pytorch(cls, gates):
     sd = _make(cls, 2).state_dict()
     assert list(sd) == [f"{p}_l{k}" for k in (0, 1) for p in
                         ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-    assert sd["weight_ih_l0"].shape == (gates * H, I)
+    assert sd["weight_ih_l0"].shape == (gates * H, IN)
     assert sd["weight_ih_l1"].shape == (gates * H, H)
     assert sd["weight_hh_l1"].shape == (gates * H, H)
     assert sd["bias_hh_l0"].shape == (gates * H,)
@@ -86,7 +85,7 @@ def test_shapes_and_zero_default_state(cls, layers):
         assert part.shape == (layers, B, H)
     zeros = jnp.zeros((layers, B, H))
     _, explicit = model(x, (zeros, zeros) if cls is LSTM else zeros)
-    for a, b in zip(_final(cls, state), _final(cls, explicit)):
+    for a, b in zip(_final(cls, state), _final(cls, explicit), strict=True):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(seq[:, -1], _final(cls, state)[0][-1])
 
@@ -113,3 +112,146 @@ def test_jit_matches_eager():
     eager = model(x, lengths=lengths)
     compiled = step(model, x, lengths)
     jax.tree.map(lambda u, v: np.testing.assert_allclose(u, v, atol=1e-6), eager, compiled)
+
+
+# -- lengths, streaming, truncated backpropagation --------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [RNN, LSTM])
+def test_lengths_freeze_the_carry_and_zero_padded_outputs(cls):
+    model, x, state = _make(cls, 2), _x(), _state(cls, 2)
+    lengths = np.array([6, 2, 0])
+    seq, final = model(x, state, lengths=jnp.asarray(lengths))
+    for b, n in enumerate(lengths):
+        one = jax.tree.map(lambda s, b=b: s[:, b : b + 1], state)
+        if n:
+            ref_seq, ref = model(x[b : b + 1, :n], one)
+            np.testing.assert_allclose(seq[b, :n], ref_seq[0], atol=1e-6)
+        else:
+            ref = one  # a zero-length example keeps its initial carry
+        for got, want in zip(_final(cls, final), _final(cls, ref), strict=True):
+            np.testing.assert_allclose(got[:, b], want[:, 0], atol=1e-6)
+        np.testing.assert_array_equal(seq[b, n:], 0.0)
+
+
+def test_lengths_accept_lists_and_traced_arrays():
+    model, x = _make(LSTM), _x()
+    a = model(x, lengths=[6, 2, 0])
+    b = js.jit(lambda m, x, n: m(x, lengths=n))(model, x, jnp.array([6, 2, 0]))
+    jax.tree.map(lambda u, v: np.testing.assert_allclose(u, v, atol=1e-6), a, b)
+
+
+@pytest.mark.parametrize("cls", [RNN, LSTM])
+def test_streaming_chunks_equals_one_call(cls):
+    model, x, state = _make(cls, 2), _x(shape=(B, 12, IN)), _state(cls, 2)
+    whole_seq, whole = model(x, state)
+    pieces, carry = [], state
+    for start, stop in ((0, 5), (5, 6), (6, 12)):
+        seq, carry = model(x[:, start:stop], carry)
+        pieces.append(seq)
+    np.testing.assert_allclose(jnp.concatenate(pieces, 1), whole_seq, atol=1e-6)
+    jax.tree.map(lambda u, v: np.testing.assert_allclose(u, v, atol=1e-6), carry, whole)
+
+
+@pytest.mark.parametrize("truncate", [True, False])
+def test_stop_gradient_between_chunks_truncates_backpropagation(truncate):
+    model, x = _make(LSTM), _x(shape=(B, 8, IN))
+
+    def second_chunk_loss(first):
+        _, carry = model(first)
+        if truncate:
+            carry = js.stop_gradient(carry)
+        seq, _ = model(x[:, 4:], carry)
+        return jnp.sum(seq**2)
+
+    grad = jax.grad(second_chunk_loss)(x[:, :4])
+    assert np.all(grad == 0.0) if truncate else np.abs(grad).max() > 1e-3
+
+
+# -- scan structure --------------------------------------------------------------------------
+
+
+def _count_equations(jaxpr) -> int:
+    total = 0
+    for eqn in jaxpr.eqns:
+        total += 1
+        for param in eqn.params.values():  # a scan's body, a jit's inner program
+            inner = getattr(param, "jaxpr", param)
+            if hasattr(inner, "eqns"):
+                total += _count_equations(inner)
+    return total
+
+
+@pytest.mark.parametrize("lengths", [False, True])
+def test_program_size_does_not_grow_with_T(lengths):
+    model = LSTM(8, 8, rngs=js.Rngs(params=0))
+
+    def size(steps):
+        x = jnp.zeros((2, steps, 8))
+        n = jnp.array([steps, 1]) if lengths else None
+        return _count_equations(jax.make_jaxpr(lambda x, n: model(x, lengths=n))(x, n).jaxpr)
+
+    assert size(10) == size(1000) > 20  # > 20: the scan body was counted
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"input_size": 0}, r"LSTM: input_size must be an integer >= 1, got 0"),
+    ({"hidden_size": 2.0}, r"LSTM: hidden_size must be an integer >= 1, got 2.0"),
+    ({"num_layers": 0}, r"LSTM: num_layers must be an integer >= 1, got 0"),
+    ({"unroll": True}, r"LSTM: unroll must be an integer >= 1, got True"),
+])
+def test_bad_construction_is_refused(kwargs, match):
+    args = {"input_size": IN, "hidden_size": H, "num_layers": 1, "unroll": 1} | kwargs
+    with pytest.raises(ValueError, match=match):
+        LSTM(args.pop("input_size"), args.pop("hidden_size"), rngs=js.Rngs(params=0), **args)
+
+
+def test_unknown_nonlinearity_is_refused():
+    with pytest.raises(ValueError, match=r"RNN: nonlinearity must be one of \['relu', 'tanh'\], "
+                                         r"got 'gelu'"):
+        _make(RNN, nonlinearity="gelu")
+
+
+@pytest.mark.parametrize("x, error, match", [
+    (jnp.zeros((T, IN)), ValueError, r"RNN: expected input \[B, T, IN\] with IN = input_size = 4, "
+                                    r"got shape \[6, 4\]"),
+    (jnp.zeros((B, T, 7)), ValueError, r"RNN: expected input .* got shape \[3, 6, 7\]"),
+    (jnp.zeros((B, T, IN), jnp.int32), TypeError,
+     r"RNN: expected a floating-point input, got int32"),
+])
+def test_bad_input_is_refused(x, error, match):
+    with pytest.raises(error, match=match):
+        _make(RNN)(x)
+
+
+def test_bad_state_is_refused():
+    lstm, rnn, x = _make(LSTM, 2), _make(RNN, 2), _x()
+    with pytest.raises(ValueError, match=r"RNN: expected state h \[layers, B, H\] = \[2, 3, 5\], "
+                                         r"got shape \[1, 3, 5\]"):
+        rnn(x, jnp.zeros((1, B, H)))
+    with pytest.raises(ValueError, match=r"LSTM: expected state c .* got shape \[2, 3, 4\]"):
+        lstm(x, (jnp.zeros((2, B, H)), jnp.zeros((2, B, 4))))
+    with pytest.raises(TypeError, match=r"LSTM: state must be a pair \(h, c\) or None, got Arr"):
+        lstm(x, jnp.zeros((2, B, H)))
+
+
+@pytest.mark.parametrize("lengths, error, match", [
+    (np.array([1.0, 2.0, 3.0]), TypeError, r"LSTM: lengths must be integers, got dtype float64"),
+    (np.array([1, 2]), ValueError, r"LSTM: expected lengths of shape \[B\] = \[3\], got \[2\]"),
+    (np.array([1, -1, 3]), ValueError, r"LSTM: lengths must lie in \[0, T\] = \[0, 6\], got .*-1"),
+    (np.array([1, 7, 3]), ValueError, r"LSTM: lengths must lie in \[0, T\] = \[0, 6\], .* to 7"),
+])
+def test_bad_lengths_are_refused(lengths, error, match):
+    with pytest.raises(error, match=match):
+        _make(LSTM)(_x(), lengths=lengths)
+
+
+def test_traced_lengths_are_checked_for_dtype_and_shape_before_tracing_ends():
+    step = js.jit(lambda m, x, n: m(x, lengths=n))
+    with pytest.raises(TypeError, match=r"LSTM: lengths must be integers, got dtype float32"):
+        step(_make(LSTM), _x(), jnp.ones(B))
+    with pytest.raises(ValueError, match=r"LSTM: expected lengths of shape .* got \[3, 1\]"):
+        step(_make(LSTM), _x(), jnp.ones((B, 1), jnp.int32))

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+
 from js import Module, Parameter
 
 _ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
@@ -66,7 +67,7 @@ def scan_layer(cell: Callable, carry: tuple, proj: jax.Array, valid=None, unroll
     def masked_step(carry, inputs):
         p, m = inputs  # [B, gates*H], [B, 1]
         new = cell(carry, p)
-        kept = tuple(jnp.where(m, n, old) for n, old in zip(new, carry))
+        kept = tuple(jnp.where(m, n, old) for n, old in zip(new, carry, strict=True))
         return kept, jnp.where(m, new[0], 0)
 
     final, ys = jax.lax.scan(masked_step, carry, (proj, valid), unroll=unroll)
@@ -141,7 +142,7 @@ class _Recurrent(Module):
             raise TypeError(
                 f"{name}: state must be a pair (h, c) or None, got {type(state).__name__}"
             )
-        for label, part in zip(self._state_names, parts):
+        for label, part in zip(self._state_names, parts, strict=True):
             if list(jnp.shape(part)) != want:
                 raise ValueError(
                     f"{name}: expected state {label} [layers, B, H] = {want}, "
@@ -154,20 +155,21 @@ class _Recurrent(Module):
         """``[T, B, 1]`` bool, True at each example's valid timesteps; None without lengths."""
         if lengths is None:
             return None
-        name = type(self).__name__
-        dtype, shape = jnp.result_type(lengths), list(jnp.shape(lengths))
+        name, traced = type(self).__name__, isinstance(lengths, jax.core.Tracer)
+        if not traced:  # concrete (array, list): values are checked too, before tracing
+            lengths = np.asarray(lengths)
+        dtype, shape = lengths.dtype, list(lengths.shape)
         if not jnp.issubdtype(dtype, jnp.integer):
             raise TypeError(f"{name}: lengths must be integers, got dtype {dtype}")
         if shape != [batch]:
             raise ValueError(f"{name}: expected lengths of shape [B] = [{batch}], got {shape}")
-        if not isinstance(lengths, jax.core.Tracer):  # concrete: check values before tracing
-            values = np.asarray(lengths)
-            if values.size and (values.min() < 0 or values.max() > steps):
+        if not traced:
+            if lengths.size and (lengths.min() < 0 or lengths.max() > steps):
                 raise ValueError(
                     f"{name}: lengths must lie in [0, T] = [0, {steps}], "
-                    f"got values from {values.min()} to {values.max()}"
+                    f"got values from {lengths.min()} to {lengths.max()}"
                 )
-            lengths = values.astype(np.int32)
+            lengths = lengths.astype(np.int32)
         return (jnp.arange(steps)[:, None] < jnp.asarray(lengths)[None, :])[..., None]
 
     # -- forward ------------------------------------------------------------------------------
@@ -194,7 +196,8 @@ class _Recurrent(Module):
         for k in range(self.num_layers):
             xs, final = self._layer(k, xs, tuple(part[k] for part in carry), valid)
             finals.append(final)
-        state = tuple(jnp.stack(parts) for parts in zip(*finals))  # each [layers, B, H]
+        # each [layers, B, H]
+        state = tuple(jnp.stack(parts) for parts in zip(*finals, strict=True))
         return jnp.swapaxes(xs, 0, 1), state  # [B, T, H]
 
 
