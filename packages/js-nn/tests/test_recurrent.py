@@ -216,7 +216,7 @@ def test_unknown_nonlinearity_is_refused():
 
 
 @pytest.mark.parametrize("x, error, match", [
-    (jnp.zeros((T, IN)), ValueError, r"RNN: expected input \[B, T, IN\] with IN = input_size = 4, "
+    (jnp.zeros((T, IN)), ValueError, r"RNN: expected input \[B, T, I\] with I = input_size = 4, "
                                     r"got shape \[6, 4\]"),
     (jnp.zeros((B, T, 7)), ValueError, r"RNN: expected input .* got shape \[3, 6, 7\]"),
     (jnp.zeros((B, T, IN), jnp.int32), TypeError,
