@@ -1,0 +1,87 @@
+"""The table of layers that drives the shared checks (and the PyTorch comparisons)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+import js
+import js.nn as nn
+
+
+class Case(NamedTuple):
+    id: str
+    make: Callable[[js.Rngs], Any]  # rngs -> layer
+    input: Callable[[jax.Array], jax.Array]  # key -> input
+    out_shape: tuple[int, ...]
+    stochastic: bool = False  # called with rngs= in training
+
+
+def _normal(*shape):
+    return lambda key: jax.random.normal(key, shape)
+
+
+def _ints(*shape, high=10):
+    return lambda key: jax.random.randint(key, shape, 0, high)
+
+
+CASES = [
+    Case("Linear", lambda r: nn.Linear(4, 3, rngs=r), _normal(2, 5, 4), (2, 5, 3)),
+    Case("Linear-nobias", lambda r: nn.Linear(4, 3, bias=False, rngs=r), _normal(6, 4), (6, 3)),
+    Case("Conv1d", lambda r: nn.Conv1d(3, 4, 3, stride=2, padding=1, rngs=r), _normal(2, 3, 9),
+         (2, 4, 5)),
+    Case("Conv1d-groups", lambda r: nn.Conv1d(4, 6, 3, groups=2, rngs=r), _normal(2, 4, 8),
+         (2, 6, 6)),
+    Case("Conv2d", lambda r: nn.Conv2d(3, 4, 3, padding=1, rngs=r), _normal(2, 3, 8, 8),
+         (2, 4, 8, 8)),
+    Case("Conv2d-pairs", lambda r: nn.Conv2d(3, 4, (3, 2), stride=(2, 1), padding=(1, 0), rngs=r),
+         _normal(2, 3, 8, 8), (2, 4, 4, 7)),
+    Case("Conv2d-SAME", lambda r: nn.Conv2d(3, 4, 3, stride=2, padding="SAME", rngs=r),
+         _normal(2, 3, 7, 7), (2, 4, 4, 4)),
+    Case("Conv2d-valid", lambda r: nn.Conv2d(3, 4, 3, padding="valid", rngs=r),
+         _normal(2, 3, 7, 7), (2, 4, 5, 5)),
+    Case("Conv2d-groups", lambda r: nn.Conv2d(3, 6, 3, groups=3, rngs=r), _normal(2, 3, 6, 6),
+         (2, 6, 4, 4)),
+    Case("ConvTranspose2d",
+         lambda r: nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1, output_padding=1, rngs=r),
+         _normal(2, 3, 5, 5), (2, 2, 10, 10)),
+    Case("ConvTranspose2d-rect", lambda r: nn.ConvTranspose2d(3, 2, (3, 2), rngs=r),
+         _normal(2, 3, 4, 4), (2, 2, 6, 5)),
+    Case("MaxPool2d", lambda r: nn.MaxPool2d(2), _normal(2, 3, 8, 8), (2, 3, 4, 4)),
+    Case("MaxPool2d-stride", lambda r: nn.MaxPool2d(3, stride=2), _normal(2, 3, 9, 9),
+         (2, 3, 4, 4)),
+    Case("AvgPool2d", lambda r: nn.AvgPool2d(2, stride=1), _normal(2, 3, 8, 8), (2, 3, 7, 7)),
+    Case("AdaptiveAvgPool2d", lambda r: nn.AdaptiveAvgPool2d((1, 1)), _normal(2, 3, 5, 4),
+         (2, 3, 1, 1)),
+    Case("BatchNorm1d-NC", lambda r: nn.BatchNorm1d(3), _normal(8, 3), (8, 3)),
+    Case("BatchNorm1d-NCL", lambda r: nn.BatchNorm1d(3), _normal(4, 3, 5), (4, 3, 5)),
+    Case("BatchNorm2d", lambda r: nn.BatchNorm2d(3), _normal(4, 3, 5, 5), (4, 3, 5, 5)),
+    Case("LayerNorm", lambda r: nn.LayerNorm(8), _normal(2, 5, 8), (2, 5, 8)),
+    Case("LayerNorm-2d", lambda r: nn.LayerNorm((5, 8)), _normal(2, 5, 8), (2, 5, 8)),
+    Case("Dropout", lambda r: nn.Dropout(0.3), _normal(4, 16), (4, 16), stochastic=True),
+    Case("Embedding", lambda r: nn.Embedding(10, 4, rngs=r), _ints(2, 5), (2, 5, 4)),
+    Case("ReLU", lambda r: nn.ReLU(), _normal(3, 4), (3, 4)),
+    Case("GELU", lambda r: nn.GELU(), _normal(3, 4), (3, 4)),
+    Case("GELU-tanh", lambda r: nn.GELU(approximate="tanh"), _normal(3, 4), (3, 4)),
+    Case("Tanh", lambda r: nn.Tanh(), _normal(3, 4), (3, 4)),
+    Case("Sigmoid", lambda r: nn.Sigmoid(), _normal(3, 4), (3, 4)),
+    Case("Identity", lambda r: nn.Identity(), _normal(3, 4), (3, 4)),
+    Case("Flatten", lambda r: nn.Flatten(), _normal(2, 3, 4, 5), (2, 60)),
+    Case("Flatten-middle", lambda r: nn.Flatten(1, 2), _normal(2, 3, 4, 5), (2, 12, 5)),
+    Case("Sequential",
+         lambda r: nn.Sequential(nn.Linear(4, 8, rngs=r), nn.GELU(), nn.Linear(8, 2, rngs=r)),
+         _normal(3, 4), (3, 2)),
+]  # fmt: skip
+
+
+def call(layer, x, rngs=None):
+    """Call a layer, passing ``rngs`` only to the stochastic ones (Dropout)."""
+    if isinstance(layer, nn.Dropout):
+        return layer(x, rngs=rngs)
+    return layer(x)
+
+
+def expected_dtype(x):
+    return jnp.float32 if jnp.issubdtype(x.dtype, jnp.integer) else x.dtype
