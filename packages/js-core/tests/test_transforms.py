@@ -237,3 +237,22 @@ def test_plain_jax_at_the_split_merge_boundary(data):
     js.update(model, new_state)
     assert isinstance(js.merge(graphdef, state), MLP)
     assert js.stop_gradient is jax.lax.stop_gradient
+
+
+def test_stateful_keyword_arguments_and_static_integers():
+    model = Noise()
+    rngs = js.Rngs(dropout=0)
+    calls = []
+
+    @functools.partial(js.jit, static_argnums=2)
+    def run(model, x, repeat, *, rngs):
+        calls.append(repeat)
+        for _ in range(repeat):
+            x = model(x, rngs=rngs)
+        return x
+
+    run(model, jnp.zeros(2), 3, rngs=rngs)
+    run(model, jnp.zeros(2), 3, rngs=rngs)
+    assert int(rngs.dropout.count[...]) == 6 and calls == [3]
+    run(model, jnp.zeros(2), 1, rngs=rngs)
+    assert int(rngs.dropout.count[...]) == 7 and calls == [3, 1]

@@ -122,6 +122,45 @@ def _stateful_in(tree) -> bool:
     return any(isinstance(leaf, _STATEFUL) for leaf in jax.tree.leaves(tree, is_leaf=_holds_state))
 
 
+_STATEFUL_TYPES: dict[type, bool] = {}
+
+
+class _Marker:
+    """A unique, hashable tag in call keys (static argument, keyword argument)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+_STATIC, _KW = _Marker("static"), _Marker("keyword")
+
+
+def _is_stateful(value) -> bool:
+    # isinstance against nnx.Variable goes through a metaclass hook: cache the answer per type.
+    kind = type(value)
+    answer = _STATEFUL_TYPES.get(kind)
+    if answer is None:
+        answer = _STATEFUL_TYPES[kind] = isinstance(value, _STATEFUL)
+    return answer
+
+
+def _without_ids(key: tuple, objects: list) -> tuple:
+    """The call layout: the key with each object's id replaced by its index among the objects."""
+    ids = {id(obj): index for index, obj in enumerate(objects)}
+    layout = []
+    for item in key:
+        if isinstance(item, int):
+            layout.append(ids[item])
+        elif item is not None and item[0] is _KW and isinstance(item[2], int):
+            layout.append((_KW, item[1], ids[item[2]]))
+        else:
+            layout.append(item)
+    return tuple(layout)
+
+
 class _Entry:
     """What one call signature (these objects, this layout) needs on the fast path."""
 
@@ -146,47 +185,48 @@ class CompiledFunction:
         return self if obj is None else functools.partial(self, obj)
 
     def _layout(self, args, kwargs):
-        """Split the call into stateful objects, a hashable layout, and dynamic arguments."""
-        objects, kinds, ids = [], [], []
+        """Split the call into stateful objects, a hashable key, and dynamic arguments.
+
+        The key is one entry per argument: the object's id for a stateful one, the value for a
+        static one, ``None`` for a traced one; keyword arguments follow, sorted by name.
+        """
+        objects, key = [], []
         dyn_args = list(args)
         for i, arg in enumerate(args):
             if i in self._static_argnums:
-                kinds.append(("static", arg))
+                key.append((_STATIC, arg))
                 dyn_args[i] = None
-            elif isinstance(arg, _STATEFUL):
-                kinds.append(len(objects))
+            elif _is_stateful(arg):
                 objects.append(arg)
-                ids.append(id(arg))
+                key.append(id(arg))
                 dyn_args[i] = None
             else:
-                kinds.append(None)
+                key.append(None)
         dyn_kwargs = {}
         for name in sorted(kwargs):
             value = kwargs[name]
             if name in self._static_argnames:
-                kinds.append((name, "static", value))
-            elif isinstance(value, _STATEFUL):
-                kinds.append((name, len(objects)))
+                key.append((_KW, name, _STATIC, value))
+            elif _is_stateful(value):
                 objects.append(value)
-                ids.append(id(value))
+                key.append((_KW, name, id(value)))
             else:
-                kinds.append((name, None))
+                key.append((_KW, name, None))
                 dyn_kwargs[name] = value
-        return objects, (tuple(kinds), tuple(ids)), dyn_args, dyn_kwargs
+        return objects, tuple(key), dyn_args, dyn_kwargs
 
     def __call__(self, *args, **kwargs):
         objects, key, dyn_args, dyn_kwargs = self._layout(args, kwargs)
         entry = self._entries.get(key)
-        if (
-            entry is None
-            or entry.epoch != STRUCTURE_EPOCH.value
-            or not entry.tracked
-            or any(ref() is not obj for ref, obj in zip(entry.refs, objects, strict=False))
-        ):
+        if entry is None or entry.epoch != STRUCTURE_EPOCH.value or not entry.tracked:
             entry = self._refresh(key, objects)
+        else:
+            for ref, obj in zip(entry.refs, objects, strict=False):
+                if ref() is not obj:  # a new object that reuses a dead one's id
+                    entry = self._refresh(key, objects)
+                    break
         variables = entry.variables
-        leaves = [v._raw_value for v in variables]
-        output, new_leaves = entry.program(leaves, dyn_args, dyn_kwargs)
+        output, new_leaves = entry.program([v._raw_value for v in variables], dyn_args, dyn_kwargs)
         for variable, leaf in zip(variables, new_leaves, strict=False):
             _set_raw(variable, "_raw_value", leaf)
         if entry.epoch != STRUCTURE_EPOCH.value:  # objects created while tracing moved it
@@ -207,7 +247,7 @@ class CompiledFunction:
                     "Parameter or Buffer. Fix: wrap it, e.g. self.x = js.Buffer(array)"
                 )
             variables.append(leaf)
-        layout = key[0]
+        layout = _without_ids(key, objects)
         program = self._programs.get((graphdef, layout))
         if program is None:
             program = self._programs[(graphdef, layout)] = self._compile(graphdef, layout)
@@ -234,12 +274,12 @@ class CompiledFunction:
                     args.append(objects[kind])
                 elif kind is None:
                     args.append(dyn_args[i])
-                elif kind[0] == "static":
+                elif kind[0] is _STATIC:
                     args.append(kind[1])
-                elif kind[1] == "static":
-                    kwargs[kind[0]] = kind[2]
-                elif isinstance(kind[1], int):
-                    kwargs[kind[0]] = objects[kind[1]]
+                elif kind[2] is _STATIC:
+                    kwargs[kind[1]] = kind[3]
+                elif isinstance(kind[2], int):
+                    kwargs[kind[1]] = objects[kind[2]]
             output = fn(*args, **kwargs)
             if _stateful_in(output):
                 raise TypeError(
