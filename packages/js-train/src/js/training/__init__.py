@@ -1,4 +1,4 @@
-"""js.training (the js-train distribution)."""
+"""js.training (the js-train distribution): compiled steps, Task, Trainer and checkpoints."""
 
 from js._interface import require as _require
 
@@ -8,4 +8,32 @@ from ._version import __version__
 
 _require("js-train", __version__, _REQUIRES)
 
-__all__ = ["__interface__", "__version__"]
+from . import steps as steps  # noqa: E402
+from ._callbacks import Callback as Callback  # noqa: E402
+from ._callbacks import EarlyStopping as EarlyStopping  # noqa: E402
+from ._checkpoint import ModelCheckpoint as ModelCheckpoint  # noqa: E402
+from ._checkpoint import load_checkpoint as load_checkpoint  # noqa: E402
+from ._checkpoint import save_checkpoint as save_checkpoint  # noqa: E402
+from ._loader import ArrayLoader as ArrayLoader  # noqa: E402
+from ._progress import ProgressBar as ProgressBar  # noqa: E402
+from ._runs import CSVRun as CSVRun  # noqa: E402
+from ._runs import plot_run as plot_run  # noqa: E402
+from ._task import Task as Task  # noqa: E402
+from ._trainer import Trainer as Trainer  # noqa: E402
+
+__all__ = [
+    "ArrayLoader",
+    "CSVRun",
+    "Callback",
+    "EarlyStopping",
+    "ModelCheckpoint",
+    "ProgressBar",
+    "Task",
+    "Trainer",
+    "__interface__",
+    "__version__",
+    "load_checkpoint",
+    "plot_run",
+    "save_checkpoint",
+    "steps",
+]

@@ -1,0 +1,91 @@
+"""Callback hooks and EarlyStopping."""
+
+from __future__ import annotations
+
+import math
+
+
+def check_mode(owner: str, mode: str) -> None:
+    if mode not in ("min", "max"):
+        raise ValueError(f"{owner} mode must be 'min' or 'max', got {mode!r}")
+
+
+def monitored(owner: str, monitor: str, metrics: dict) -> float:
+    """The value of ``monitor`` in ``metrics``, or a KeyError naming what is there."""
+    if monitor not in metrics:
+        raise KeyError(
+            f"{owner} monitors {monitor!r}, but the epoch's metrics are {sorted(metrics)}. Fix: "
+            "monitor one of those (val/... needs val_data passed to fit)."
+        )
+    return float(metrics[monitor])
+
+
+class Callback:
+    """Base class: override the hooks you need; each receives the trainer and the task.
+
+    Hooks, in order: ``on_fit_start``; per epoch ``on_epoch_start(trainer, task, epoch)``, then
+    ``on_validation_end(trainer, task, metrics)`` (only with validation data), then
+    ``on_epoch_end(trainer, task, metrics)``; ``on_fit_end`` last, also after an error.
+    ``metrics`` is the epoch's dict of floats, the one the run logs. Call ``trainer.stop()``
+    to end training after the current epoch.
+
+    Example:
+        >>> class PrintLoss(Callback):
+        ...     def on_epoch_end(self, trainer, task, metrics):
+        ...         print(metrics["train/loss"])
+    """
+
+    def on_fit_start(self, trainer, task) -> None:
+        pass
+
+    def on_epoch_start(self, trainer, task, epoch: int) -> None:
+        pass
+
+    def on_validation_end(self, trainer, task, metrics: dict) -> None:
+        pass
+
+    def on_epoch_end(self, trainer, task, metrics: dict) -> None:
+        pass
+
+    def on_fit_end(self, trainer, task) -> None:
+        pass
+
+
+class EarlyStopping(Callback):
+    """Stop when ``monitor`` has not improved for ``patience`` epochs.
+
+    Args:
+        monitor: a metric name, e.g. ``'val/loss'``.
+        patience: epochs without improvement to tolerate (>= 0).
+        mode: ``'min'`` (lower is better) or ``'max'``.
+        min_delta: the least change that counts as an improvement.
+
+    Example:
+        >>> stopper = EarlyStopping("val/loss", patience=2, mode="min")
+    """
+
+    def __init__(self, monitor: str = "val/loss", patience: int = 3, mode: str = "min",
+                 min_delta: float = 0.0):
+        check_mode("EarlyStopping", mode)
+        if not isinstance(patience, int) or patience < 0:
+            raise ValueError(f"EarlyStopping patience must be an int >= 0, got {patience!r}")
+        self.monitor, self.patience, self.mode, self.min_delta = monitor, patience, mode, min_delta
+        self.best = math.inf if mode == "min" else -math.inf
+        self.wait = 0
+        self.stopped_epoch: int | None = None
+
+    def on_fit_start(self, trainer, task) -> None:
+        self.best = math.inf if self.mode == "min" else -math.inf
+        self.wait = 0
+        self.stopped_epoch = None
+
+    def on_epoch_end(self, trainer, task, metrics: dict) -> None:
+        value = monitored("EarlyStopping", self.monitor, metrics)
+        gain = self.best - value if self.mode == "min" else value - self.best
+        if gain > self.min_delta:
+            self.best, self.wait = value, 0
+            return
+        self.wait += 1
+        if self.wait > self.patience:
+            self.stopped_epoch = int(metrics.get("epoch", -1))
+            trainer.stop(f"EarlyStopping: {self.monitor} did not improve for {self.wait} epochs")

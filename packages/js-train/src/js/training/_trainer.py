@@ -1,0 +1,196 @@
+"""Trainer: the epoch loop around a Task's compiled steps."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import jax
+import jax.numpy as jnp
+
+from ._callbacks import Callback
+from ._progress import ProgressBar, format_metrics
+
+
+@jax.jit
+def _accumulate(totals, loss, count, correct):
+    """Add one step's count-weighted loss, count and correct to the running totals (on device)."""
+    new = {"loss": totals["loss"] + loss * count, "count": totals["count"] + count}
+    if correct is not None:
+        new["correct"] = totals["correct"] + correct
+    return new
+
+
+def _zeros(has_correct: bool) -> dict:
+    totals = {"loss": jnp.zeros((), jnp.float32), "count": jnp.zeros((), jnp.float32)}
+    if has_correct:
+        totals["correct"] = jnp.zeros((), jnp.float32)
+    return totals
+
+
+def _check_step_metrics(metrics, where: str) -> None:
+    if not isinstance(metrics, Mapping) or "loss" not in metrics or "count" not in metrics:
+        got = sorted(metrics) if isinstance(metrics, Mapping) else type(metrics).__name__
+        raise KeyError(
+            f"{where} must return a dict with 'loss' and 'count' (and optionally 'correct'); "
+            f"got {got}. Fix: return e.g. {{'loss': loss, 'count': batch_size}}."
+        )
+
+
+def _summary(host: dict, prefix: str) -> dict[str, float]:
+    count = float(host["count"])
+    out = {f"{prefix}/loss": float(host["loss"]) / max(count, 1.0), f"{prefix}/count": count}
+    if "correct" in host:
+        out[f"{prefix}/accuracy"] = float(host["correct"]) / max(count, 1.0)
+    return out
+
+
+def _check_data(data, name: str, epochs: int) -> None:
+    if not hasattr(data, "__iter__"):
+        raise TypeError(f"fit: {name} must be an iterable of batches, got {type(data).__name__}")
+    if epochs > 1 and iter(data) is data:
+        raise TypeError(
+            f"fit: {name} is a one-shot iterator (a generator?), which would be empty after the "
+            "first epoch. Fix: pass a re-iterable, such as a list or an ArrayLoader."
+        )
+
+
+class Trainer:
+    """Run epochs of a Task's steps, aggregate metrics on the device, report them.
+
+    ``fit`` never differentiates: ``task.training_step`` owns the update. Per epoch it sums
+    ``loss * count``, ``count`` and (when present) ``correct`` on the device and reads them to
+    the host once, at the epoch's end (and at most once a second for a progress bar drawn on a
+    terminal), so the next step is dispatched while the previous one still runs.
+    ``transfers`` lists the device-to-host reads of each epoch; ``progress_interval_s`` (1 s)
+    is the least time between two reads for the progress bar.
+
+    Args:
+        max_epochs: epochs to run (>= 1), counted from 0.
+        callbacks: :class:`Callback` objects (EarlyStopping, ModelCheckpoint, ...).
+        run: where metrics go: any object with ``log(metrics, step)`` and optionally
+            ``close()`` (e.g. :class:`CSVRun`), called once per epoch with the dict the
+            callbacks get.
+        progress: draw a progress bar; ``None`` draws one only when stdout is a terminal.
+        verbose: print one line of metrics per epoch.
+
+    Example:
+        >>> trainer = Trainer(max_epochs=5)
+        >>> history = trainer.fit(task, ArrayLoader(x, y, batch_size=32))  # doctest: +SKIP
+        >>> history[-1]["train/loss"]  # doctest: +SKIP
+    """
+
+    progress_interval_s = 1.0
+
+    def __init__(self, max_epochs: int, callbacks=(), run=None, *, progress: bool | None = None,
+                 verbose: bool = True):
+        if not isinstance(max_epochs, int) or max_epochs < 1:
+            raise ValueError(f"Trainer max_epochs must be an int >= 1, got {max_epochs!r}")
+        callbacks = tuple(callbacks)
+        for callback in callbacks:
+            if not isinstance(callback, Callback):
+                raise TypeError(
+                    f"Trainer callbacks must be Callback instances, got {type(callback).__name__}"
+                )
+        paths = [str(c.path) for c in callbacks if hasattr(c, "path")]
+        if len(paths) != len(set(paths)):
+            raise ValueError(
+                f"Trainer got two checkpoint callbacks writing to the same path ({paths}): they "
+                "would overwrite each other. Fix: give each its own directory."
+            )
+        if run is not None and not callable(getattr(run, "log", None)):
+            raise TypeError(f"Trainer run must have a log(metrics, step) method, got {run!r}")
+        self.max_epochs = max_epochs
+        self.callbacks = callbacks
+        self.run = run
+        self.progress = progress
+        self.verbose = verbose
+        self.history: list[dict[str, float]] = []
+        self.transfers: list[int] = []
+        self.should_stop = False
+        self.stop_reason: str | None = None
+
+    def stop(self, reason: str = "stopped by a callback") -> None:
+        """Ask ``fit`` to end after the current epoch (callbacks call this)."""
+        self.should_stop, self.stop_reason = True, reason
+
+    def _hook(self, name: str, *args) -> None:
+        for callback in self.callbacks:
+            getattr(callback, name)(self, *args)
+
+    def _epoch(self, step, data, label: str) -> tuple[dict, int]:
+        """Run ``step`` over ``data``; return the host totals and the device reads it took."""
+        bar = ProgressBar(label, len(data) if hasattr(data, "__len__") else None,
+                          enabled=self.progress, interval_s=self.progress_interval_s)
+        totals, reads, steps = None, 0, 0
+        for batch in data:
+            metrics = step(batch)
+            if totals is None:
+                _check_step_metrics(metrics, label)
+                totals = _zeros("correct" in metrics)
+            totals = _accumulate(totals, metrics["loss"], metrics["count"], metrics.get("correct"))
+            steps += 1
+            if bar.due():
+                host = jax.device_get(totals)
+                reads += 1
+                bar.update(steps, float(host["loss"]) / max(float(host["count"]), 1.0))
+        bar.close()
+        if totals is None:
+            raise ValueError(f"{label}: the data yielded no batches. Fix: check its length.")
+        return jax.device_get(totals), reads + 1
+
+    def fit(self, task, train_data, val_data=None, *, start_epoch: int = 0) -> list[dict]:
+        """Train ``task`` for epochs ``start_epoch .. max_epochs - 1``; return the history.
+
+        Args:
+            task: a :class:`Task` (or any object with ``training_step``, ``validation_step``
+                and ``set_phase``).
+            train_data: an iterable of batches (tuples or dicts of arrays), iterated once per
+                epoch; ``set_epoch(epoch)`` is called first when it has one (ArrayLoader).
+            val_data: an optional iterable of validation batches, run after each epoch.
+            start_epoch: the first epoch's number, to continue a run restored with
+                :func:`load_checkpoint` (its data order and epoch numbers continue too).
+
+        Returns the history: one dict of floats per epoch with ``epoch``, ``train/loss``,
+        ``train/count``, ``train/accuracy`` (when steps return ``correct``), the same under
+        ``val/`` with validation data, and ``time/epoch_s``.
+        """
+        _check_data(train_data, "train_data", self.max_epochs - start_epoch)
+        if val_data is not None:
+            _check_data(val_data, "val_data", self.max_epochs - start_epoch)
+        self.history, self.transfers = [], []
+        self.should_stop, self.stop_reason = False, None
+        self._hook("on_fit_start", task)
+        try:
+            for epoch in range(start_epoch, self.max_epochs):
+                started = time.perf_counter()
+                self._hook("on_epoch_start", task, epoch)
+                if hasattr(train_data, "set_epoch"):
+                    train_data.set_epoch(epoch)
+                task.set_phase("train")
+                host, reads = self._epoch(task.training_step, train_data, f"epoch {epoch} train")
+                metrics = {"epoch": float(epoch), **_summary(host, "train")}
+                if val_data is not None:
+                    task.set_phase("eval")
+                    host, val_reads = self._epoch(task.validation_step, val_data,
+                                                  f"epoch {epoch} val")
+                    reads += val_reads
+                    metrics.update(_summary(host, "val"))
+                    self._hook("on_validation_end", task, metrics)
+                metrics["time/epoch_s"] = time.perf_counter() - started
+                self.history.append(metrics)
+                self.transfers.append(reads)
+                if self.run is not None:
+                    self.run.log(metrics, step=epoch)
+                if self.verbose:
+                    print(format_metrics(metrics), flush=True)
+                self._hook("on_epoch_end", task, metrics)
+                if self.should_stop:
+                    if self.verbose:
+                        print(f"stopping: {self.stop_reason}", flush=True)
+                    break
+        finally:
+            self._hook("on_fit_end", task)
+            if self.run is not None and callable(getattr(self.run, "close", None)):
+                self.run.close()
+        return self.history

@@ -1,0 +1,188 @@
+"""Compiled reference steps: how to write a training step with js.
+
+Each step is a ``js.jit`` function. It takes the model, the optimizer(s), a batch and, where
+it samples, a ``js.Rngs``; it updates them in place (state is passed, never read from scope)
+and returns a dict of metrics that stay on the device: ``loss`` (the batch mean), ``count``
+(the examples it averaged over) and, for classification, ``correct``. ``Trainer`` sums these
+per epoch. They are examples, not a required abstraction: copy one and change the loss.
+
+Batches are tuples ``(x, y)`` / ``(x, y, mask)`` or dicts ``{'x':, 'y':, 'mask':}``; for the
+autoencoder and the GAN a batch is ``x`` or ``(x,)``. A ``mask[B]`` (bool) drops examples.
+
+Example:
+    >>> metrics = classification_step(model, optimizer, (x, y))  # doctest: +SKIP
+    >>> float(metrics["loss"])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import jax
+import jax.numpy as jnp
+
+import js
+from js import losses
+
+
+def unpack(batch):
+    """``(x, y, mask)`` from a tuple ``(x, y[, mask])`` or a dict with ``x``, ``y``[, ``mask``]."""
+    if isinstance(batch, Mapping):
+        return batch["x"], batch["y"], batch.get("mask")
+    if isinstance(batch, (tuple, list)) and len(batch) in (2, 3):
+        return batch[0], batch[1], (batch[2] if len(batch) == 3 else None)
+    raise ValueError(
+        "a supervised batch is (x, y), (x, y, mask) or a dict with 'x' and 'y'; got a "
+        f"{type(batch).__name__} of length {len(batch)}"
+    )
+
+
+def inputs(batch):
+    """``x`` from an unsupervised batch: ``x``, ``(x,)`` or a dict with ``x``."""
+    if isinstance(batch, Mapping):
+        return batch["x"]
+    return batch[0] if isinstance(batch, (tuple, list)) else batch
+
+
+def _count(y, mask):
+    if mask is None:
+        return jnp.asarray(y.shape[0], jnp.int32)
+    return jnp.sum(mask.astype(jnp.int32))
+
+
+def _classification_metrics(loss, logits, y, mask) -> dict:
+    hit = jnp.argmax(logits, axis=-1) == y  # [B]
+    if mask is not None:
+        hit = hit & mask.astype(bool)
+    return {"loss": loss, "count": _count(y, mask), "correct": jnp.sum(hit.astype(jnp.int32))}
+
+
+# -- classification -------------------------------------------------------------------------
+
+
+@js.jit
+def classification_step(model, optimizer, batch):
+    """One optimizer step of cross-entropy on ``logits = model(x)`` [B, C], labels ``y`` [B]."""
+    x, y, mask = unpack(batch)
+
+    def loss_fn(model):
+        logits = model(x)  # [B, C]
+        return losses.cross_entropy(logits, y, mask=mask), logits
+
+    (loss, logits), grads = js.value_and_grad(loss_fn, has_aux=True)(model)
+    optimizer.step(grads)
+    return _classification_metrics(loss, logits, y, mask)
+
+
+@js.jit
+def dropout_classification_step(model, optimizer, batch, rngs):
+    """As :func:`classification_step` for a model with dropout: ``model(x, rngs=rngs)``.
+
+    ``rngs`` (with a ``dropout`` stream) is passed through the gradient so its counter
+    advances in place: the next step draws new masks, and a checkpoint replays them.
+    """
+    x, y, mask = unpack(batch)
+
+    def loss_fn(model, rngs):
+        logits = model(x, rngs=rngs)  # [B, C]
+        return losses.cross_entropy(logits, y, mask=mask), logits
+
+    (loss, logits), grads = js.value_and_grad(loss_fn, has_aux=True)(model, rngs)
+    optimizer.step(grads)
+    return _classification_metrics(loss, logits, y, mask)
+
+
+@js.jit
+def classification_eval_step(model, batch):
+    """Loss, count and correct of ``model(x)`` without an update (call ``model.eval()`` first)."""
+    x, y, mask = unpack(batch)
+    logits = model(x)
+    return _classification_metrics(losses.cross_entropy(logits, y, mask=mask), logits, y, mask)
+
+
+# -- forecasting (regression) and autoencoding ----------------------------------------------
+
+
+@js.jit
+def regression_step(model, optimizer, batch):
+    """One step of mean squared error between ``model(x)`` and ``y`` (same shape), e.g. an
+    LSTM forecaster mapping a window ``[B, T, F]`` to the next values ``[B, F]``."""
+    x, y, mask = unpack(batch)
+
+    def loss_fn(model):
+        return losses.mse_loss(model(x), y)
+
+    loss, grads = js.value_and_grad(loss_fn)(model)
+    optimizer.step(grads)
+    return {"loss": loss, "count": _count(y, mask)}
+
+
+@js.jit
+def regression_eval_step(model, batch):
+    """Mean squared error of ``model(x)`` against ``y`` without an update."""
+    x, y, mask = unpack(batch)
+    return {"loss": losses.mse_loss(model(x), y), "count": _count(y, mask)}
+
+
+@js.jit
+def autoencoder_step(model, optimizer, batch):
+    """One step of reconstruction error: mean squared error between ``model(x)`` and ``x``."""
+    x = inputs(batch)
+
+    def loss_fn(model):
+        return losses.mse_loss(model(x), x)
+
+    loss, grads = js.value_and_grad(loss_fn)(model)
+    optimizer.step(grads)
+    return {"loss": loss, "count": _count(x, None)}
+
+
+@js.jit
+def autoencoder_eval_step(model, batch):
+    """Reconstruction error of ``model(x)`` without an update."""
+    x = inputs(batch)
+    return {"loss": losses.mse_loss(model(x), x), "count": _count(x, None)}
+
+
+# -- GAN: two disjoint modules, two optimizers, each step differentiates only its own -------
+
+
+def _noise(rngs, batch, latent_dim: int):
+    return jax.random.normal(rngs.next("noise"), (inputs(batch).shape[0], latent_dim))  # [B, Z]
+
+
+@js.jit(static_argnames=("latent_dim",))
+def discriminator_step(discriminator, generator, d_optimizer, batch, rngs, *, latent_dim):
+    """Update the discriminator (logits ``[B, 1]``) to tell real ``x`` from ``generator(z)``.
+
+    ``z ~ N(0, 1)`` ``[B, latent_dim]`` is drawn from the ``noise`` stream of ``rngs``. Only
+    the discriminator is differentiated; the generator's output enters as a constant.
+    """
+    real = inputs(batch)
+    fake = js.stop_gradient(generator(_noise(rngs, batch, latent_dim)))
+
+    def loss_fn(discriminator):
+        real_logits, fake_logits = discriminator(real), discriminator(fake)
+        bce = losses.binary_cross_entropy_with_logits
+        return bce(real_logits, jnp.ones_like(real_logits)) + bce(
+            fake_logits, jnp.zeros_like(fake_logits)
+        )
+
+    loss, grads = js.value_and_grad(loss_fn)(discriminator)
+    d_optimizer.step(grads)
+    return {"loss": loss, "count": _count(real, None)}
+
+
+@js.jit(static_argnames=("latent_dim",))
+def generator_step(generator, discriminator, g_optimizer, batch, rngs, *, latent_dim):
+    """Update the generator so the discriminator calls ``generator(z)`` real (non-saturating
+    loss). ``batch`` only sets the batch size; the discriminator is not differentiated."""
+    z = _noise(rngs, batch, latent_dim)
+
+    def loss_fn(generator, discriminator):
+        logits = discriminator(generator(z))  # [B, 1]
+        return losses.binary_cross_entropy_with_logits(logits, jnp.ones_like(logits))
+
+    loss, grads = js.value_and_grad(loss_fn)(generator, discriminator)
+    g_optimizer.step(grads)
+    return {"loss": loss, "count": jnp.asarray(z.shape[0], jnp.int32)}

@@ -1,0 +1,223 @@
+import io
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from js.training import ArrayLoader, Callback, EarlyStopping, ProgressBar, Task, Trainer
+
+
+class Recorder(Callback):
+    def __init__(self):
+        self.calls, self.metrics = [], []
+
+    def on_fit_start(self, trainer, task):
+        self.calls.append("fit_start")
+
+    def on_epoch_start(self, trainer, task, epoch):
+        self.calls.append(f"epoch_start {epoch}")
+
+    def on_validation_end(self, trainer, task, metrics):
+        self.calls.append("validation_end")
+
+    def on_epoch_end(self, trainer, task, metrics):
+        self.calls.append("epoch_end")
+        self.metrics.append(metrics)
+
+    def on_fit_end(self, trainer, task):
+        self.calls.append("fit_end")
+
+
+class ListRun:
+    def __init__(self):
+        self.logged, self.closed = [], False
+
+    def log(self, metrics, step):
+        self.logged.append((step, metrics))
+
+    def close(self):
+        self.closed = True
+
+
+class FixedTask(Task):
+    """Steps that return known metrics, to check the aggregation exactly."""
+
+    def __init__(self):
+        self.phases = []
+
+    def training_step(self, batch):
+        x, y = batch
+        return {"loss": jnp.mean(x), "count": len(x), "correct": jnp.sum(y)}
+
+    def validation_step(self, batch):
+        return {"loss": jnp.float32(2.0), "count": len(batch[0])}
+
+    def set_phase(self, phase):
+        self.phases.append(phase)
+
+
+def test_history_is_count_weighted_and_named_by_split():
+    x = np.array([1.0, 1.0, 1.0, 4.0], np.float32)  # batches of 3 and 1: means 1 and 4
+    y = np.array([1, 0, 1, 1], np.int32)
+    trainer = Trainer(2, verbose=False)
+    history = trainer.fit(FixedTask(), ArrayLoader(x, y, batch_size=3), [(x, y)])
+    assert [h["epoch"] for h in history] == [0.0, 1.0]
+    first = history[0]
+    assert first["train/loss"] == pytest.approx((1.0 * 3 + 4.0 * 1) / 4)  # not (1 + 4) / 2
+    assert first["train/count"] == 4.0
+    assert first["train/accuracy"] == pytest.approx(0.75)
+    assert first["val/loss"] == 2.0 and "val/accuracy" not in first
+    assert all(isinstance(v, float) for v in first.values())
+
+
+def test_one_device_read_per_epoch_and_split():
+    x, y = np.ones(40, np.float32), np.ones(40, np.int32)
+    trainer = Trainer(3, verbose=False, progress=False)
+    trainer.fit(FixedTask(), ArrayLoader(x, y, batch_size=4), ArrayLoader(x, y, batch_size=8))
+    assert trainer.transfers == [2, 2, 2]  # 10 train steps, 5 val steps: one read each
+
+
+def test_phases_callbacks_and_run_get_the_same_metrics(capsys):
+    task, recorder, run = FixedTask(), Recorder(), ListRun()
+    x, y = np.ones(4, np.float32), np.ones(4, np.int32)
+    history = Trainer(2, callbacks=[recorder], run=run).fit(task, [(x, y)], [(x, y)])
+    assert task.phases == ["train", "eval", "train", "eval"]
+    assert recorder.calls == ["fit_start", "epoch_start 0", "validation_end", "epoch_end",
+                              "epoch_start 1", "validation_end", "epoch_end", "fit_end"]
+    assert recorder.metrics == history == [m for _, m in run.logged]
+    assert [step for step, _ in run.logged] == [0, 1] and run.closed
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 and lines[1].startswith("epoch 1  train/loss 1.0000")
+
+
+def test_default_task_trains_a_dropout_classifier(make_task, data):
+    task = make_task()
+    x, y = data
+    history = Trainer(4, verbose=False).fit(
+        task, ArrayLoader(x, y, batch_size=16, shuffle=True), ArrayLoader(x, y, batch_size=48)
+    )
+    assert history[-1]["train/loss"] < history[0]["train/loss"]
+    assert history[-1]["val/accuracy"] > 0.8
+    assert not task.model.training  # left in eval mode by the last validation
+
+
+def test_early_stopping_stops_and_says_why(capsys):
+    class Worse(FixedTask):
+        def validation_step(self, batch):
+            self.calls = getattr(self, "calls", 0) + 1
+            return {"loss": jnp.float32(self.calls), "count": 1}
+
+    stopper = EarlyStopping("val/loss", patience=1, mode="min")
+    x = np.ones(2, np.float32)
+    history = Trainer(10, callbacks=[stopper]).fit(Worse(), [(x, x)], [(x, x)])
+    assert len(history) == 3 and stopper.stopped_epoch == 2
+    out = capsys.readouterr().out
+    assert "stopping: EarlyStopping: val/loss did not improve for 2 epochs" in out
+
+
+def test_start_epoch_numbers_epochs_and_sets_the_loader_epoch():
+    loader = ArrayLoader(np.ones(4, np.float32), np.ones(4, np.int32), batch_size=2, shuffle=True)
+    history = Trainer(5, verbose=False).fit(FixedTask(), loader, start_epoch=3)
+    assert [h["epoch"] for h in history] == [3.0, 4.0] and loader.epoch == 5
+
+
+def test_progress_bar_draws_steps_loss_rate_and_time_left():
+    stream = io.StringIO()
+    bar = ProgressBar("epoch 0 train", total=10, stream=stream, enabled=True, interval_s=0.0)
+    assert bar.due()
+    bar.update(5, loss=0.25)
+    text = stream.getvalue()
+    assert "epoch 0 train 5/10" in text and "loss 0.2500" in text and "it/s" in text
+    assert "s left" in text
+    bar.close()
+    assert ProgressBar("x", stream=io.StringIO()).enabled is False  # not a terminal: quiet
+
+
+@pytest.mark.parametrize("interval, reads", [(1e9, 1), (0.0, 5)])
+def test_progress_reads_the_device_at_most_once_per_interval(capsys, interval, reads):
+    x = np.ones(8, np.float32)
+    trainer = Trainer(1, progress=True, verbose=False)
+    trainer.progress_interval_s = interval
+    trainer.fit(FixedTask(), ArrayLoader(x, x.astype(np.int32), batch_size=2))
+    assert trainer.transfers == [reads]  # 4 steps: the epoch's read, plus one per redraw
+    assert ("4/4" in capsys.readouterr().out) == (interval == 0.0)
+
+
+# -- errors --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("epochs", [0, 1.5])
+def test_max_epochs_must_be_a_positive_int(epochs):
+    with pytest.raises(ValueError, match="max_epochs must be an int >= 1"):
+        Trainer(epochs)
+
+
+def test_callbacks_must_be_callbacks():
+    with pytest.raises(TypeError, match="callbacks must be Callback instances, got function"):
+        Trainer(1, callbacks=[lambda: None])
+
+
+def test_run_needs_log():
+    with pytest.raises(TypeError, match=r"run must have a log\(metrics, step\) method"):
+        Trainer(1, run=object())
+
+
+def test_two_checkpoints_on_one_path_conflict(tmp_path):
+    from js.training import ModelCheckpoint
+
+    with pytest.raises(ValueError, match="two checkpoint callbacks writing to the same path"):
+        Trainer(1, callbacks=[ModelCheckpoint(tmp_path), ModelCheckpoint(tmp_path, mode="max")])
+
+
+def test_one_shot_iterators_are_refused_for_several_epochs():
+    batches = iter([(np.ones(2), np.ones(2))])
+    with pytest.raises(TypeError, match="train_data is a one-shot iterator"):
+        Trainer(2).fit(FixedTask(), batches)
+    with pytest.raises(TypeError, match="val_data must be an iterable of batches, got int"):
+        Trainer(1).fit(FixedTask(), [], 3)
+
+
+def test_empty_data_is_an_error():
+    with pytest.raises(ValueError, match="epoch 0 train: the data yielded no batches"):
+        Trainer(1).fit(FixedTask(), [])
+
+
+def test_steps_must_return_loss_and_count():
+    class NoCount(FixedTask):
+        def training_step(self, batch):
+            return {"loss": jnp.float32(1.0)}
+
+    with pytest.raises(KeyError, match=r"must return a dict with 'loss' and 'count'.*\['loss'\]"):
+        Trainer(1).fit(NoCount(), [(1, 1)])
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: EarlyStopping(mode="up"), "EarlyStopping mode must be 'min' or 'max', got 'up'"),
+        (lambda: EarlyStopping(patience=-1), "EarlyStopping patience must be an int >= 0"),
+    ],
+)
+def test_early_stopping_options_fail_when_built(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_monitoring_a_missing_metric_names_what_exists():
+    x = np.ones(2, np.float32)
+    with pytest.raises(KeyError, match=r"EarlyStopping monitors 'val/loss'.*train/loss"):
+        Trainer(2, callbacks=[EarlyStopping()], verbose=False).fit(FixedTask(), [(x, x)])
+
+
+def test_task_checks_its_arguments(make_task):
+    model = make_task().model
+    with pytest.raises(TypeError, match="Task model must be a js.Module, got int"):
+        Task(1, None)
+    with pytest.raises(TypeError, match=r"Task optimizer must have a step\(grads\) method"):
+        Task(model, object())
+    with pytest.raises(TypeError, match="Task rngs must be a js.Rngs or None, got int"):
+        Task(model, make_task().optimizer, rngs=3)
+    with pytest.raises(ValueError, match="phase must be 'train' or 'eval', got 'test'"):
+        make_task().set_phase("test")
+    assert set(make_task().checkpoint_objects()) == {"model", "optimizer", "rngs"}
+    assert set(make_task(dropout=False).checkpoint_objects()) == {"model", "optimizer"}
