@@ -1,4 +1,8 @@
-"""js.optim (the js-optim distribution)."""
+"""js.optim (the js-optim distribution): PyTorch's optimizers over optax.
+
+``SGD``, ``Adam`` and ``AdamW`` take ``model.parameters()`` and update it in place with
+``optimizer.step(grads)``, eagerly or inside ``js.jit``.
+"""
 
 from js._interface import require as _require
 
@@ -8,4 +12,24 @@ from ._version import __version__
 
 _require("js-optim", __version__, _REQUIRES)
 
-__all__ = ["__interface__", "__version__"]
+from ._clip import clip_grad_norm as clip_grad_norm  # noqa: E402  (after the interface check)
+from ._optimizer import Optimizer as Optimizer  # noqa: E402
+from ._optimizer import OptState as OptState  # noqa: E402
+from ._optimizers import SGD as SGD  # noqa: E402
+from ._optimizers import Adam as Adam  # noqa: E402
+from ._optimizers import AdamW as AdamW  # noqa: E402
+from ._schedules import cosine_schedule as cosine_schedule  # noqa: E402
+from ._schedules import linear_warmup as linear_warmup  # noqa: E402
+
+__all__ = [
+    "SGD",
+    "Adam",
+    "AdamW",
+    "OptState",
+    "Optimizer",
+    "__interface__",
+    "__version__",
+    "clip_grad_norm",
+    "cosine_schedule",
+    "linear_warmup",
+]

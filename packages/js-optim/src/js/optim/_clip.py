@@ -1,0 +1,36 @@
+"""Gradient clipping by global norm, with torch.nn.utils.clip_grad_norm_'s arithmetic."""
+
+from __future__ import annotations
+
+import numbers
+
+import jax
+import jax.numpy as jnp
+import optax
+
+
+def clip_grad_norm(grads, max_norm: float):
+    """Scale ``grads`` so that their global L2 norm is at most ``max_norm``.
+
+    Returns ``(clipped_grads, original_norm)``. As PyTorch's ``clip_grad_norm_``, every
+    gradient is multiplied by ``min(1, max_norm / (norm + 1e-6))``; unlike it, nothing is
+    modified in place (gradients are values) and only the 2-norm is offered.
+    ``optax.clip_by_global_norm`` differs slightly (no 1e-6 and no scaling below the limit).
+
+    Args:
+        grads: any pytree of arrays, e.g. the state ``js.value_and_grad`` returns.
+        max_norm: the largest allowed global norm, >= 0.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from js.optim import clip_grad_norm
+        >>> clipped, norm = clip_grad_norm({"w": jnp.array([3.0, 4.0])}, max_norm=1.0)
+        >>> float(norm), [round(x, 4) for x in clipped["w"].tolist()]
+        (5.0, [0.6, 0.8])
+    """
+    if isinstance(max_norm, bool) or not isinstance(max_norm, numbers.Real) or not max_norm >= 0:
+        raise ValueError(f"clip_grad_norm: max_norm must be a number >= 0, got {max_norm!r}")
+    norm = optax.tree.norm(grads)
+    scale = jnp.minimum(max_norm / (norm + 1e-6), 1.0)
+    clipped = jax.tree.map(lambda g: (g * scale).astype(g.dtype), grads)
+    return clipped, norm

@@ -1,0 +1,165 @@
+"""The shared optimizer shell: a parameter selection, one optax transform, state in Variables.
+
+An :class:`Optimizer` holds the live ``ParameterSelection`` it updates, the optax
+``GradientTransformation`` that computes the update, and the transform's state as one
+``OptState`` variable per array (so ``js.jit`` threads them and updates them in place). The
+structure of that state (its pytree definition and key names) is static; only arrays change at
+``step``, so a compiled training step never re-traces because of the optimizer.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+import js
+
+
+class OptState(js.Buffer):
+    """One array of optimizer state (a moment, a counter): threaded by ``js.jit``, never
+    differentiated, saved by :meth:`Optimizer.state_dict`."""
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _apply(tx: optax.GradientTransformation, grads, state, params):
+    """One pure optax step: ``(new_params, new_state)``, all lists in selection order."""
+    updates, state = tx.update(grads, state, params)
+    return optax.apply_updates(params, updates), state
+
+
+def _key_name(path, param_paths: tuple[str, ...]) -> str:
+    """``'adam.mu.encoder.weight'`` from the optax key path of one state leaf."""
+    parts = []
+    for entry in path:
+        if isinstance(entry, jax.tree_util.DictKey):
+            parts.append(str(entry.key))
+        elif isinstance(entry, jax.tree_util.GetAttrKey):
+            parts.append(entry.name)
+        elif isinstance(entry, jax.tree_util.SequenceKey):  # an index into the parameter list
+            parts.append(param_paths[entry.idx])
+        else:  # pragma: no cover - optax states are dicts, named tuples and our lists
+            parts.append(str(entry))
+    return ".".join(parts)
+
+
+class Optimizer(js.Object):
+    """Base class of js optimizers: ``step(grads)``, ``step_count``, state dicts.
+
+    Subclasses validate their arguments and pass one ``optax.named_chain`` to ``__init__``;
+    the chain's names become the prefixes of the :meth:`state_dict` keys.
+
+    Args:
+        params: the live selection to update, ``model.parameters()``.
+        tx: the optax transform computing the update (learning rate included).
+        config: ``(name, value)`` pairs shown by ``repr``.
+    """
+
+    def __init__(self, params, tx: optax.GradientTransformation, config: tuple = ()):
+        name = type(self).__name__
+        if not isinstance(params, js.ParameterSelection):
+            raise TypeError(
+                f"{name}: params must be the selection model.parameters() returns, got "
+                f"{type(params).__name__}. Fix: {name}(model.parameters(), ...)"
+            )
+        if len(params) == 0:
+            raise ValueError(f"{name}: got an empty parameter selection; nothing to optimize")
+        self.params = params
+        self._tx = tx
+        self._config = tuple(config)
+        arrays = [param.value for param in params]
+        # (path, shape, dtype) at construction: step refuses parameters cast or reshaped since.
+        self._specs = tuple(
+            (path, tuple(a.shape), np.dtype(a.dtype))
+            for path, a in zip(params.paths, arrays, strict=True)
+        )
+        leaves, self._treedef = jax.tree_util.tree_flatten_with_path(tx.init(arrays))
+        self._keys = tuple(_key_name(path, params.paths) for path, _ in leaves)
+        self._state = nnx.data(tuple(OptState(leaf) for _, leaf in leaves))
+        # int32 like optax's counters; `+ 1` keeps the dtype, so a compiled step never recompiles.
+        self._step_count = OptState(jnp.zeros((), jnp.int32))
+
+    @property
+    def step_count(self) -> jax.Array:
+        """How many times :meth:`step` ran: an int32 scalar (traced inside ``js.jit``)."""
+        return self._step_count.value
+
+    def step(self, grads) -> None:
+        """Update every parameter once, in place, from ``grads``.
+
+        ``grads`` is the state ``js.value_and_grad(loss_fn)(model, ...)`` returns for the model
+        this optimizer was built from (or a ``{path: array}`` dict). Works eagerly and inside
+        ``js.jit`` when the optimizer is passed as an argument.
+        """
+        self._check_params()
+        grads = self.params.match(grads)
+        params = [param.value for param in self.params]
+        state = jax.tree_util.tree_unflatten(self._treedef, [v.value for v in self._state])
+        new_params, new_state = _apply(self._tx, grads, state, params)
+        for param, value in zip(self.params, new_params, strict=True):
+            param.value = value
+        for variable, value in zip(self._state, jax.tree_util.tree_leaves(new_state), strict=True):
+            variable.value = value
+        self._step_count.value = self._step_count.value + 1
+
+    def _check_params(self) -> None:
+        """Static check (shapes and dtypes only): free inside compiled code."""
+        changed = [
+            f"{path!r}: built for {list(shape)} {dtype}, now {list(p.value.shape)} "
+            f"{np.dtype(p.value.dtype)}"
+            for (path, shape, dtype), p in zip(self._specs, self.params, strict=True)
+            if (tuple(p.value.shape), np.dtype(p.value.dtype)) != (shape, dtype)
+        ]
+        if changed:
+            raise ValueError(
+                f"{type(self).__name__}.step: parameters changed shape or dtype after the "
+                f"optimizer was built: {'; '.join(changed)}. Fix: cast or reshape the model "
+                "first, then build the optimizer from model.parameters()."
+            )
+
+    # -- state dicts ---------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Independent NumPy copies of the optimizer state, keyed by stable names.
+
+        Keys: ``'step_count'`` and ``'<transform>.<field>[.<parameter path>]'``, e.g.
+        ``'adam.mu.encoder.weight'``, ``'adam.count'``, ``'momentum.trace.w'``; see each
+        optimizer's docstring. Parameters themselves are not included (``model.state_dict()``).
+        """
+        state = {"step_count": np.array(self._step_count.value, copy=True)}
+        for key, variable in zip(self._keys, self._state, strict=True):
+            state[key] = np.array(variable.value, copy=True)
+        return state
+
+    def load_state_dict(self, state_dict) -> None:
+        """Restore a :meth:`state_dict`, all or nothing: keys, shapes and dtypes are checked
+        first and one error lists every problem."""
+        targets = dict(zip(self._keys, self._state, strict=True))
+        targets = {"step_count": self._step_count, **targets}
+        arrays = {key: np.asarray(value) for key, value in state_dict.items()}
+        problems = [f"missing key {key!r}" for key in targets if key not in arrays]
+        problems += [f"unexpected key {key!r}" for key in arrays if key not in targets]
+        for key, variable in targets.items():
+            if key in arrays:
+                want, got = variable.value, arrays[key]
+                if (want.shape, np.dtype(want.dtype)) != (got.shape, got.dtype):
+                    problems.append(
+                        f"{key!r}: expected {list(want.shape)} {np.dtype(want.dtype)}, got "
+                        f"{list(got.shape)} {got.dtype}"
+                    )
+        if problems:
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict failed; nothing was loaded.\n  "
+                + "\n  ".join(problems)
+                + "\nFix: load a state saved by the same optimizer over the same parameters."
+            )
+        for key, variable in targets.items():
+            variable.value = jnp.asarray(arrays[key])
+
+    def __repr__(self) -> str:
+        options = ", ".join(f"{key}={value!r}" for key, value in self._config)
+        return f"{type(self).__name__}({len(self.params)} parameters, {options})"

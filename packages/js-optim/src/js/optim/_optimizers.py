@@ -1,0 +1,192 @@
+"""SGD, Adam and AdamW: argument checks around one optax chain each, with torch.optim's rules."""
+
+from __future__ import annotations
+
+import numbers
+
+import optax
+
+from ._optimizer import Optimizer
+
+
+def _check_lr(owner: str, lr) -> None:
+    if callable(lr):
+        return
+    if isinstance(lr, bool) or not isinstance(lr, numbers.Real):
+        raise TypeError(
+            f"{owner}: lr must be a float or a schedule (a callable of the step count), got "
+            f"{type(lr).__name__}"
+        )
+    if not lr >= 0:
+        raise ValueError(f"{owner}: lr must be >= 0, got {lr!r}")
+
+
+def _check_non_negative(owner: str, name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+        raise ValueError(f"{owner}: {name} must be a number >= 0, got {value!r}")
+
+
+def _check_betas(owner: str, betas) -> tuple[float, float]:
+    if (
+        not isinstance(betas, tuple | list)
+        or len(betas) != 2
+        or not all(isinstance(b, numbers.Real) and 0 <= b < 1 for b in betas)
+    ):
+        raise ValueError(f"{owner}: betas must be two numbers in [0, 1), got {betas!r}")
+    return float(betas[0]), float(betas[1])
+
+
+def _chain(*named) -> optax.GradientTransformation:
+    """``optax.named_chain`` of the entries that are not None (their names key state_dict)."""
+    return optax.named_chain(*(entry for entry in named if entry is not None))
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent with optional momentum and Nesterov, as ``torch.optim.SGD``.
+
+    Update rule (``g`` the gradient, ``p`` the parameter, ``b`` the momentum buffer, zero at
+    start, ``t`` the step)::
+
+        g = g + weight_decay * p                    # L2 penalty added to the gradient
+        b = momentum * b + g                        # when momentum > 0 (dampening 0)
+        g = g + momentum * b if nesterov else b
+        p = p - lr(t) * g
+
+    optax chain: ``add_decayed_weights(weight_decay)`` -> ``trace(momentum, nesterov)`` ->
+    ``scale_by_learning_rate(lr)``. Differences from PyTorch: no ``dampening``, ``maximize``,
+    parameter groups or ``.grad`` buffers; ``lr`` may be a schedule. State dict keys:
+    ``'step_count'``, ``'momentum.trace.<path>'`` (with momentum), ``'lr.count'`` (with a
+    schedule).
+
+    Args:
+        params: ``model.parameters()``.
+        lr: learning rate >= 0, or a schedule ``step -> lr``.
+        momentum: momentum factor >= 0 (0 disables it).
+        nesterov: use Nesterov momentum (requires ``momentum > 0``).
+        weight_decay: L2 penalty >= 0, added to the gradient.
+
+    Example:
+        >>> import jax.numpy as jnp, js
+        >>> from js.optim import SGD
+        >>> class Scale(js.Module):
+        ...     def __init__(self):
+        ...         self.w = js.Parameter(jnp.ones(2))
+        >>> model = Scale()
+        >>> opt = SGD(model.parameters(), lr=0.1, momentum=0.9)
+        >>> opt.step({"w": jnp.ones(2)})
+        >>> [round(x, 4) for x in model.w.value.tolist()], int(opt.step_count)
+        ([0.9, 0.9], 1)
+    """
+
+    def __init__(self, params, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
+        _check_lr("SGD", lr)
+        _check_non_negative("SGD", "momentum", momentum)
+        _check_non_negative("SGD", "weight_decay", weight_decay)
+        if nesterov and momentum == 0:
+            raise ValueError("SGD: nesterov=True requires momentum > 0, got momentum=0")
+        tx = _chain(
+            ("weight_decay", optax.add_decayed_weights(weight_decay)) if weight_decay else None,
+            ("momentum", optax.trace(decay=momentum, nesterov=nesterov)) if momentum else None,
+            ("lr", optax.scale_by_learning_rate(lr)),
+        )
+        config = (("lr", lr), ("momentum", momentum), ("nesterov", nesterov))
+        super().__init__(params, tx, (*config, ("weight_decay", weight_decay)))
+
+
+def _adam_checks(owner: str, lr, betas, eps, weight_decay) -> tuple[float, float]:
+    _check_lr(owner, lr)
+    _check_non_negative(owner, "eps", eps)
+    _check_non_negative(owner, "weight_decay", weight_decay)
+    return _check_betas(owner, betas)
+
+
+class Adam(Optimizer):
+    """Adam, as ``torch.optim.Adam`` (weight decay is an L2 penalty added to the gradient).
+
+    Update rule (``t`` counts from 1; ``m``, ``v`` start at zero)::
+
+        g = g + weight_decay * p
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g**2
+        p = p - lr(t - 1) * (m / (1 - b1**t)) / (sqrt(v / (1 - b2**t)) + eps)
+
+    optax chain: ``add_decayed_weights(weight_decay)`` -> ``scale_by_adam(b1, b2, eps)`` ->
+    ``scale_by_learning_rate(lr)``. PyTorch computes the same quantity in another order, so
+    results agree to float32 rounding. No ``amsgrad``, ``maximize``, ``foreach`` options. For
+    decoupled decay use :class:`AdamW`. State dict keys: ``'step_count'``, ``'adam.count'``,
+    ``'adam.mu.<path>'``, ``'adam.nu.<path>'``, ``'lr.count'`` (with a schedule).
+
+    Args:
+        params: ``model.parameters()``.
+        lr: learning rate >= 0, or a schedule ``step -> lr``.
+        betas: ``(b1, b2)``, each in ``[0, 1)``.
+        eps: added to the denominator, >= 0.
+        weight_decay: L2 penalty >= 0, added to the gradient.
+
+    Example:
+        >>> import jax.numpy as jnp, js
+        >>> from js.optim import Adam
+        >>> class Scale(js.Module):
+        ...     def __init__(self):
+        ...         self.w = js.Parameter(jnp.ones(2))
+        >>> model = Scale()
+        >>> opt = Adam(model.parameters(), lr=0.1)
+        >>> opt.step({"w": jnp.array([1.0, -1.0])})
+        >>> [round(x, 4) for x in model.w.value.tolist()]
+        [0.9, 1.1]
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        b1, b2 = _adam_checks("Adam", lr, betas, eps, weight_decay)
+        tx = _chain(
+            ("weight_decay", optax.add_decayed_weights(weight_decay)) if weight_decay else None,
+            ("adam", optax.scale_by_adam(b1=b1, b2=b2, eps=eps)),
+            ("lr", optax.scale_by_learning_rate(lr)),
+        )
+        config = (("lr", lr), ("betas", (b1, b2)), ("eps", eps), ("weight_decay", weight_decay))
+        super().__init__(params, tx, config)
+
+
+class AdamW(Optimizer):
+    """AdamW (decoupled weight decay), as ``torch.optim.AdamW``.
+
+    Update rule: Adam's step on the raw gradient, plus a decay proportional to the learning
+    rate (``lr * weight_decay * p``, not scaled by the Adam denominator)::
+
+        p = p - lr(t - 1) * (m_hat / (sqrt(v_hat) + eps) + weight_decay * p)
+
+    optax chain: ``scale_by_adam(b1, b2, eps)`` -> ``add_decayed_weights(weight_decay)`` ->
+    ``scale_by_learning_rate(lr)`` (``optax.adamw``). PyTorch multiplies ``p`` by
+    ``1 - lr * weight_decay`` first; the result is the same to float32 rounding. Note optax's
+    own ``adamw`` default decay is 1e-4; this class uses PyTorch's 0.01. State dict keys as
+    :class:`Adam`.
+
+    Args:
+        params: ``model.parameters()``.
+        lr: learning rate >= 0, or a schedule ``step -> lr``.
+        betas: ``(b1, b2)``, each in ``[0, 1)``.
+        eps: added to the denominator, >= 0.
+        weight_decay: decoupled decay coefficient >= 0.
+
+    Example:
+        >>> import jax.numpy as jnp, js
+        >>> from js.optim import AdamW
+        >>> class Scale(js.Module):
+        ...     def __init__(self):
+        ...         self.w = js.Parameter(jnp.ones(2))
+        >>> model = Scale()
+        >>> opt = AdamW(model.parameters(), lr=0.1, weight_decay=0.5)
+        >>> opt.step({"w": jnp.zeros(2)})
+        >>> [round(x, 4) for x in model.w.value.tolist()]
+        [0.95, 0.95]
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        b1, b2 = _adam_checks("AdamW", lr, betas, eps, weight_decay)
+        tx = _chain(
+            ("adam", optax.scale_by_adam(b1=b1, b2=b2, eps=eps)),
+            ("weight_decay", optax.add_decayed_weights(weight_decay)) if weight_decay else None,
+            ("lr", optax.scale_by_learning_rate(lr)),
+        )
+        config = (("lr", lr), ("betas", (b1, b2)), ("eps", eps), ("weight_decay", weight_decay))
+        super().__init__(params, tx, config)

@@ -1,0 +1,277 @@
+"""js.optim without PyTorch: in-place steps, js.jit, state dicts, checks and their messages."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from optim_models import MLP, Linear, batch, mse
+
+import js
+from js.optim import SGD, Adam, AdamW, clip_grad_norm, cosine_schedule, linear_warmup
+
+OPTIMIZERS = [
+    (SGD, {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01}),
+    (Adam, {"lr": 0.01, "weight_decay": 0.01}),
+    (AdamW, {"lr": 0.01}),
+]
+IDS = [cls.__name__ for cls, _ in OPTIMIZERS]
+
+
+def train_step(model, opt, x, y):
+    loss, grads = js.value_and_grad(mse)(model, x, y)
+    opt.step(grads)
+    return loss
+
+
+def params_of(model):
+    return {path: np.array(p.value) for path, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("cls, options", OPTIMIZERS, ids=IDS)
+def test_step_updates_in_place_and_jit_matches_eager(cls, options):
+    eager, compiled = MLP(), MLP()
+    eager_opt = cls(eager.parameters(), **options)
+    compiled_opt = cls(compiled.parameters(), **options)
+    step = js.jit(train_step)
+    x, y = batch()
+    losses = [float(train_step(eager, eager_opt, x, y)) for _ in range(5)]
+    compiled_losses = [float(step(compiled, compiled_opt, x, y)) for _ in range(5)]
+    assert losses[-1] < losses[0]
+    np.testing.assert_allclose(compiled_losses, losses, rtol=1e-5)
+    for path, value in params_of(eager).items():
+        np.testing.assert_allclose(params_of(compiled)[path], value, rtol=1e-5, atol=1e-6)
+    assert int(eager_opt.step_count) == int(compiled_opt.step_count) == 5
+
+
+@pytest.mark.parametrize("cls, options", OPTIMIZERS, ids=IDS)
+def test_compiled_step_traces_once_on_the_fast_path(cls, options):
+    traces = []
+
+    @js.jit
+    def step(model, opt, x, y):
+        traces.append(1)  # a Python side effect: runs only while tracing
+        return train_step(model, opt, x, y)
+
+    model = MLP()
+    opt = cls(model.parameters(), **options)
+    x, y = batch()
+    for _ in range(4):
+        step(model, opt, x, y)
+        assert opt.step_count.dtype == jnp.int32
+    assert len(traces) == 1
+    assert all(entry.tracked for entry in step._entries.values())
+    assert int(opt.step_count) == 4
+
+
+def test_two_optimizers_over_disjoint_modules_update_only_their_own():
+    generator, critic = Linear(4, 2, seed=0), Linear(2, 1, seed=1)
+    g_opt, c_opt = Adam(generator.parameters(), lr=0.1), SGD(critic.parameters(), lr=0.1)
+
+    def critic_loss(critic, generator, x):
+        return jnp.mean(critic(js.stop_gradient(generator(x))))
+
+    def generator_loss(generator, critic, x):
+        return -jnp.mean(critic(generator(x)))
+
+    @js.jit
+    def step(generator, critic, g_opt, c_opt, x):
+        _, c_grads = js.value_and_grad(critic_loss)(critic, generator, x)
+        c_opt.step(c_grads)
+        _, g_grads = js.value_and_grad(generator_loss)(generator, critic, x)
+        g_opt.step(g_grads)
+
+    x, _ = batch()
+    g_before, c_before = params_of(generator), params_of(critic)
+    critic_only = Linear(2, 1, seed=1)
+    SGD(critic_only.parameters(), lr=0.1).step(
+        js.value_and_grad(critic_loss)(critic_only, Linear(4, 2, seed=0), x)[1]
+    )
+    step(generator, critic, g_opt, c_opt, x)
+    assert int(g_opt.step_count) == int(c_opt.step_count) == 1
+    for path, value in params_of(critic_only).items():  # the critic's step saw only its grads
+        np.testing.assert_allclose(params_of(critic)[path], value, rtol=1e-6)
+    for path in g_before:
+        assert not np.allclose(params_of(generator)[path], g_before[path])
+    for path in c_before:
+        assert not np.allclose(params_of(critic)[path], c_before[path])
+    with pytest.raises(ValueError, match="unexpected gradient 'hidden.weight'|no gradient for"):
+        g_opt.step(js.value_and_grad(mse)(MLP(), *batch())[1])
+
+
+def test_schedule_as_lr_uses_the_step_count():
+    model = Linear(1, 1)
+    model.weight.value = jnp.zeros((1, 1))
+    opt = SGD(model.parameters(), lr=optax.piecewise_constant_schedule(1.0, {1: 10.0}))
+    grads = {"weight": jnp.ones((1, 1)), "bias": jnp.zeros(1)}
+    opt.step(grads)
+    opt.step(grads)
+    assert float(model.weight.value[0, 0]) == pytest.approx(-11.0)
+    assert "lr.count" in opt.state_dict()
+
+
+def test_step_count_is_an_int32_counter_outside_jit():
+    opt = Adam(MLP().parameters())
+    assert opt.step_count == 0 and opt.step_count.dtype == jnp.int32
+    opt.step({path: jnp.zeros_like(p.value) for path, p in opt.params.named()})
+    assert int(opt.step_count) == 1 and opt.step_count.dtype == jnp.int32
+
+
+# -- state dicts ----------------------------------------------------------------------------
+
+
+def test_state_dict_keys_are_stable_and_documented():
+    model = MLP()
+    keys = set(Adam(model.parameters()).state_dict())
+    paths = ["hidden.weight", "hidden.bias", "out.weight", "out.bias"]
+    moments = {f"adam.{m}.{p}" for m in ("mu", "nu") for p in paths}
+    assert keys == {"step_count", "adam.count"} | moments
+    assert set(SGD(model.parameters(), lr=0.1, momentum=0.9).state_dict()) == {
+        "step_count",
+        *(f"momentum.trace.{p}" for p in paths),
+    }
+
+
+@pytest.mark.parametrize("cls, options", OPTIMIZERS, ids=IDS)
+def test_state_dict_resumes_training_exactly(cls, options):
+    model, x, y = MLP(), *batch()
+    opt = cls(model.parameters(), **options)
+    step = js.jit(train_step)
+    for _ in range(3):
+        step(model, opt, x, y)
+    saved_model, saved_opt = model.state_dict(), opt.state_dict()
+    assert isinstance(saved_opt["step_count"], np.ndarray)
+    expected = [float(step(model, opt, x, y)) for _ in range(3)]
+    resumed = MLP(seed=5)
+    resumed_opt = cls(resumed.parameters(), **options)
+    resumed.load_state_dict(saved_model)
+    resumed_opt.load_state_dict(saved_opt)
+    assert int(resumed_opt.step_count) == 3
+    assert [float(step(resumed, resumed_opt, x, y)) for _ in range(3)] == expected
+    for path, value in params_of(model).items():
+        np.testing.assert_array_equal(params_of(resumed)[path], value)
+
+
+def test_load_state_dict_is_all_or_nothing_and_lists_every_problem():
+    opt = Adam(MLP().parameters())
+    state = opt.state_dict()
+    before = opt.state_dict()
+    del state["adam.mu.out.bias"]
+    state["extra"] = np.zeros(1)
+    state["adam.nu.out.weight"] = np.zeros((3, 3), np.float32)
+    state["step_count"] = np.array(7, np.int64)
+    state["adam.count"] = np.array(9, np.int32)
+    with pytest.raises(ValueError) as error:
+        opt.load_state_dict(state)
+    message = str(error.value)
+    assert "nothing was loaded" in message
+    assert "missing key 'adam.mu.out.bias'" in message
+    assert "unexpected key 'extra'" in message
+    assert "'adam.nu.out.weight': expected [8, 2] float32, got [3, 3] float32" in message
+    assert "'step_count': expected [] int32, got [] int64" in message
+    assert int(opt.state_dict()["adam.count"]) == int(before["adam.count"]) == 0
+
+
+# -- refused inputs ---------------------------------------------------------------------------
+
+
+def test_gradients_of_another_structure_name_the_first_differing_path():
+    model = MLP()
+    opt = SGD(model.parameters(), lr=0.1)
+    grads = {path: jnp.zeros_like(p.value) for path, p in model.named_parameters()}
+    with pytest.raises(ValueError, match="no gradient for 'out.bias'"):
+        opt.step({k: v for k, v in grads.items() if k != "out.bias"})
+    with pytest.raises(ValueError, match=r"'hidden.bias' expected shape \[8\], got \[3\]"):
+        opt.step({**grads, "hidden.bias": jnp.zeros(3)})
+    with pytest.raises(ValueError, match="unexpected gradient 'other.weight'"):
+        opt.step({**grads, "other.weight": jnp.zeros(3)})
+    assert int(opt.step_count) == 0
+
+
+def test_parameters_cast_or_reshaped_after_construction_are_refused():
+    model = MLP()
+    opt = Adam(model.parameters())
+    grads = js.value_and_grad(mse)(model, *batch())[1]
+    model.out.bias.value = model.out.bias.value.astype(jnp.bfloat16)
+    model.hidden.weight.value = model.hidden.weight.value.T
+    message = (
+        r"Adam.step: parameters changed shape or dtype after the optimizer was built: "
+        r"'hidden.weight': built for \[4, 8\] float32, now \[8, 4\] float32; "
+        r"'out.bias': built for \[2\] float32, now \[2\] bfloat16"
+    )
+    with pytest.raises(ValueError, match=message):
+        opt.step(grads)
+
+
+@pytest.mark.parametrize(
+    "build, error, message",
+    [
+        (lambda p: SGD(p, lr=-0.1), ValueError, "SGD: lr must be >= 0, got -0.1"),
+        (lambda p: SGD(p, lr="fast"), TypeError, "SGD: lr must be a float or a schedule"),
+        (lambda p: SGD(p, 0.1, momentum=-1), ValueError, "SGD: momentum must be a number >= 0"),
+        (lambda p: SGD(p, 0.1, nesterov=True), ValueError, "nesterov=True requires momentum > 0"),
+        (lambda p: SGD(p, 0.1, weight_decay=-1), ValueError, "weight_decay must be a number >= 0"),
+        (lambda p: Adam(p, betas=(0.9, 1.0)), ValueError, r"Adam: betas must be two numbers in"),
+        (lambda p: Adam(p, betas=(0.9,)), ValueError, r"betas must be two numbers in \[0, 1\)"),
+        (lambda p: Adam(p, eps=-1e-8), ValueError, "Adam: eps must be a number >= 0, got -1e-08"),
+        (lambda p: AdamW(p, weight_decay=-0.1), ValueError, "AdamW: weight_decay must be a number"),
+        (lambda p: AdamW(p, lr=float("nan")), ValueError, "AdamW: lr must be >= 0, got nan"),
+    ],
+)
+def test_invalid_arguments_name_the_argument_and_value(build, error, message):
+    with pytest.raises(error, match=message):
+        build(MLP().parameters())
+
+
+def test_params_must_be_a_selection():
+    model = MLP()
+    with pytest.raises(TypeError, match=r"params must be the selection model.parameters\(\)"):
+        Adam(list(model.parameters()))
+    with pytest.raises(ValueError, match="Adam: got an empty parameter selection"):
+        Adam(js.Module().parameters())
+
+
+def test_repr_shows_the_options():
+    assert repr(SGD(MLP().parameters(), lr=0.1)).startswith("SGD(4 parameters, lr=0.1, momentum=")
+
+
+# -- clipping and schedules -------------------------------------------------------------------
+
+
+def test_clip_grad_norm_scales_only_above_the_limit():
+    grads = js.value_and_grad(mse)(MLP(), *batch())[1]
+    norm = float(optax.tree.norm(grads))
+    clipped, original = clip_grad_norm(grads, max_norm=norm / 2)
+    assert float(original) == pytest.approx(norm)
+    assert float(optax.tree.norm(clipped)) == pytest.approx(norm / 2, rel=1e-5)
+    same, _ = clip_grad_norm(grads, max_norm=norm * 2)
+    for a, b in zip(jax.tree.leaves(same), jax.tree.leaves(grads), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    SGD(MLP().parameters(), lr=0.1).step(clipped)  # the clipped state still fits the optimizer
+
+
+def test_clip_grad_norm_refuses_negative_max_norm():
+    with pytest.raises(ValueError, match="max_norm must be a number >= 0, got -1"):
+        clip_grad_norm({"w": jnp.ones(2)}, -1)
+
+
+def test_schedules():
+    cosine = cosine_schedule(0.1, 10, eta_min=0.01)
+    assert float(cosine(5)) == pytest.approx(0.055)
+    assert float(cosine(20)) == pytest.approx(0.01)
+    warmup = linear_warmup(1.0, 4, start_factor=0.5)
+    assert [float(warmup(t)) for t in (0, 2, 4, 8)] == pytest.approx([0.5, 0.75, 1.0, 1.0])
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: cosine_schedule(0.1, 0), "cosine_schedule: total_steps must be > 0, got 0"),
+        (lambda: cosine_schedule(0.1, 5, eta_min=1), r"eta_min must be in \[0, lr=0.1\], got 1"),
+        (lambda: linear_warmup(0.1, -1), "linear_warmup: warmup_steps must be > 0, got -1"),
+        (lambda: linear_warmup(0.1, 5, start_factor=2), r"start_factor must be in \[0, 1\]"),
+    ],
+)
+def test_schedule_arguments_are_checked(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
