@@ -48,15 +48,6 @@ def check_dim(layer: str, x, axis: int, size: int, name: str, expected: str) -> 
         fail_shape(layer, expected, x, f"{name} is {got}, expected {size}")
 
 
-def check_floating(layer: str, x) -> None:
-    dtype = jnp.result_type(x)
-    if not jnp.issubdtype(dtype, jnp.floating):
-        raise TypeError(
-            f"{layer}: expected a floating-point input, got dtype {dtype}. "
-            "Fix: convert it, e.g. x.astype(jnp.float32)"
-        )
-
-
 def check_integer(layer: str, x) -> None:
     dtype = jnp.result_type(x)
     if not jnp.issubdtype(dtype, jnp.integer):
