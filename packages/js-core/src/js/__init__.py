@@ -14,6 +14,7 @@ import jax.random as random  # noqa: E402  (js.random is JAX's random namespace)
 from ._missing import install_hint_finder as _install_hint_finder  # noqa: E402
 from ._module import IncompatibleKeys, Module, ModuleDict, ModuleList  # noqa: E402
 from ._rngs import Rngs  # noqa: E402
+from ._scan import scan_steps  # noqa: E402
 from ._transforms import (  # noqa: E402
     apply,
     grad,
@@ -45,6 +46,7 @@ __all__ = [
     "jit",
     "merge",
     "random",
+    "scan_steps",
     "split",
     "stop_gradient",
     "update",
