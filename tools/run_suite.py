@@ -2,8 +2,8 @@
 
 Usage: python tools/run_suite.py DISTRIBUTION [PYTEST_ARGS...]
 
-Without PYTEST_ARGS the default run deselects ``-m slow``. pytest's exit code 5 ("no tests
-collected") is turned into a failure with a message: every distribution ships tests, so a
+Unless PYTEST_ARGS has its own ``-m``, the run deselects ``-m slow``. pytest's exit code 5
+("no tests collected") is turned into a failure with a message: every distribution ships tests, so a
 suite that collects nothing is broken (a wrong path, a filter that matches nothing), never a
 pass. Any other exit code is passed through unchanged.
 """
