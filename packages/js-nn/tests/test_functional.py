@@ -1,0 +1,100 @@
+"""js.nn.functional: the pure kernels, their errors, and the lazy door to js-losses."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import js
+import js.nn.functional as F
+
+LOSSES = ["cross_entropy", "binary_cross_entropy_with_logits", "mse_loss", "l1_loss",
+          "smooth_l1_loss"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", LOSSES)
+def test_losses_come_from_js_losses_when_installed(name):
+    losses = pytest.importorskip("js.losses")
+    if not hasattr(losses, name):
+        pytest.skip(f"js.losses does not define {name} yet")
+    assert getattr(F, name) is getattr(losses, name)
+
+
+@pytest.mark.parametrize("name", LOSSES)
+def test_losses_name_the_distribution_when_missing(name, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "js.losses", None)
+    with pytest.raises(ImportError, match=rf"js.nn.functional.{name} .*Fix: pip install js-losses"):
+        getattr(F, name)
+
+
+def test_unknown_attribute():
+    with pytest.raises(AttributeError, match="module 'js.nn.functional' has no attribute 'nope'"):
+        F.nope  # noqa: B018
+
+
+def test_dropout_keeps_or_scales_and_needs_a_key():
+    x = jnp.arange(1.0, 1001.0)
+    y = F.dropout(x, 0.25, key=jax.random.key(0))
+    kept = y != 0
+    np.testing.assert_allclose(y[kept], x[kept] / 0.75, rtol=1e-6)
+    assert 0.65 < float(kept.mean()) < 0.85
+    grad = jax.grad(lambda v: F.dropout(v, 0.25, key=jax.random.key(0)).sum())(x)
+    np.testing.assert_allclose(grad, jnp.where(kept, 1 / 0.75, 0.0), rtol=1e-6)
+    np.testing.assert_array_equal(F.dropout(x, 0.5, training=False), x)
+    np.testing.assert_array_equal(F.dropout(x, 1.0, key=jax.random.key(0)), 0.0)
+    with pytest.raises(ValueError, match=r"dropout in training needs a random key.*rngs.next"):
+        F.dropout(x, 0.5)
+    with pytest.raises(ValueError, match=r"dropout probability must be in \[0, 1\], got -0.1"):
+        F.dropout(x, -0.1)
+
+
+def test_dropout_layer_draws_one_key_per_call():
+    drop, rngs = js.nn.Dropout(0.5), js.Rngs(dropout=0)
+    a, b = drop(jnp.ones(64), rngs=rngs), drop(jnp.ones(64), rngs=rngs)
+    assert not np.array_equal(a, b)
+    assert int(rngs.state_dict()["dropout.count"]) == 2
+    np.testing.assert_array_equal(drop.eval()(jnp.ones(4)), 1.0)
+
+
+def test_batch_norm_is_pure_and_uses_population_variance():
+    x = jax.random.normal(jax.random.key(0), (6, 3, 4))
+    mean, var = jnp.zeros(3), jnp.ones(3)
+    y, new_mean, new_var = F.batch_norm(x, mean, var, training=True, momentum=0.1)
+    batch_var = x.var(axis=(0, 2))  # population (ddof=0)
+    np.testing.assert_allclose(new_var, 0.9 + 0.1 * batch_var, rtol=1e-6)
+    np.testing.assert_allclose(new_mean, 0.1 * x.mean(axis=(0, 2)), atol=1e-7)
+    np.testing.assert_allclose(y.mean(axis=(0, 2)), 0.0, atol=1e-6)
+    y_eval, same_mean, _ = F.batch_norm(x, mean, var, training=False)
+    np.testing.assert_allclose(y_eval, x / np.sqrt(1 + 1e-5), rtol=1e-6)
+    assert same_mean is mean
+
+
+def test_activations():
+    x = jnp.linspace(-3.0, 3.0, 7)
+    np.testing.assert_allclose(F.softmax(x), jnp.exp(F.log_softmax(x)), rtol=1e-6)
+    np.testing.assert_allclose(F.softmax(x).sum(), 1.0, rtol=1e-6)
+    exact, tanh = F.gelu(x), F.gelu(x, approximate="tanh")
+    assert 0 < float(jnp.max(jnp.abs(exact - tanh))) < 1e-3
+    np.testing.assert_allclose(F.sigmoid(x), 1 / (1 + np.exp(-np.asarray(x))), rtol=1e-6)
+    with pytest.raises(ValueError, match=r"gelu approximate must be 'none' or 'tanh', got 'x'"):
+        F.gelu(x, approximate="x")
+
+
+def test_functional_option_errors():
+    with pytest.raises(NotImplementedError, match=r"supports only output_size \(1, 1\)"):
+        F.adaptive_avg_pool2d(jnp.ones((1, 1, 4, 4)), (2, 2))
+    with pytest.raises(ValueError, match=r"padding must be an int, a pair, 'SAME' or 'VALID'"):
+        F.conv2d(jnp.ones((1, 1, 4, 4)), jnp.ones((1, 1, 3, 3)), padding="full")
+
+
+def test_conv_transpose_is_the_adjoint_of_conv():
+    # <conv(x), y> == <x, conv_transpose(y)> with the same [O, I, KH, KW] read as [I, O] swap.
+    kx, ky, kw = jax.random.split(jax.random.key(0), 3)
+    x = jax.random.normal(kx, (1, 2, 7, 7))
+    w = jax.random.normal(kw, (3, 2, 3, 3))  # conv: 2 -> 3 channels
+    y = jax.random.normal(ky, (1, 3, 3, 3))
+    forward = F.conv2d(x, w, stride=2)
+    back = F.conv_transpose2d(y, jnp.swapaxes(w, 0, 1), stride=2)
+    np.testing.assert_allclose(jnp.vdot(forward, y), jnp.vdot(x, back), rtol=1e-4)
