@@ -3,6 +3,7 @@ import io
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from js_train_testing import FixedTask
 
 from js.training import ArrayLoader, Callback, EarlyStopping, ProgressBar, Task, Trainer
 
@@ -37,23 +38,6 @@ class ListRun:
 
     def close(self):
         self.closed = True
-
-
-class FixedTask(Task):
-    """Steps that return known metrics, to check the aggregation exactly."""
-
-    def __init__(self):
-        self.phases = []
-
-    def training_step(self, batch):
-        x, y = batch
-        return {"loss": jnp.mean(x), "count": len(x), "correct": jnp.sum(y)}
-
-    def validation_step(self, batch):
-        return {"loss": jnp.float32(2.0), "count": len(batch[0])}
-
-    def set_phase(self, phase):
-        self.phases.append(phase)
 
 
 def test_history_is_count_weighted_and_named_by_split():

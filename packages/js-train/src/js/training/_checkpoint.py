@@ -39,9 +39,10 @@ def _score(metrics) -> float:
     return -math.inf if score is None or math.isnan(score) else float(score)
 
 
-def _manager(path, preservation=None, asynchronous=False) -> ocp.CheckpointManager:
+def _manager(path, ranked=True, preservation=None, asynchronous=False):
+    """A CheckpointManager on ``path``; ``ranked`` ranks steps by their ``_score`` metric."""
     options = ocp.CheckpointManagerOptions(
-        best_fn=_score, best_mode="max", preservation_policy=preservation,
+        best_fn=_score if ranked else None, best_mode="max", preservation_policy=preservation,
         enable_async_checkpointing=asynchronous,
     )
     return ocp.CheckpointManager(Path(path).absolute(), item_names=_ITEMS, options=options)
@@ -87,6 +88,15 @@ def payload(objects: Mapping) -> tuple[dict, dict]:
     return state, meta
 
 
+def save_args(objects: Mapping) -> ocp.args.Composite:
+    """The orbax arguments that save ``objects`` (an empty state tree is left out)."""
+    state, meta = payload(objects)
+    items = {"meta": ocp.args.JsonSave(meta)}
+    if state:
+        items["state"] = ocp.args.StandardSave(state)
+    return ocp.args.Composite(**items)
+
+
 def save_checkpoint(path, objects: Mapping, *, step: int | None = None) -> int:
     """Save ``objects`` (``{name: model | optimizer | js.Rngs | plain value}``) under ``path``.
 
@@ -100,14 +110,12 @@ def save_checkpoint(path, objects: Mapping, *, step: int | None = None) -> int:
     Example:
         >>> save_checkpoint("ckpt", {"model": model, "epoch": 3})  # doctest: +SKIP
     """
-    state, meta = payload(objects)
-    manager = _manager(path)
+    manager = _manager(path, ranked=False)
     try:
         if step is None:
             latest = manager.latest_step()
             step = 0 if latest is None else latest + 1
-        manager.save(step, args=ocp.args.Composite(
-            state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)))
+        manager.save(step, args=save_args(objects))
         manager.wait_until_finished()
     finally:
         manager.close()
@@ -210,11 +218,13 @@ def load_checkpoint(path, objects: Mapping, which="best") -> dict:
     manager = _manager(path)
     try:
         step = _select(manager, path, which)
-        restored = manager.restore(step, args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(), meta=ocp.args.JsonRestore()))
+        meta = manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+        state = {}
+        if any(kind != "value" for kind in meta.get("kinds", {}).values()):
+            state = manager.restore(
+                step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))["state"]
     finally:
         manager.close()
-    state, meta = restored["state"] or {}, restored["meta"]
     if meta.get("format") != FORMAT:
         raise ValueError(f"load_checkpoint: {path}/{step} has format {meta.get('format')!r}, "
                          f"expected {FORMAT!r}")
@@ -278,11 +288,9 @@ class ModelCheckpoint(Callback):
         if "epoch" in objects:
             raise ValueError("ModelCheckpoint adds 'epoch' itself; task.checkpoint_objects() "
                              "must not contain it")
-        state, meta = payload({**objects, "epoch": epoch})
         score = value if self.mode == "max" else -value
-        self._manager.save(epoch, args=ocp.args.Composite(
-            state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)),
-            metrics={**metrics, "_score": score})
+        self._manager.save(epoch, args=save_args({**objects, "epoch": epoch}),
+                           metrics={**metrics, "_score": score})
         self.last_step = epoch
         if self.best_step is None or _score({"_score": score}) > self._best_score:
             self.best_step, self.best_value = epoch, value

@@ -91,7 +91,10 @@ def plot_run(directory_or_csv, png_path) -> Path:
         raise ImportError("plot_run needs matplotlib: pip install 'js-train[plot]'") from error
     columns = read_csv(source)
     x = columns.get("epoch", columns["step"])
-    names = sorted({key.split("/", 1)[1] for key in columns if "/" in key})
+    names = sorted({key.split("/", 1)[1] for key in columns
+                    if key.startswith(("train/", "val/")) and not key.endswith("/count")})
+    if not names:
+        raise ValueError(f"plot_run: {source} has no split/metric columns (train/loss, ...)")
     figure = Figure(figsize=(4.5 * len(names), 3.5))
     for i, name in enumerate(names):
         axes = figure.add_subplot(1, len(names), i + 1)

@@ -1,0 +1,58 @@
+"""Models, data and tasks shared by the js-train tests (importable: conftest puts this folder
+on sys.path; the name is unique so that other packages' test helpers cannot shadow it)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import js
+import js.nn as nn
+import js.optim
+from js.training import Task
+
+
+def make_optimizer(model, lr=0.05):
+    return js.optim.Adam(model.parameters(), lr=lr)
+
+
+class MLP(js.Module):
+    """Linear -> ReLU -> Dropout -> Linear, with a BatchNorm1d (buffers) after the first layer."""
+
+    def __init__(self, din=4, hidden=16, classes=3, p=0.2, *, rngs):
+        super().__init__()
+        self.fc1 = nn.Linear(din, hidden, rngs=rngs)
+        self.norm = nn.BatchNorm1d(hidden)
+        self.drop = nn.Dropout(p)
+        self.fc2 = nn.Linear(hidden, classes, rngs=rngs)
+
+    def forward(self, x, *, rngs=None):
+        h = jax.nn.relu(self.norm(self.fc1(x)))
+        return self.fc2(self.drop(h, rngs=rngs))
+
+
+def blobs(n=96, din=4, classes=3, seed=0):
+    """Separable Gaussian blobs: (x [n, din] float32, y [n] int32)."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, classes, n).astype(np.int32)
+    centers = rng.normal(0, 3, (classes, din))
+    x = (centers[y] + rng.normal(0, 1, (n, din))).astype(np.float32)
+    return x, y
+
+
+class FixedTask(Task):
+    """Steps that return known metrics, to check the aggregation exactly."""
+
+    def __init__(self):
+        self.phases = []
+
+    def training_step(self, batch):
+        x, y = batch
+        return {"loss": jnp.mean(x), "count": len(x), "correct": jnp.sum(y)}
+
+    def validation_step(self, batch):
+        return {"loss": jnp.float32(2.0), "count": len(batch[0])}
+
+    def set_phase(self, phase):
+        self.phases.append(phase)

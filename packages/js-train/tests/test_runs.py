@@ -1,0 +1,50 @@
+import numpy as np
+import pytest
+from js_train_testing import FixedTask
+
+from js.training import CSVRun, Trainer, plot_run
+
+
+def test_csv_run_writes_one_row_per_epoch(tmp_path):
+    x = np.ones(4, np.float32)
+    run = CSVRun(tmp_path / "run")
+    history = Trainer(3, run=run, verbose=False).fit(FixedTask(), [(x, x)], [(x, x)])
+    lines = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
+    assert lines[0].startswith("step,epoch,train/loss,train/count,train/accuracy,val/loss")
+    assert len(lines) == 4 and lines[3].startswith("2,2.0,1.0,4.0,1.0,2.0")
+    assert float(lines[1].split(",")[-1]) == pytest.approx(history[0]["time/epoch_s"])
+
+
+def test_csv_run_adds_late_columns_and_resumes(tmp_path):
+    run = CSVRun(tmp_path)
+    run.log({"epoch": 0.0, "train/loss": 3.0}, step=0)
+    run.log({"epoch": 1.0, "train/loss": 2.0, "val/loss": 2.5}, step=1)
+    run.log({"epoch": 2.0, "train/loss": 1.0, "val/loss": 1.5}, step=2)
+    assert run.path.read_text().splitlines()[:2] == ["step,epoch,train/loss,val/loss",
+                                                     "0,0.0,3.0,"]
+    resumed = CSVRun(tmp_path, resume=True)  # continue after epoch 1: epoch 2 is replaced
+    resumed.log({"epoch": 2.0, "train/loss": 0.5, "val/loss": 0.7}, step=2)
+    assert resumed.path.read_text().splitlines()[1:] == ["0,0.0,3.0,", "1,1.0,2.0,2.5",
+                                                         "2,2.0,0.5,0.7"]
+    assert CSVRun(tmp_path).rows == []  # without resume, a new run starts empty
+
+
+def test_plot_run_writes_a_png_per_run(tmp_path):
+    run = CSVRun(tmp_path)
+    for epoch in range(3):
+        run.log({"epoch": float(epoch), "train/loss": 1.0 / (epoch + 1), "val/loss": 1.2,
+                 "train/accuracy": 0.5, "val/accuracy": 0.6}, step=epoch)
+    png = plot_run(tmp_path, tmp_path / "plots" / "curves.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plot_run(run.path, tmp_path / "again.png").exists()
+
+
+def test_plot_run_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="plot_run: no metrics file at"):
+        plot_run(tmp_path, tmp_path / "x.png")
+    (tmp_path / "metrics.csv").write_text("step,epoch\n")
+    with pytest.raises(ValueError, match="holds no metrics rows"):
+        plot_run(tmp_path, tmp_path / "x.png")
+    (tmp_path / "metrics.csv").write_text("step,epoch\n0,0.0\n")
+    with pytest.raises(ValueError, match="no split/metric columns"):
+        plot_run(tmp_path, tmp_path / "x.png")
