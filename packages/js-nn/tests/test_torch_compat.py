@@ -1,0 +1,169 @@
+"""Each layer against PyTorch: same weights, same outputs and gradients, training and eval."""
+
+from __future__ import annotations
+
+import copy
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+import js
+import js.nn as nn
+from js._variables import flat_arrays
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+tnn = torch.nn
+
+# Largest absolute difference to PyTorch per layer (printed by test_report with -s).
+MAX_DIFF: dict[str, float] = {}
+
+PAIRS = [
+    ("Linear", lambda r: nn.Linear(4, 3, rngs=r), lambda: tnn.Linear(4, 3), (2, 5, 4)),
+    ("Conv1d", lambda r: nn.Conv1d(4, 6, 3, stride=2, padding=1, groups=2, rngs=r),
+     lambda: tnn.Conv1d(4, 6, 3, stride=2, padding=1, groups=2), (2, 4, 9)),
+    ("Conv2d", lambda r: nn.Conv2d(3, 4, (3, 2), stride=(2, 1), padding=(1, 0), rngs=r),
+     lambda: tnn.Conv2d(3, 4, (3, 2), stride=(2, 1), padding=(1, 0)), (2, 3, 8, 8)),
+    ("Conv2d-same", lambda r: nn.Conv2d(3, 4, 3, padding="same", rngs=r),
+     lambda: tnn.Conv2d(3, 4, 3, padding="same"), (2, 3, 6, 6)),
+    ("ConvTranspose2d",
+     lambda r: nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1, output_padding=1, rngs=r),
+     lambda: tnn.ConvTranspose2d(3, 2, 3, stride=2, padding=1, output_padding=1), (2, 3, 5, 5)),
+    ("MaxPool2d", lambda r: nn.MaxPool2d(3, stride=2), lambda: tnn.MaxPool2d(3, stride=2),
+     (2, 3, 9, 9)),
+    ("AvgPool2d", lambda r: nn.AvgPool2d(2), lambda: tnn.AvgPool2d(2), (2, 3, 8, 8)),
+    ("AdaptiveAvgPool2d", lambda r: nn.AdaptiveAvgPool2d((1, 1)),
+     lambda: tnn.AdaptiveAvgPool2d((1, 1)), (2, 3, 5, 4)),
+    ("BatchNorm1d", lambda r: nn.BatchNorm1d(3), lambda: tnn.BatchNorm1d(3), (6, 3, 5)),
+    ("BatchNorm2d", lambda r: nn.BatchNorm2d(3), lambda: tnn.BatchNorm2d(3), (4, 3, 5, 5)),
+    ("LayerNorm", lambda r: nn.LayerNorm((5, 8)), lambda: tnn.LayerNorm((5, 8)), (2, 5, 8)),
+    ("Embedding", lambda r: nn.Embedding(10, 4, rngs=r), lambda: tnn.Embedding(10, 4), (2, 5)),
+    ("ReLU", lambda r: nn.ReLU(), lambda: tnn.ReLU(), (3, 4)),
+    ("GELU", lambda r: nn.GELU(), lambda: tnn.GELU(), (3, 4)),
+    ("GELU-tanh", lambda r: nn.GELU("tanh"), lambda: tnn.GELU("tanh"), (3, 4)),
+    ("Tanh", lambda r: nn.Tanh(), lambda: tnn.Tanh(), (3, 4)),
+    ("Sigmoid", lambda r: nn.Sigmoid(), lambda: tnn.Sigmoid(), (3, 4)),
+    ("Flatten", lambda r: nn.Flatten(), lambda: tnn.Flatten(), (2, 3, 4)),
+]  # fmt: skip
+
+
+def _randomise(module) -> None:
+    # Non-trivial affine parameters and running statistics, so that every term is exercised.
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for tensor in [*module.parameters(), *module.buffers()]:
+            if tensor.is_floating_point():
+                tensor.copy_(torch.rand(tensor.shape, generator=gen) + 0.5)
+
+
+def _js_forward_and_grads(layer, x, cotangent):
+    """Output, d<out, cotangent>/dx and d/dparams, in one call (buffer updates kept)."""
+    integer = jnp.issubdtype(x.dtype, jnp.integer)
+
+    def loss(model, inp):
+        out = model(inp)
+        return jnp.sum(out * cotangent), out
+
+    argnums = nnx.DiffState(0, js.Parameter) if integer else (nnx.DiffState(0, js.Parameter), 1)
+    grad_fn = nnx.grad(loss, argnums=argnums, has_aux=True, graph=True, graph_updates=True)
+    grads, out = grad_fn(layer, x)
+    param_grads, x_grad = (grads, None) if integer else grads
+    return out, x_grad, flat_arrays(param_grads)
+
+
+def _torch_forward_and_grads(module, x, cotangent):
+    tx = torch.from_numpy(np.array(x))
+    if tx.is_floating_point():
+        tx.requires_grad_(True)
+    out = module(tx)
+    (out * torch.from_numpy(np.array(cotangent))).sum().backward()
+    grads = {name: p.grad.numpy() for name, p in module.named_parameters()}
+    return out.detach().numpy(), (tx.grad.numpy() if tx.grad is not None else None), grads
+
+
+def _record(name: str, *pairs) -> float:
+    diff = max((float(np.max(np.abs(np.asarray(a) - np.asarray(b)), initial=0.0))
+                for a, b in pairs), default=0.0)  # fmt: skip
+    MAX_DIFF[name] = max(MAX_DIFF.get(name, 0.0), diff)
+    return diff
+
+
+def _make_input(name, shape):
+    key = jax.random.key(1)
+    if name == "Embedding":
+        return jax.random.randint(key, shape, 0, 10)
+    return jax.random.normal(key, shape)
+
+
+# Only BatchNorm (and Dropout, below) behave differently in the two modes: the other layers'
+# evaluation-mode comparisons repeat the training ones and run with the slow tests.
+CALLS = [
+    pytest.param(*pair, mode, id=f"{pair[0]}-{mode}",
+                 marks=() if mode == "train" or "BatchNorm" in pair[0] else pytest.mark.slow)
+    for pair in PAIRS
+    for mode in ("train", "eval")
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name, make_js, make_torch, shape, mode", CALLS)
+def test_matches_pytorch(name, make_js, make_torch, shape, mode):
+    torch.manual_seed(0)
+    module = make_torch()
+    _randomise(module)
+    layer = make_js(js.Rngs(params=0))
+    nn.load_torch_state_dict(layer, module.state_dict())
+    module.train(mode == "train")
+    layer.train(mode == "train")
+    x = _make_input(name, shape)
+    with torch.no_grad():  # the output shape, from a copy (its buffers may update)
+        out_shape = tuple(copy.deepcopy(module)(torch.from_numpy(np.array(x))).shape)
+    cot = jax.random.normal(jax.random.key(2), out_shape)
+    out, x_grad, grads = _js_forward_and_grads(layer, x, cot)
+    to_torch = getattr(type(layer), "to_torch", lambda key, array: array)
+    grads = {key: to_torch(key, np.asarray(value)) for key, value in grads.items()}
+    t_out, t_x_grad, t_grads = _torch_forward_and_grads(module, x, cot)
+    pairs = [(out, t_out), *((grads[k], t_grads[k]) for k in t_grads)]
+    if x_grad is not None:
+        pairs.append((x_grad, t_x_grad))
+    assert sorted(grads) == sorted(t_grads)
+    assert _record(name, *pairs) < 1e-5 * max(1.0, float(np.max(np.abs(t_out))))
+    if name.startswith("BatchNorm") and mode == "train":
+        _check_running_stats(layer, module, x)
+
+
+def _check_running_stats(layer, module, x):
+    axes = (0,) + tuple(range(2, x.ndim))
+    mean = module.running_mean.numpy()  # torch's running mean follows the same rule
+    np.testing.assert_allclose(layer.running_mean.value, mean, atol=1e-6)
+    population = np.asarray(x).var(axis=axes)  # ddof=0, the spec's rule (torch: ddof=1)
+    torch_var = module.running_var.numpy()
+    unbiased = np.asarray(x).var(axis=axes, ddof=1)
+    start = (torch_var - 0.1 * unbiased) / 0.9  # the running_var both started from
+    np.testing.assert_allclose(layer.running_var.value, 0.9 * start + 0.1 * population, atol=1e-5)
+    assert not np.allclose(layer.running_var.value, torch_var, atol=1e-4)
+
+
+def test_dropout_training_matches_pytorch_formula():
+    # Masks differ between generators; check js's mask against PyTorch's formula instead.
+    x = jax.random.normal(jax.random.key(0), (8, 16))
+    layer = nn.Dropout(0.25)
+    out, x_grad, _ = _js_forward_and_grads_dropout(layer, x)
+    keep = np.asarray(out) != 0
+    t_x = torch.from_numpy(np.array(x)).requires_grad_(True)
+    t_out = t_x * torch.from_numpy(keep.astype(np.float32)) / 0.75
+    t_out.sum().backward()
+    assert _record("Dropout", (out, t_out.detach().numpy()), (x_grad, t_x.grad.numpy())) < 1e-6
+    t_eval = tnn.Dropout(0.25).eval()(torch.from_numpy(np.array(x)))
+    assert _record("Dropout", (layer.eval()(x), t_eval.numpy())) == 0.0
+
+
+def _js_forward_and_grads_dropout(layer, x):
+    def loss(inp):
+        out = layer(inp, rngs=js.Rngs(dropout=0))
+        return out.sum(), out
+
+    x_grad, out = jax.grad(loss, has_aux=True)(x)
+    return out, x_grad, None
