@@ -12,7 +12,10 @@ def format_metrics(metrics: dict) -> str:
     for key, value in metrics.items():
         if key == "epoch":
             continue
-        parts.append(f"{key} {value:.3f}" if key.startswith("time") else f"{key} {value:.4f}")
+        if key.endswith("/count"):
+            parts.append(f"{key} {value:.0f}")
+        else:
+            parts.append(f"{key} {value:.3f}" if key.startswith("time") else f"{key} {value:.4f}")
     return "  ".join(parts)
 
 
