@@ -167,3 +167,102 @@ def _js_forward_and_grads_dropout(layer, x):
 
     x_grad, out = jax.grad(loss, has_aux=True)(x)
     return out, x_grad, None
+
+
+# -- whole models ----------------------------------------------------------------------------
+
+
+class TorchCNN(tnn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = tnn.Sequential(
+            tnn.Conv2d(3, 8, 3, padding=1), tnn.BatchNorm2d(8), tnn.ReLU(), tnn.MaxPool2d(2),
+            tnn.Conv2d(8, 16, 3), tnn.BatchNorm2d(16), tnn.ReLU(),
+            tnn.AdaptiveAvgPool2d((1, 1)), tnn.Flatten(),
+        )  # fmt: skip
+        self.head = tnn.Linear(16, 10)
+        self.up = tnn.ConvTranspose2d(3, 2, 2, stride=2)
+
+    def forward(self, x):
+        return self.head(self.features(x)), self.up(x)
+
+
+class CNN(js.Module):
+    def __init__(self, rngs):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1, rngs=rngs), nn.BatchNorm2d(8), nn.ReLU(),
+            nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, rngs=rngs), nn.BatchNorm2d(16), nn.ReLU(),
+            nn.AdaptiveAvgPool2d((1, 1)), nn.Flatten(),
+        )  # fmt: skip
+        self.head = nn.Linear(16, 10, rngs=rngs)
+        self.up = nn.ConvTranspose2d(3, 2, 2, stride=2, rngs=rngs)
+
+    def forward(self, x):
+        return self.head(self.features(x)), self.up(x)
+
+
+def _trained_torch_cnn():
+    torch.manual_seed(0)
+    model = TorchCNN()
+    for module in model.modules():  # BatchNorm's affine terms; PyTorch's init elsewhere
+        if isinstance(module, tnn.BatchNorm2d):
+            _randomise(module)
+    model.train()
+    model(torch.randn(4, 3, 12, 12))  # move the running statistics and num_batches_tracked
+    return model.eval()
+
+
+@pytest.mark.parametrize("mode", ["eval", "train"])
+def test_cnn_loads_pytorch_weights_and_matches(mode):
+    t_model = _trained_torch_cnn().train(mode == "train")
+    model = CNN(js.Rngs(params=0))
+    missing, unexpected = nn.load_torch_state_dict(model, t_model.state_dict())  # tensors
+    assert missing == [] and unexpected == []
+    model.train(mode == "train")
+    x = jax.random.normal(jax.random.key(0), (2, 3, 12, 12))
+    logits, up = js.jit(lambda m, v: m(v))(model, x)
+    with torch.no_grad():
+        t_logits, t_up = t_model(torch.from_numpy(np.array(x)))
+    assert _record("CNN", (logits, t_logits.numpy()), (up, t_up.numpy())) < 1e-5
+
+
+def test_torch_state_dict_round_trips_into_pytorch():
+    model = CNN(js.Rngs(params=3))
+    state = nn.torch_state_dict(model)
+    assert state["features.1.num_batches_tracked"].dtype == np.int64
+    t_model = TorchCNN().eval()
+    t_model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})  # strict
+    x = jax.random.normal(jax.random.key(1), (2, 3, 12, 12))
+    with torch.no_grad():
+        t_logits, t_up = t_model(torch.from_numpy(np.array(x)))
+    logits, up = model.eval()(x)
+    assert _record("CNN", (logits, t_logits.numpy()), (up, t_up.numpy())) < 1e-5
+    back = CNN(js.Rngs(params=4))
+    nn.load_torch_state_dict(back, t_model.state_dict())
+    for key, value in back.state_dict().items():
+        np.testing.assert_array_equal(value, model.state_dict()[key])
+
+
+def test_load_is_strict_and_all_or_nothing():
+    model = CNN(js.Rngs(params=0))
+    before = model.state_dict()
+    state = dict(_trained_torch_cnn().state_dict())
+    state.pop("head.bias")
+    state["head.extra"] = torch.zeros(1)
+    state["features.0.weight"] = torch.zeros(8, 3, 5, 5)
+    with pytest.raises(ValueError, match=r"(?s)missing keys: 'head.bias'.*unexpected keys: "
+                       r"'head.extra'.*'features.0.weight': expected \[8, 3, 3, 3\]"):
+        nn.load_torch_state_dict(model, state)
+    for key, value in model.state_dict().items():
+        np.testing.assert_array_equal(value, before[key])
+    state.pop("features.0.weight")
+    _, unexpected = nn.load_torch_state_dict(model, state, strict=False)
+    assert unexpected == ["head.extra"]
+
+
+def test_report_max_differences(capsys):
+    # Run with -s after the comparisons to print the table used in the release notes.
+    with capsys.disabled():
+        for name, diff in sorted(MAX_DIFF.items()):
+            print(f"max |js - torch| {name:<20} {diff:.2e}")
