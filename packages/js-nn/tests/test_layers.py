@@ -101,3 +101,51 @@ def test_buffers_and_parameters_of_batchnorm():
     bn = nn.BatchNorm2d(3)
     assert [p for p, _ in bn.named_parameters()] == ["weight", "bias"]
     assert [p for p, _ in bn.named_buffers()] == ["running_mean", "running_var"]
+
+
+def test_public_names_are_exported():
+    names = {"Linear", "Identity", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d",
+             "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm",
+             "Dropout", "Embedding", "RNN", "LSTM", "MultiheadAttention", "ReLU", "GELU", "Tanh",
+             "Sigmoid", "Flatten", "Sequential", "functional", "attention", "summary",
+             "load_torch_state_dict", "torch_state_dict"}  # fmt: skip
+    assert names <= set(nn.__all__)
+    assert all(hasattr(nn, name) for name in nn.__all__)
+
+
+def test_init_distributions():
+    rngs = js.Rngs(params=0)
+    linear = nn.Linear(400, 300, rngs=rngs)
+    conv = nn.Conv2d(8, 64, 3, groups=2, rngs=rngs)  # fan_in = 8 / 2 * 9 = 36
+    up = nn.ConvTranspose2d(16, 32, 3, rngs=rngs)  # fan_in = 16 * 9, our [O, I, KH, KW] layout
+    for layer, fan_in in ((linear, 400), (conv, 36), (up, 144)):
+        w = np.asarray(layer.weight.value)
+        bound = 1 / np.sqrt(fan_in)
+        assert np.abs(w).max() <= bound and np.abs(w).max() > 0.95 * bound
+        assert abs(w.std() - bound / np.sqrt(3)) < 0.05 * bound
+        np.testing.assert_array_equal(layer.bias.value, 0.0)
+    emb = np.asarray(nn.Embedding(500, 64, rngs=rngs).weight.value)
+    assert abs(emb.mean()) < 0.02 and abs(emb.std() - 1) < 0.02
+    bn, ln = nn.BatchNorm1d(4), nn.LayerNorm(4)
+    for w, b in ((bn.weight, bn.bias), (ln.weight, ln.bias)):
+        np.testing.assert_array_equal(w.value, 1.0)
+        np.testing.assert_array_equal(b.value, 0.0)
+    np.testing.assert_array_equal(bn.running_var.value, 1.0)
+
+
+def test_batchnorm_eval_uses_running_statistics_and_leaves_them():
+    bn = nn.BatchNorm2d(2)
+    x = jax.random.normal(jax.random.key(0), (4, 2, 3, 3)) * 3 + 1
+    bn(x)
+    mean, var = np.asarray(bn.running_mean.value), np.asarray(bn.running_var.value)
+    np.testing.assert_allclose(var, 0.9 + 0.1 * np.asarray(x).var(axis=(0, 2, 3)), rtol=1e-5)
+    y = bn.eval()(x)
+    want = (np.asarray(x) - mean[:, None, None]) / np.sqrt(var[:, None, None] + 1e-5)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(bn.running_mean.value, mean)
+
+
+def test_sequential_indexing_and_print():
+    model = nn.Sequential(nn.Linear(2, 3, rngs=js.Rngs(params=0)), nn.ReLU())
+    assert len(model) == 2 and isinstance(model[1], nn.ReLU)
+    assert "(0): Linear(in_features=2, out_features=3, bias=True" in repr(model)

@@ -10,6 +10,7 @@ _require("js-nn", __version__, _REQUIRES)
 
 from js import Buffer, Module, ModuleDict, ModuleList, Parameter  # noqa: E402
 
+from . import attention as attention  # noqa: E402
 from . import functional as functional  # noqa: E402
 from ._activation import GELU as GELU  # noqa: E402
 from ._activation import ReLU as ReLU  # noqa: E402
@@ -30,9 +31,12 @@ from ._normalization import LayerNorm as LayerNorm  # noqa: E402
 from ._pooling import AdaptiveAvgPool2d as AdaptiveAvgPool2d  # noqa: E402
 from ._pooling import AvgPool2d as AvgPool2d  # noqa: E402
 from ._pooling import MaxPool2d as MaxPool2d  # noqa: E402
+from ._recurrent import LSTM as LSTM  # noqa: E402
+from ._recurrent import RNN as RNN  # noqa: E402
 from ._summary import summary as summary  # noqa: E402
 from ._torch import load_torch_state_dict as load_torch_state_dict  # noqa: E402
 from ._torch import torch_state_dict as torch_state_dict  # noqa: E402
+from .attention import MultiheadAttention as MultiheadAttention  # noqa: E402
 
 __all__ = [
     "AdaptiveAvgPool2d",
@@ -48,17 +52,21 @@ __all__ = [
     "Flatten",
     "GELU",
     "Identity",
+    "LSTM",
     "LayerNorm",
     "Linear",
     "MaxPool2d",
+    "MultiheadAttention",
     "Module",
     "ModuleDict",
     "ModuleList",
     "Parameter",
+    "RNN",
     "ReLU",
     "Sequential",
     "Sigmoid",
     "Tanh",
+    "attention",
     "__interface__",
     "__version__",
     "functional",
