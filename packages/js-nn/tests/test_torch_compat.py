@@ -266,3 +266,17 @@ def test_report_max_differences(capsys):
     with capsys.disabled():
         for name, diff in sorted(MAX_DIFF.items()):
             print(f"max |js - torch| {name:<20} {diff:.2e}")
+
+
+def test_recurrent_and_attention_keys_pass_through_unchanged():
+    # These layers share PyTorch's keys and layouts, so they need no conversion hook.
+    torch.manual_seed(0)
+    t_lstm, t_mha = tnn.LSTM(4, 5, num_layers=2, batch_first=True), tnn.MultiheadAttention(8, 2)
+    lstm = nn.LSTM(4, 5, num_layers=2, rngs=js.Rngs(params=0))
+    mha = nn.MultiheadAttention(8, 2, rngs=js.Rngs(params=0))
+    for layer, module in ((lstm, t_lstm), (mha, t_mha)):
+        nn.load_torch_state_dict(layer, module.state_dict())
+        exported = nn.torch_state_dict(layer)
+        assert list(exported) == list(module.state_dict())
+        for key, value in module.state_dict().items():
+            np.testing.assert_array_equal(exported[key], value.numpy())
