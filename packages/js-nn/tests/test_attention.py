@@ -228,16 +228,17 @@ def _torch_run(torch, ref, inputs, kwargs, average):
 
 
 def _js_run(mha, inputs, mask, average):
-    def loss(m, q, k, v):
-        out, weights = m(q, k, v, mask=mask, need_weights=True)
-        return _weighted(out, weights.mean(1) if average else weights, jnp.asarray)
+    """Outputs and every gradient from one differentiated call at the split/merge boundary."""
+    graphdef, params = js.split(mha)
 
-    out, weights = mha(*inputs, mask=mask, need_weights=True)
-    _, grads = js.value_and_grad(loss)(mha, *inputs)
-    grad_inputs = jax.grad(lambda *x: loss(mha, *x), argnums=(0, 1, 2))(*inputs)
-    result = {"output": out, "weights": weights.mean(1) if average else weights}
-    result |= {f"grad_{n}": g for n, g in zip("qkv", grad_inputs, strict=True)}
-    return result | {f"grad_{k}": g for k, g in flat_arrays(grads).items()}
+    def loss(params, q, k, v):
+        out, weights = js.merge(graphdef, params)(q, k, v, mask=mask, need_weights=True)
+        weights = weights.mean(1) if average else weights
+        return _weighted(out, weights, jnp.asarray), {"output": out, "weights": weights}
+
+    grads, result = jax.grad(loss, argnums=(0, 1, 2, 3), has_aux=True)(params, *inputs)
+    result |= {f"grad_{n}": g for n, g in zip("qkv", grads[1:], strict=True)}
+    return result | {f"grad_{k}": g for k, g in flat_arrays(grads[0]).items()}
 
 
 def compare_with_torch(torch, kind, average=False):

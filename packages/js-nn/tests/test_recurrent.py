@@ -292,17 +292,18 @@ def _torch_run(torch, ref, cls, x, state):
 
 
 def _js_run(model, cls, x, state):
-    def loss(model, x, state):
-        seq, final = model(x, state)
-        return _weighted_sum(seq, _final(cls, final), jnp.asarray)
+    """Outputs and every gradient from one differentiated call at the split/merge boundary."""
+    graphdef, params = js.split(model)
 
-    seq, final = model(x, state)
-    _, grads = js.value_and_grad(loss)(model, x, state)
-    grad_x, grad_state = jax.grad(lambda x, s: loss(model, x, s), argnums=(0, 1))(x, state)
-    out = {"sequence": seq, **{f"state{i}": f for i, f in enumerate(_final(cls, final))}}
-    out["grad_x"] = grad_x
-    out |= {f"grad_state{i}": g for i, g in enumerate(_final(cls, grad_state))}
-    return out | {f"grad_{k}": g for k, g in flat_arrays(grads).items()}
+    def loss(params, x, state):
+        seq, final = js.merge(graphdef, params)(x, state)
+        outputs = {"sequence": seq, **{f"state{i}": f for i, f in enumerate(_final(cls, final))}}
+        return _weighted_sum(seq, _final(cls, final), jnp.asarray), outputs
+
+    grads, out = jax.grad(loss, argnums=(0, 1, 2), has_aux=True)(params, x, state)
+    out["grad_x"] = grads[1]
+    out |= {f"grad_state{i}": g for i, g in enumerate(_final(cls, grads[2]))}
+    return out | {f"grad_{k}": g for k, g in flat_arrays(grads[0]).items()}
 
 
 def compare_with_torch(torch, cls, layers, **kwargs):

@@ -10,6 +10,7 @@ and once on the way out.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -18,8 +19,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from js import Module, Parameter
-
-_ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
 
 # -- functional core -------------------------------------------------------------------------
 
@@ -78,6 +77,38 @@ def _project(xs: jax.Array, w_ih: jax.Array, bias) -> jax.Array:
     """``xs [T, B, I] @ w_ih^T + bias`` for every timestep at once: ``[T, B, gates*H]``."""
     proj = xs @ w_ih.T
     return proj if bias is None else proj + bias
+
+
+_CELLS = {
+    "lstm": _lstm_cell,
+    "tanh": lambda w_hh_t: _rnn_cell(w_hh_t, jnp.tanh),
+    "relu": lambda w_hh_t: _rnn_cell(w_hh_t, jax.nn.relu),
+}
+
+
+@functools.partial(jax.jit, static_argnames=("cell", "unroll"))
+def recurrent(x, carry, layers, lengths=None, *, cell: str, unroll: int = 1):
+    """Pure stacked recurrence (unvalidated): ``(sequence [B, T, H], final carry)``.
+
+    ``x`` is ``[B, T, I]``; ``carry`` a tuple (``(h,)`` or ``(h, c)``) of ``[layers, B, H]``
+    arrays in the computation dtype; ``layers`` a tuple of ``(w_ih, w_hh, bias)`` per layer,
+    ``bias = b_ih + b_hh`` or None; ``lengths`` ``[B]`` int32 or None; ``cell`` one of
+    ``'lstm'``, ``'tanh'``, ``'relu'``. Compiled as one program, so that eager calls (and their
+    gradients) do not dispatch operation by operation; inside ``js.jit`` it is inlined.
+    """
+    steps = x.shape[1]
+    valid = None
+    if lengths is not None:
+        valid = (jnp.arange(steps)[:, None] < lengths[None, :])[..., None]  # [T, B, 1]
+    xs = jnp.swapaxes(x, 0, 1)  # [T, B, I]
+    finals = []
+    for k, (w_ih, w_hh, bias) in enumerate(layers):
+        proj = _project(xs, w_ih.astype(xs.dtype), bias).astype(xs.dtype)  # [T, B, gates*H]
+        step = _CELLS[cell](w_hh.T.astype(xs.dtype))
+        xs, final = scan_layer(step, tuple(part[k] for part in carry), proj, valid, unroll)
+        finals.append(final)
+    state = tuple(jnp.stack(parts) for parts in zip(*finals, strict=True))  # [layers, B, H]
+    return jnp.swapaxes(xs, 0, 1), state  # [B, T, H]
 
 
 # -- modules ---------------------------------------------------------------------------------
@@ -151,8 +182,8 @@ class _Recurrent(Module):
         # A scan carry keeps its dtype: cast once here so every step computes in ``dtype``.
         return tuple(jnp.asarray(part, dtype) for part in parts)
 
-    def _valid_steps(self, lengths, batch: int, steps: int):
-        """``[T, B, 1]`` bool, True at each example's valid timesteps; None without lengths."""
+    def _check_lengths(self, lengths, batch: int, steps: int):
+        """``lengths`` as int32 ``[B]`` after checking it (None stays None)."""
         if lengths is None:
             return None
         name, traced = type(self).__name__, isinstance(lengths, jax.core.Tracer)
@@ -170,35 +201,32 @@ class _Recurrent(Module):
                     f"got values from {lengths.min()} to {lengths.max()}"
                 )
             lengths = lengths.astype(np.int32)
-        return (jnp.arange(steps)[:, None] < jnp.asarray(lengths)[None, :])[..., None]
+        return jnp.asarray(lengths, jnp.int32)
 
     # -- forward ------------------------------------------------------------------------------
 
-    def _cell(self, w_hh_t: jax.Array) -> Callable:
+    def _cell_kind(self) -> str:
         raise NotImplementedError
 
-    def _layer(self, k: int, xs, carry, valid):
-        w_ih, w_hh = (getattr(self, f"weight_{kind}_l{k}").value for kind in ("ih", "hh"))
-        bias = None
-        if self.bias:
-            bias = getattr(self, f"bias_ih_l{k}").value + getattr(self, f"bias_hh_l{k}").value
-        proj = _project(xs, w_ih.astype(xs.dtype), bias)  # [T, B, gates*H]
-        cell = self._cell(w_hh.T.astype(xs.dtype))
-        return scan_layer(cell, carry, proj.astype(xs.dtype), valid, self.unroll)
+    def _layers(self) -> tuple:
+        """``(w_ih, w_hh, b_ih + b_hh or None)`` per layer."""
+        layers = []
+        for k in range(self.num_layers):
+            w_ih, w_hh = (getattr(self, f"weight_{kind}_l{k}").value for kind in ("ih", "hh"))
+            bias = None
+            if self.bias:
+                bias = getattr(self, f"bias_ih_l{k}").value + getattr(self, f"bias_hh_l{k}").value
+            layers.append((w_ih, w_hh, bias))
+        return tuple(layers)
 
     def _run(self, x, state, lengths):
         batch, steps = self._check_input(x)
         dtype = jnp.result_type(x, self.weight_ih_l0.value)
         carry = self._initial_state(state, batch, dtype)  # each [layers, B, H]
-        valid = self._valid_steps(lengths, batch, steps)  # [T, B, 1] or None
-        xs = jnp.swapaxes(jnp.asarray(x, dtype), 0, 1)  # [T, B, I]
-        finals = []
-        for k in range(self.num_layers):
-            xs, final = self._layer(k, xs, tuple(part[k] for part in carry), valid)
-            finals.append(final)
-        # each [layers, B, H]
-        state = tuple(jnp.stack(parts) for parts in zip(*finals, strict=True))
-        return jnp.swapaxes(xs, 0, 1), state  # [B, T, H]
+        lengths = self._check_lengths(lengths, batch, steps)  # [B] int32 or None
+        x = jnp.asarray(x, dtype)
+        return recurrent(x, carry, self._layers(), lengths, cell=self._cell_kind(),
+                         unroll=self.unroll)
 
 
 _SHARED_CALL = """
@@ -250,9 +278,9 @@ class RNN(_Recurrent):
 
     def __init__(self, input_size, hidden_size, num_layers=1, *, nonlinearity="tanh", bias=True,
                  unroll=1, rngs):
-        if nonlinearity not in _ACTIVATIONS:
+        if nonlinearity not in ("relu", "tanh"):
             raise ValueError(
-                f"RNN: nonlinearity must be one of {sorted(_ACTIVATIONS)}, got {nonlinearity!r}"
+                f"RNN: nonlinearity must be one of ['relu', 'tanh'], got {nonlinearity!r}"
             )
         super().__init__(input_size, hidden_size, num_layers, bias=bias, unroll=unroll, rngs=rngs)
         self.nonlinearity = nonlinearity
@@ -261,8 +289,8 @@ class RNN(_Recurrent):
         extra = "" if self.nonlinearity == "tanh" else f", nonlinearity={self.nonlinearity!r}"
         return super().extra_repr() + extra
 
-    def _cell(self, w_hh_t):
-        return _rnn_cell(w_hh_t, _ACTIVATIONS[self.nonlinearity])
+    def _cell_kind(self) -> str:
+        return self.nonlinearity
 
     def forward(self, x, state=None, lengths=None):
         sequence, (h,) = self._run(x, state, lengths)
@@ -321,8 +349,8 @@ class LSTM(_Recurrent):
         setattr(self, f"bias_ih_l{k}", Parameter(forget))
         setattr(self, f"bias_hh_l{k}", Parameter(jnp.zeros(4 * hidden, jnp.float32)))
 
-    def _cell(self, w_hh_t):
-        return _lstm_cell(w_hh_t)
+    def _cell_kind(self) -> str:
+        return "lstm"
 
     def forward(self, x, state=None, lengths=None):
         sequence, (h, c) = self._run(x, state, lengths)
