@@ -1,3 +1,4 @@
+import importlib.metadata
 import subprocess
 import sys
 import textwrap
@@ -38,6 +39,27 @@ def test_missing_distribution_names_the_fix(statement, distribution):
     assert result.returncode != 0
     assert f"provided by the {distribution} distribution, which is not installed" in result.stderr
     assert f"pip install {distribution}" in result.stderr
+
+
+def _installed(distribution: str) -> bool:
+    try:
+        importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(
+    not (_installed("js-nn") and _installed("js-optim")),
+    reason="needs js-nn and js-optim installed (the integration suite covers the wheel case)",
+)
+def test_from_js_import_finds_installed_siblings():
+    code = "from js import nn, optim; print(nn.__name__, optim.__name__)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["js.nn", "js.optim"]
 
 
 def test_unknown_attribute_is_a_plain_attribute_error():

@@ -5,12 +5,14 @@ install sibling portions of it (``js.nn``, ``js.losses``, ``js.optim``, ``js.tra
 ``pkgutil.extend_path`` finds them in wheel and editable installs alike.
 """
 
+import importlib as _importlib
 import pkgutil
 
 __path__ = pkgutil.extend_path(__path__, __name__)
 
 import jax.random as random  # noqa: E402  (js.random is JAX's random namespace)
 
+from ._missing import DISTRIBUTIONS as _DISTRIBUTIONS  # noqa: E402
 from ._missing import install_hint_finder as _install_hint_finder  # noqa: E402
 from ._module import IncompatibleKeys, Module, ModuleDict, ModuleList  # noqa: E402
 from ._rngs import Rngs  # noqa: E402
@@ -57,8 +59,8 @@ _install_hint_finder.install()
 
 
 def __getattr__(name):
-    # ``from js import optim`` reaches here when js-optim is not installed: name the fix.
-    hint = _install_hint_finder.error_for(f"{__name__}.{name}")
-    if hint is not None:
-        raise hint
+    # ``from js import optim`` asks ``hasattr(js, "optim")`` before importing the submodule:
+    # import it here. When its distribution is missing, the finder raises the install hint.
+    if f"{__name__}.{name}" in _DISTRIBUTIONS:
+        return _importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'js' has no attribute {name!r}")
