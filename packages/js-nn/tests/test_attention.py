@@ -109,6 +109,10 @@ def test_need_weights_is_static_under_js_jit():
     np.testing.assert_allclose(step(mha, q, k, v, need_weights=False), out, atol=1e-6)
     plain = js.jit(lambda m, q, k, v: m(q, k, v, need_weights=True))(mha, q, k, v)
     np.testing.assert_allclose(plain[1], weights, atol=1e-6)
+    mask = padding_mask(np.array([[True] * TK, [True, False, True, False, True]]))
+    masked = js.jit(lambda m, q, k, v, mask: m(q, k, v, mask=mask, need_weights=True))
+    np.testing.assert_allclose(masked(mha, q, k, v, mask)[1], mha(q, k, v, mask, True)[1],
+                               atol=1e-6)
 
 
 @pytest.mark.parametrize("traced", [True, False])

@@ -205,9 +205,6 @@ class _Recurrent(Module):
 
     # -- forward ------------------------------------------------------------------------------
 
-    def _cell_kind(self) -> str:
-        raise NotImplementedError
-
     def _layers(self) -> tuple:
         """``(w_ih, w_hh, b_ih + b_hh or None)`` per layer."""
         layers = []
