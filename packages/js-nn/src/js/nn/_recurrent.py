@@ -265,9 +265,8 @@ class RNN(_Recurrent):
         ``bias_hh_l{k}``: ``[H]``, zeros (the spec's zero biases; PyTorch draws them uniformly).
     {call}
     Example:
-        >>> import jax.numpy as jnp, js
-        >>> from js.nn import _recurrent
-        >>> rnn = _recurrent.RNN(4, 8, num_layers=2, rngs=js.Rngs(params=0))
+        >>> import jax.numpy as jnp, js, js.nn
+        >>> rnn = js.nn.RNN(4, 8, num_layers=2, rngs=js.Rngs(params=0))
         >>> seq, h = rnn(jnp.ones((3, 5, 4)))
         >>> seq.shape, h.shape
         ((3, 5, 8), (2, 3, 8))
@@ -327,9 +326,8 @@ class LSTM(_Recurrent):
         bias is one (PyTorch draws all biases uniformly). With ``bias=False`` there are none.
     {call}
     Example:
-        >>> import jax.numpy as jnp, js
-        >>> from js.nn import _recurrent
-        >>> lstm = _recurrent.LSTM(4, 8, rngs=js.Rngs(params=0))
+        >>> import jax.numpy as jnp, js, js.nn
+        >>> lstm = js.nn.LSTM(4, 8, rngs=js.Rngs(params=0))
         >>> seq, (h, c) = lstm(jnp.ones((3, 5, 4)), lengths=jnp.array([5, 2, 0]))
         >>> seq.shape, h.shape, c.shape
         ((3, 5, 8), (1, 3, 8), (1, 3, 8))

@@ -166,9 +166,9 @@ class MultiheadAttention(Module):
         ``[D]``, zeros.
 
     Example:
-        >>> import jax.numpy as jnp, js
-        >>> from js.nn.attention import MultiheadAttention, causal_mask
-        >>> mha = MultiheadAttention(8, 2, rngs=js.Rngs(params=0))
+        >>> import jax.numpy as jnp, js, js.nn
+        >>> from js.nn.attention import causal_mask
+        >>> mha = js.nn.MultiheadAttention(8, 2, rngs=js.Rngs(params=0))
         >>> x = jnp.ones((3, 5, 8))  # [B, T, D]
         >>> out, weights = mha(x, x, x, mask=causal_mask(5), need_weights=True)
         >>> out.shape, weights.shape
