@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 import js
-from js import losses
+import js.losses as losses
 
 
 def unpack(batch):

@@ -1,0 +1,72 @@
+"""Every example in docs/examples runs in its fast mode and prints what it promises."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples"
+
+
+STEP_EXAMPLES = ("lstm_forecast.py", "autoencoder.py", "gan.py")
+
+
+def start(name, *args):
+    return subprocess.Popen([sys.executable, str(EXAMPLES / name), "--fast", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(process):
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stdout + stderr
+    return stdout
+
+
+def run(name, *args):
+    return finish(start(name, *args))
+
+
+@pytest.fixture(scope="module")
+def step_examples():
+    """The step examples, started together (compilation dominates; they overlap on 2 cores)."""
+    processes = {name: start(name) for name in STEP_EXAMPLES}
+    yield processes
+    for process in processes.values():
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
+
+
+def test_digits_trains_checkpoints_and_resumes(tmp_path, step_examples):
+    out = run("digits.py", "--epochs", "1", "--out", str(tmp_path / "run"))
+    assert re.search(r"^epoch 0  train/loss \d\.\d{4}  train/count 1259  train/accuracy", out,
+                     re.M)
+    assert re.search(r"^test accuracy 0\.\d{4} \(best checkpoint: epoch 0\)$", out, re.M)
+    assert f"best checkpoint: {tmp_path / 'run' / 'checkpoints' / '0'}" in out
+    assert "device-to-host transfers per epoch: [2]" in out
+    for name in ("metrics.csv", "curves.png"):
+        assert (tmp_path / "run" / name).exists() and f"{name}" in out
+    again = run("digits.py", "--epochs", "2", "--resume", "--out", str(tmp_path / "run"))
+    assert "resuming after epoch 0 from" in again and re.search(r"^epoch 1  ", again, re.M)
+    assert "epoch 0  " not in again.split("resuming")[1]
+    rows = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
+    assert [row.split(",")[0] for row in rows[1:]] == ["0", "1"]
+
+
+@pytest.mark.parametrize("name, pattern", [
+    ("lstm_forecast.py", r"^validation MSE \d+\.\d{4} vs repeat-last-value baseline 0\.\d{4}$"),
+    ("autoencoder.py", r"^reconstruction MSE 0\.\d{4} vs mean-image baseline 0\.\d{4}$"),
+    ("gan.py", r"^generated points within 0\.5 of the ring: [01]\.\d\d; mean radius"),
+])
+def test_step_examples_run_and_report(name, pattern, step_examples):
+    out = finish(step_examples[name])
+    assert re.search(pattern, out, re.M), out
+    assert re.search(r"^epoch 1  ", out, re.M)
+
+
+@pytest.mark.slow
+def test_trainer_overhead_reports_a_ratio():
+    out = run("trainer_overhead.py")
+    assert re.search(r"^ratio Trainer / hand-written: \d+\.\d\d$", out, re.M)
