@@ -43,6 +43,8 @@ CASES = [
          _normal(2, 3, 7, 7), (2, 4, 4, 4)),
     Case("Conv2d-valid", lambda r: nn.Conv2d(3, 4, 3, padding="valid", rngs=r),
          _normal(2, 3, 7, 7), (2, 4, 5, 5)),
+    Case("Conv2d-nobias", lambda r: nn.Conv2d(3, 4, 3, bias=False, rngs=r), _normal(1, 3, 5, 5),
+         (1, 4, 3, 3)),
     Case("Conv2d-groups", lambda r: nn.Conv2d(3, 6, 3, groups=3, rngs=r), _normal(2, 3, 6, 6),
          (2, 6, 4, 4)),
     Case("ConvTranspose2d",

@@ -82,6 +82,7 @@ KEYS = {
     "Linear-nobias": ["weight"],
     "Conv1d": ["weight", "bias"],
     "Conv2d": ["weight", "bias"],
+    "Conv2d-nobias": ["weight"],
     "ConvTranspose2d": ["weight", "bias"],
     "BatchNorm2d": ["weight", "bias", "running_mean", "running_var"],
     "LayerNorm": ["weight", "bias"],

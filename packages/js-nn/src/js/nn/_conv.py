@@ -106,8 +106,8 @@ class Conv1d(_ConvBase):
     _conv = staticmethod(F.conv1d)
 
     def __init__(
-        self, in_channels, out_channels, kernel_size, stride=1, padding=0, groups=1,
-        bias=True, *, rngs,
+        self, in_channels, out_channels, kernel_size, stride=1, padding=0, groups=1, *,
+        bias=True, rngs,
     ):  # fmt: skip
         super().__init__()
         if not isinstance(padding, int) or isinstance(padding, bool):
@@ -150,8 +150,8 @@ class Conv2d(_ConvBase):
     _conv = staticmethod(F.conv2d)
 
     def __init__(
-        self, in_channels, out_channels, kernel_size, stride=1, padding=0, groups=1,
-        bias=True, *, rngs,
+        self, in_channels, out_channels, kernel_size, stride=1, padding=0, groups=1, *,
+        bias=True, rngs,
     ):  # fmt: skip
         super().__init__()
         if isinstance(padding, str):
@@ -196,8 +196,8 @@ class ConvTranspose2d(Module):
     """
 
     def __init__(
-        self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
-        bias=True, *, groups=1, dilation=1, rngs,
+        self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, *,
+        bias=True, groups=1, dilation=1, rngs,
     ):  # fmt: skip
         super().__init__()
         if groups != 1 or dilation not in (1, (1, 1)):
