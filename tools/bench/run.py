@@ -1,0 +1,134 @@
+"""``python -m tools.bench [--smoke] [--out DIR]``: run every workload, print and write the table.
+
+Writes ``DIR/benchmarks-table.md``, ``DIR/benchmarks.png`` and ``DIR/benchmarks.json``
+(default ``docs/``; ``--smoke`` defaults to a temporary directory so that it never overwrites
+the published run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+
+from . import _common as C
+from . import _report
+from ._harness import Result, measure
+
+# Full sizes (the issue's) and smoke sizes (a few steps, tiny shapes).
+SIZES = {
+    "full": dict(mlp_batch=128, mlp=(784, 512, 512, 10), cnn=(64, 28, 32, 64),
+                 lstm=(32, 100, 128), lstm_T=(10, 100, 1000), tr=(16, 128, 256), ks=(8, 32),
+                 digits=dict(batch=64), rounds=7, target_s=0.1),
+    "smoke": dict(mlp_batch=8, mlp=(16, 8, 8, 4), cnn=(4, 8, 2, 4), lstm=(2, 5, 8), ks=(4,),
+                  lstm_T=(3,), tr=(2, 8, 16), digits=dict(batch=16, c1=2, c2=4, limit=48),
+                  rounds=1, target_s=0.0),
+}
+# Workloads whose js and hand-written first losses must agree (no dropout: same computation).
+DETERMINISTIC = {"tiny MLP", "MLP 784-512-512-10", "LSTM", "transformer block"}
+
+
+def workloads(size: dict):
+    from . import _cnn, _digits, _lstm, _mlp, _transformer
+
+    yield "tiny MLP", lambda: _mlp.variants((10, 16, 16, 4), 8)
+    yield "tiny MLP, K steps/dispatch", lambda: _mlp.scan_variants((10, 16, 16, 4), 8, size["ks"])
+    yield "MLP 784-512-512-10", lambda: _mlp.variants(size["mlp"], size["mlp_batch"])
+    yield "CNN 28x28", lambda: _cnn.variants(*size["cnn"])
+    yield "LSTM", lambda: _lstm.variants(*size["lstm"])
+    yield "transformer block", lambda: _transformer.variants(*size["tr"])
+    yield "digits epoch", lambda: _digits.variants(**size["digits"])
+
+
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info = {"cpu": cpu, "cores": os.cpu_count(), "device": str(jax.devices()[0]),
+            "jax": jax.__version__, "python": platform.python_version()}
+    import flax
+    import optax
+
+    info.update(flax=flax.__version__, optax=optax.__version__)
+    if C.HAVE_TORCH:
+        import torch
+
+        info.update(torch=torch.__version__, torch_threads=torch.get_num_threads())
+    if hasattr(os, "getloadavg"):
+        info["load_1min"] = round(os.getloadavg()[0], 2)
+    return info
+
+
+def check_losses(results: list[Result], first: dict) -> list[str]:
+    """Where js and hand-written JAX do the same computation, their first losses agree."""
+    problems = []
+    for workload in DETERMINISTIC:
+        a, b = first.get((workload, "js")), first.get((workload, "jax"))
+        if a is None or b is None or abs(a - b) > 1e-4 * max(1.0, abs(b)):
+            problems.append(f"{workload}: js first loss {a} != hand-written {b}")
+    return problems
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny shapes, one round")
+    parser.add_argument("--out", type=Path, default=None, help="output directory (docs/)")
+    parser.add_argument("--only", default=None, help="run workloads whose name contains this")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds")
+    parser.add_argument("--torch-threads", type=int, default=None,
+                        help="torch.set_num_threads (default: torch's own default)")
+    args = parser.parse_args(argv)
+    size = SIZES["smoke" if args.smoke else "full"]
+    out = args.out or (Path(tempfile.mkdtemp(prefix="bench-")) if args.smoke else Path("docs"))
+    out.mkdir(parents=True, exist_ok=True)
+    if args.torch_threads and C.HAVE_TORCH:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
+    rounds = args.rounds or size["rounds"]
+    started = time.perf_counter()
+    results, first = [], {}
+    for name, build in workloads(size):
+        if args.only and args.only.lower() not in name.lower():
+            continue
+        print(f"-- {name}", file=sys.stderr, flush=True)
+        variants = build()
+        # The smoke run reads the memory analysis of the first workload only (it recompiles).
+        memory = not args.smoke or not results
+        got = measure(name, variants, rounds=rounds, target_s=size["target_s"], memory=memory)
+        results.extend(got)
+        first.update({(name, v): variants[v].first_loss for v in variants})
+    from . import _lstm
+
+    lstm_compile = _lstm.compile_times(size["lstm"][0], size["lstm"][2], size["lstm_T"])
+    info = machine()
+    info["wall_s"] = round(time.perf_counter() - started, 1)
+    table = _report.table(results, lstm_compile, info)
+    print(table)
+    (out / "benchmarks-table.md").write_text(table)
+    (out / "benchmarks.json").write_text(json.dumps(
+        {"machine": info, "results": [r.__dict__ for r in results],
+         "lstm_compile": lstm_compile, "first_losses": {f"{w}|{v}": x
+                                                        for (w, v), x in first.items()}},
+        indent=1))
+    _report.chart(results, out / "benchmarks.png", info)
+    problems = check_losses(results, first) if not args.only else []
+    for problem in problems:
+        print("MISMATCH", problem, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""The benchmark harness in its smoke mode: every workload and variant runs (tiny shapes, one
+round), the table, chart and JSON are written, and js and hand-written JAX agree on the first
+loss where they do the same computation. No timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_smoke_run_writes_table_chart_and_agrees_with_hand_written(tmp_path):
+    # The smoke run measures nothing: compile at XLA's lowest backend optimization to be fast.
+    env = {**os.environ, "PYTHONWARNINGS": "error::DeprecationWarning",
+           "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0")}
+    done = subprocess.run(
+        [sys.executable, "-m", "tools.bench", "--smoke", "--out", str(tmp_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    table = (tmp_path / "benchmarks-table.md").read_text()
+    report = json.loads((tmp_path / "benchmarks.json").read_text())
+    assert (tmp_path / "benchmarks.png").stat().st_size > 1000
+    workloads = {r["workload"] for r in report["results"]}
+    assert workloads == {
+        "tiny MLP", "tiny MLP, K steps/dispatch", "MLP 784-512-512-10", "CNN 28x28", "LSTM",
+        "transformer block", "digits epoch",
+    }
+    variants = {(r["workload"], r["variant"]) for r in report["results"]}
+    for workload in workloads - {"digits epoch", "tiny MLP, K steps/dispatch"}:
+        assert {(workload, "js"), (workload, "jax"), (workload, "nnx")} <= variants
+    assert ("digits epoch", "js Trainer.fit") in variants
+    assert ("tiny MLP, K steps/dispatch", "js K=4") in variants
+    for row in report["results"]:
+        assert row["step_s"] > 0
+        if row["variant"] != "jax" and not row["variant"].startswith("torch"):
+            assert row["ratio"] > 0
+    memory = {r["variant"]: r["memory_bytes"] for r in report["results"]
+              if r["workload"] == "tiny MLP"}
+    assert memory["js"] and memory["jax"]
+    assert "| tiny MLP | js |" in table and "LSTM compile time" in table
