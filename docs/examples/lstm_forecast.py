@@ -18,8 +18,6 @@ import js.nn as nn
 import js.optim
 from js.training import ArrayLoader, Task, Trainer, steps
 
-# js-nn defines LSTM in _recurrent before exporting it; prefer the public name once it lands.
-LSTM = getattr(nn, "LSTM", None) or __import__("js.nn._recurrent", fromlist=["LSTM"]).LSTM
 
 
 class Forecaster(js.Module):
@@ -27,7 +25,7 @@ class Forecaster(js.Module):
 
     def __init__(self, hidden: int = 32, *, rngs):
         super().__init__()
-        self.lstm = LSTM(1, hidden, rngs=rngs)
+        self.lstm = nn.LSTM(1, hidden, rngs=rngs)
         self.head = nn.Linear(hidden, 1, rngs=rngs)
 
     def forward(self, x):

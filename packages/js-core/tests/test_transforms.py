@@ -65,6 +65,22 @@ def test_mode_change_between_calls_retraces():
     assert float(jnp.abs(run(model, x, rngs)).sum()) > 0
 
 
+def test_first_train_call_does_not_recompile(data):
+    model = MLP(rngs=js.Rngs(params=0))
+    traces = []
+
+    def forward(model, x):
+        traces.append(1)
+        return model(x)
+
+    run = js.jit(forward)
+    run(model, data[0])
+    model.train()
+    run(model, data[0])
+    assert len(traces) == 1
+    assert "training" in vars(js.ModuleList())
+
+
 def test_structural_edit_between_calls_takes_effect(data):
     rngs = js.Rngs(params=0)
     model = MLP(rngs=rngs)

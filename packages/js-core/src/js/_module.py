@@ -43,9 +43,14 @@ class Module(_Tracked, nnx.Module):
         [0.0, 1.0, 2.0]
     """
 
-    # A class default, so that a subclass that forgets super().__init__() still works;
-    # train()/eval() set it per instance, where it is static graph data (a new trace).
+    # Set on every instance before __init__ runs (see _pytree_meta_construct), so that the graph
+    # definition, where it is static data, is the same before and after the first train().
     training = True
+
+    @classmethod
+    def _pytree_meta_construct(cls, self, *args, **kwargs):
+        object.__setattr__(self, "training", True)
+        self.__init__(*args, **kwargs)
 
     def __init__(self):
         pass
