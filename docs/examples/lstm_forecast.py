@@ -19,7 +19,6 @@ import js.optim
 from js.training import ArrayLoader, Task, Trainer, steps
 
 
-
 class Forecaster(js.Module):
     """LSTM over a window, linear head on the last hidden state: [B, T, 1] -> [B, 1]."""
 
