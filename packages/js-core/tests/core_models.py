@@ -54,3 +54,15 @@ class MLP(js.Module):
 
 def mse(model, x, y):
     return jnp.mean((model(x) - y) ** 2)
+
+
+class SGD(js.Object):
+    """The smallest optimizer over a live selection, for these tests only."""
+
+    def __init__(self, params, lr):
+        self.params = params
+        self.lr = lr
+
+    def step(self, grads):
+        for param, grad in zip(self.params, self.params.match(grads), strict=True):
+            param.value = param.value - self.lr * grad

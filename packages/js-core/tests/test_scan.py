@@ -1,19 +1,9 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
-from core_models import MLP, Noise, mse
+from core_models import MLP, SGD, Noise, mse
 
 import js
-
-
-class SGD(js.Object):
-    def __init__(self, params, lr):
-        self.params = params
-        self.lr = lr
-
-    def step(self, grads):
-        for param, grad in zip(self.params, self.params.match(grads), strict=True):
-            param.value = param.value - self.lr * grad
 
 
 def train_step(model, noise, opt, x, y, *, rngs):

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from core_models import MLP, Counter, Linear, Noise, mse
+from core_models import MLP, SGD, Counter, Linear, Noise, mse
 from flax import nnx
 
 import js
@@ -16,16 +16,6 @@ def data():
     return jnp.asarray(rng.normal(size=(8, 10)), jnp.float32), jnp.zeros((8, 4))
 
 
-class SGD(js.Object):
-    """The smallest optimizer over a live selection, for these tests only."""
-
-    def __init__(self, params, lr):
-        self.params = params
-        self.lr = lr
-
-    def step(self, grads):
-        for param, grad in zip(self.params, self.params.match(grads), strict=False):
-            param.value = param.value - self.lr * grad
 
 
 def test_jit_updates_arguments_in_place_and_compiles_once(data):
