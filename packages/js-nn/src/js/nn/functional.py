@@ -128,8 +128,28 @@ def _pool(input, kernel_size, stride, init, op):
     return lax.reduce_window(input, init, op, (1, 1) + kernel, (1, 1) + stride, "VALID")
 
 
+def _max_pool_tiled(input, kernel):
+    """Non-overlapping max pooling (stride == kernel) as a reshape, an argmax and a select.
+
+    Same values and gradients as ``reduce_window`` (the whole gradient goes to the first
+    maximum of a window, as in PyTorch), but the backward pass is an elementwise select instead
+    of XLA's ``select_and_scatter``, which is slow on the CPU (measured: a [64, 32, 28, 28]
+    ReLU + 2x2 pool forward and backward 40 ms -> 6.5 ms; see docs/benchmarks.md).
+    """
+    B, C, H, W = input.shape
+    kh, kw = kernel
+    ho, wo = H // kh, W // kw  # VALID windows: a remainder row or column is dropped
+    windows = input[:, :, : ho * kh, : wo * kw].reshape(B, C, ho, kh, wo, kw)
+    windows = windows.transpose(0, 1, 2, 4, 3, 5).reshape(B, C, ho, wo, kh * kw)
+    first = jnp.argmax(windows, axis=-1)[..., None] == jnp.arange(kh * kw)  # [B, C, ho, wo, k]
+    return jnp.sum(jnp.where(first, windows, jnp.zeros((), windows.dtype)), axis=-1)
+
+
 def max_pool2d(input, kernel_size, stride=None):
     """Maximum over valid ``kernel_size`` windows of an NCHW input (``stride`` defaults to it)."""
+    kernel = pair(kernel_size, "kernel_size", "max_pool2d")
+    if (stride is None or pair(stride, "stride", "max_pool2d") == kernel) and input.ndim == 4:
+        return _max_pool_tiled(input, kernel)
     return _pool(input, kernel_size, stride, -jnp.inf, lax.max)
 
 
