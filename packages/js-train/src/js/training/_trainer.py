@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import time
 from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+import js
 
 from ._callbacks import Callback
 from ._progress import ProgressBar, format_metrics
@@ -19,6 +24,35 @@ def _accumulate(totals, loss, count, correct):
     if correct is not None:
         new["correct"] = totals["correct"] + correct
     return new
+
+
+@jax.jit
+def _accumulate_many(totals, loss, count, correct):
+    """As :func:`_accumulate` for K steps' stacked metrics (each ``[K]``)."""
+    new = {"loss": totals["loss"] + jnp.sum(loss * count),
+           "count": totals["count"] + jnp.sum(count)}
+    if correct is not None:
+        new["correct"] = totals["correct"] + jnp.sum(correct)
+    return new
+
+
+def _task_step(model, optimizer, rngs, batch, *, task):
+    """``task.training_step(batch)`` on the objects passed in (the scan carry), not the task's."""
+    view = copy.copy(task)
+    view.model, view.optimizer, view.rngs = model, optimizer, rngs
+    return view.training_step(batch)
+
+
+def _stack(group: list):
+    """K batches of one structure and shape stacked on a new leading axis, or None."""
+    leaves = [jax.tree.flatten(b) for b in group]
+    first_leaves, treedef = leaves[0]
+    for other, other_def in leaves[1:]:
+        if other_def != treedef or any(
+            np.shape(a) != np.shape(b) for a, b in zip(first_leaves, other, strict=True)
+        ):
+            return None
+    return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *group)
 
 
 def _zeros(has_correct: bool) -> dict:
@@ -73,6 +107,13 @@ class Trainer:
             callbacks get.
         progress: draw a progress bar; ``None`` draws one only when stdout is a terminal.
         verbose: print one line of metrics per epoch.
+        steps_per_execution: run K training steps per dispatch (Keras' option): K batches are
+            stacked and the task's ``training_step`` runs K times inside one ``lax.scan``
+            (``js.scan_steps``) under one ``js.jit``. Losses and parameters equal those of K
+            separate steps; metrics are still summed per step. A group whose batches differ in
+            shape (the last, smaller batch) and the leftover batches of an epoch run one at a
+            time. ``training_step`` must reach the model, optimizer and rngs through
+            ``task.model``, ``task.optimizer`` and ``task.rngs``. Validation is unaffected.
 
     Example:
         >>> trainer = Trainer(max_epochs=5)
@@ -83,7 +124,7 @@ class Trainer:
     progress_interval_s = 1.0
 
     def __init__(self, max_epochs: int, callbacks=(), run=None, *, progress: bool | None = None,
-                 verbose: bool = True):
+                 verbose: bool = True, steps_per_execution: int = 1):
         if not isinstance(max_epochs, int) or max_epochs < 1:
             raise ValueError(f"Trainer max_epochs must be an int >= 1, got {max_epochs!r}")
         callbacks = tuple(callbacks)
@@ -100,7 +141,14 @@ class Trainer:
             )
         if run is not None and not callable(getattr(run, "log", None)):
             raise TypeError(f"Trainer run must have a log(metrics, step) method, got {run!r}")
+        if (not isinstance(steps_per_execution, int) or isinstance(steps_per_execution, bool)
+                or steps_per_execution < 1):
+            raise ValueError(
+                f"Trainer steps_per_execution must be an int >= 1, got {steps_per_execution!r}"
+            )
         self.max_epochs = max_epochs
+        self.steps_per_execution = steps_per_execution
+        self._many: dict = {}
         self.callbacks = callbacks
         self.run = run
         self.progress = progress
@@ -118,18 +166,46 @@ class Trainer:
         for callback in self.callbacks:
             getattr(callback, name)(self, *args)
 
-    def _epoch(self, step, data, label: str) -> tuple[dict, int]:
+    def _groups(self, data, many):
+        """``(run, batch, steps)`` per dispatch: K stacked batches through ``many`` where it can."""
+        k = self.steps_per_execution
+        if many is None or k == 1:
+            yield from ((None, batch, 1) for batch in data)
+            return
+        group = []
+        for batch in data:
+            group.append(batch)
+            if len(group) == k:
+                stacked = _stack(group)
+                if stacked is None:
+                    yield from ((None, b, 1) for b in group)
+                else:
+                    yield many, stacked, k
+                group = []
+        yield from ((None, b, 1) for b in group)
+
+    def _many_step(self, task):
+        """``batches -> stacked metrics``: K of ``task.training_step`` in one dispatch."""
+        run = self._many.get(id(task))
+        if run is None or run[0] is not task:
+            scanned = js.jit(js.scan_steps(functools.partial(_task_step, task=task)))
+            run = self._many[id(task)] = (task, scanned)
+        scanned = run[1]
+        return lambda batches: scanned(task.model, task.optimizer, task.rngs, batches)
+
+    def _epoch(self, step, data, label: str, many=None) -> tuple[dict, int]:
         """Run ``step`` over ``data``; return the host totals and the device reads it took."""
         bar = ProgressBar(label, len(data) if hasattr(data, "__len__") else None,
                           enabled=self.progress, interval_s=self.progress_interval_s)
         totals, reads, steps = None, 0, 0
-        for batch in data:
-            metrics = step(batch)
+        for run, batch, count in self._groups(data, many):
+            metrics = step(batch) if run is None else run(batch)
             if totals is None:
                 _check_step_metrics(metrics, label)
                 totals = _zeros("correct" in metrics)
-            totals = _accumulate(totals, metrics["loss"], metrics["count"], metrics.get("correct"))
-            steps += 1
+            add = _accumulate if run is None else _accumulate_many
+            totals = add(totals, metrics["loss"], metrics["count"], metrics.get("correct"))
+            steps += count
             if bar.due():
                 host = jax.device_get(totals)
                 reads += 1
@@ -168,7 +244,9 @@ class Trainer:
                 if hasattr(train_data, "set_epoch"):
                     train_data.set_epoch(epoch)
                 task.set_phase("train")
-                host, reads = self._epoch(task.training_step, train_data, f"epoch {epoch} train")
+                many = self._many_step(task) if self.steps_per_execution > 1 else None
+                host, reads = self._epoch(task.training_step, train_data,
+                                          f"epoch {epoch} train", many)
                 metrics = {"epoch": float(epoch), **_summary(host, "train")}
                 if val_data is not None:
                     task.set_phase("eval")

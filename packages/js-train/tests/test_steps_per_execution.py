@@ -1,0 +1,53 @@
+"""Trainer(steps_per_execution=K): K steps per dispatch give the losses and parameters of K
+separate steps; a leftover partial group and a smaller last batch run as single steps."""
+
+import jax
+import numpy as np
+import pytest
+from js_train_testing import MLP, blobs, make_optimizer
+
+import js
+from js.training import ArrayLoader, Task, Trainer
+
+
+def _train(k, *, dropout, epochs=2):
+    model = MLP(rngs=js.Rngs(params=0))
+    rngs = js.Rngs(dropout=3) if dropout else None
+    if not dropout:
+        model.drop.p = 0.0
+    task = Task(model, make_optimizer(model), rngs=rngs)
+    x, y = blobs(n=90)  # batches of 8: 11 full ones and one of 2 -> groups of 4: 4 + 4 + 3 + 1
+    trainer = Trainer(epochs, verbose=False, progress=False, steps_per_execution=k)
+    history = trainer.fit(task, ArrayLoader(x, y, batch_size=8, shuffle=True, seed=1))
+    return history, model.state_dict(), task.optimizer.state_dict()
+
+
+@pytest.mark.parametrize("dropout", [False, True])
+def test_k_steps_per_dispatch_equal_k_separate_steps(dropout):
+    one, params_one, opt_one = _train(1, dropout=dropout)
+    many, params_many, opt_many = _train(4, dropout=dropout)
+    for a, b in zip(one, many, strict=True):
+        for key in ("train/loss", "train/count", "train/accuracy"):
+            assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-6), key
+    assert params_one.keys() == params_many.keys()
+    for key in params_one:
+        np.testing.assert_allclose(params_many[key], params_one[key], rtol=1e-5, atol=1e-6)
+    assert int(opt_many["step_count"]) == int(opt_one["step_count"]) == 2 * 12
+    for key in opt_one:
+        np.testing.assert_allclose(opt_many[key], opt_one[key], rtol=1e-5, atol=1e-6)
+
+
+def test_groups_stack_full_groups_and_run_the_rest_singly():
+    trainer = Trainer(1, verbose=False, steps_per_execution=3)
+    batches = [np.ones((2, 1))] * 4 + [np.ones((1, 1))] + [np.ones((2, 1))] * 2
+    kinds = [(run is not None, np.shape(jax.tree.leaves(batch)[0]), n)
+             for run, batch, n in trainer._groups(batches, many=object())]
+    assert kinds == [(True, (3, 2, 1), 3),  # 3 stacked
+                     (False, (2, 1), 1), (False, (1, 1), 1), (False, (2, 1), 1),  # shapes differ
+                     (False, (2, 1), 1)]  # leftover
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_steps_per_execution_is_checked(bad):
+    with pytest.raises(ValueError, match="steps_per_execution must be an int >= 1"):
+        Trainer(1, steps_per_execution=bad)
