@@ -37,6 +37,14 @@ class CNN(js.Module):
         return self.fc(self.drop(x.reshape(x.shape[0], -1), rngs=rngs))  # [B, 10]
 
 
+class _ReduceWindowPool(js.Module):
+    """js-nn's max pool before the speed work: ``reduce_window`` (slow backward on XLA CPU)."""
+
+    def forward(self, x):
+        return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 1, 2, 2), (1, 1, 2, 2),
+                                     "VALID")
+
+
 @js.jit
 def js_step(model, optimizer, rngs, x, y):
     def loss_fn(model, rngs):
@@ -142,6 +150,11 @@ def variants(batch: int, size: int = 28, c1: int = 32, c2: int = 64) -> dict[str
         "nnx": C.nnx_variant(_NNXCNN(c1, c2, size, nnx.Rngs(0)), _nnx_loss,
                              (np.ascontiguousarray(x.transpose(0, 2, 3, 1)), y)),
     }
+    before = CNN(c1, c2, size, rngs=js.Rngs(params=0))
+    before.pool = _ReduceWindowPool()
+    out["js (pool before)"] = C.js_variant(js_step, before, js.optim.Adam(before.parameters(),
+                                           lr=C.LR), js.Rngs(dropout=1), jnp.asarray(x),
+                                           jnp.asarray(y))
     if C.HAVE_TORCH:
         C.torch_manual_seed()
         out["torch"] = C.torch_variant(_torch_model(c1, c2, size), _torch_loss, (x, y))

@@ -95,7 +95,8 @@ def _hand_loop(params, c1: int, c2: int, loader) -> Variant:
     return Variant(step=epoch, steps_per_call=len(loader))
 
 
-def variants(batch: int = 64, c1: int = 32, c2: int = 64, limit=None) -> dict[str, Variant]:
+def variants(batch: int = 64, c1: int = 32, c2: int = 64, limit=None,
+             ks=(8, 32)) -> dict[str, Variant]:
     x, y = data(limit)
     model = DigitsCNN(c1, c2, rngs=js.Rngs(params=0))
     params = C.param_dict(model)
@@ -103,7 +104,7 @@ def variants(batch: int = 64, c1: int = 32, c2: int = 64, limit=None) -> dict[st
     trainer = Trainer(1, progress=False, verbose=False)
     loader = ArrayLoader(x, y, batch_size=batch, shuffle=True, seed=0)
     out = {
-        "js Trainer.fit": Variant(step=lambda: trainer.fit(task, loader) and None,
+        "js Trainer.fit": Variant(step=functools.partial(_fit, trainer, task, loader),
                                   steps_per_call=len(loader)),
         "jax": _hand_loop(params, c1, c2, ArrayLoader(x, y, batch_size=batch, shuffle=True,
                                                       seed=0)),
@@ -122,4 +123,15 @@ def variants(batch: int = 64, c1: int = 32, c2: int = 64, limit=None) -> dict[st
         return jax.device_get(total)
 
     out["js step loop"] = Variant(step=js_loop, steps_per_call=len(loader))
+    for k in ks:
+        m = DigitsCNN(c1, c2, rngs=js.Rngs(params=0))
+        t = Task(m, js.optim.Adam(m.parameters(), lr=2e-3), rngs=js.Rngs(dropout=1))
+        tr = Trainer(1, progress=False, verbose=False, steps_per_execution=k)
+        ld = ArrayLoader(x, y, batch_size=batch, shuffle=True, seed=0)
+        out[f"js Trainer K={k}"] = Variant(step=functools.partial(_fit, tr, t, ld),
+                                           steps_per_call=len(ld))
     return out
+
+
+def _fit(trainer, task, loader):
+    trainer.fit(task, loader)
