@@ -37,6 +37,19 @@ class Forecaster(js.Module):
         return self.head(seq[:, -1])  # [B, 1]
 
 
+class ForecasterBefore(Forecaster):
+    """js-nn's LSTM before the speed work: the generic scan, differentiated by autodiff."""
+
+    def forward(self, x):
+        from js.nn import _recurrent as R
+
+        (w_ih, w_hh, bias), = self.lstm._layers()
+        proj = R._project(jnp.swapaxes(x, 0, 1), w_ih, bias)  # [T, B, 4H]
+        zeros = jnp.zeros((x.shape[0], self.lstm.hidden_size), x.dtype)
+        ys, _ = R.scan_layer(R._lstm_cell(w_hh.T), (zeros, zeros), proj)
+        return self.head(ys[-1])
+
+
 @js.jit
 def js_step(model, optimizer, x, y):
     def loss_fn(model):
@@ -110,9 +123,9 @@ def data(batch: int, steps: int):
     return x, rng.standard_normal((batch, 1)).astype(np.float32)
 
 
-def js_variant(batch: int, steps: int, hidden: int, unroll: int = 1) -> Variant:
+def js_variant(batch: int, steps: int, hidden: int, unroll: int = 1, cls=Forecaster) -> Variant:
     x, y = data(batch, steps)
-    model = Forecaster(hidden, unroll=unroll, rngs=js.Rngs(params=0))
+    model = cls(hidden, unroll=unroll, rngs=js.Rngs(params=0))
     optimizer = js.optim.Adam(model.parameters(), lr=C.LR)
     return C.js_variant(js_step, model, optimizer, jnp.asarray(x), jnp.asarray(y))
 
@@ -125,6 +138,7 @@ def variants(batch: int, steps: int, hidden: int) -> dict[str, Variant]:
         "jax": C.jax_variant(_jax_loss, params, (x, y)),
         "nnx": C.nnx_variant(_NNXForecaster(hidden, nnx.Rngs(0)), _nnx_loss, (x, y)),
     }
+    out["js (LSTM before)"] = js_variant(batch, steps, hidden, cls=ForecasterBefore)
     if C.HAVE_TORCH:
         C.torch_manual_seed()
         out["torch"] = C.torch_variant(_TorchForecaster(hidden), _torch_loss, (x, y))
