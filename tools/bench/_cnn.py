@@ -75,25 +75,39 @@ def _bn(x, w, b, mean_run, var_run):
 
 
 def _pool(x):
+    """2x2 max pool as reshape + argmax + select (the fast form on XLA CPU; first-max gradient)."""
+    B, C_, H, W = x.shape
+    windows = x.reshape(B, C_, H // 2, 2, W // 2, 2).transpose(0, 1, 2, 4, 3, 5)
+    windows = windows.reshape(B, C_, H // 2, W // 2, 4)
+    first = jnp.argmax(windows, axis=-1)[..., None] == jnp.arange(4)
+    return jnp.sum(jnp.where(first, windows, 0.0), axis=-1)
+
+
+def _pool_reduce_window(x):
+    """The straightforward max pool: reduce_window (its backward is slow on XLA CPU)."""
     return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
 
 
-def forward(p, extra, x):
+def forward(p, extra, x, pool=_pool):
     """The CNN by hand; ``extra`` = (bn1 stats, bn2 stats, key). Returns (logits, new extra)."""
     (s1, s2, key) = extra
     h, s1 = _bn(_conv(x, p["conv1.weight"], p["conv1.bias"]), p["bn1.weight"], p["bn1.bias"], *s1)
-    h = _pool(jax.nn.relu(h))
+    h = pool(jax.nn.relu(h))
     h, s2 = _bn(_conv(h, p["conv2.weight"], p["conv2.bias"]), p["bn2.weight"], p["bn2.bias"], *s2)
-    h = _pool(jax.nn.relu(h)).reshape(x.shape[0], -1)
+    h = pool(jax.nn.relu(h)).reshape(x.shape[0], -1)
     key, sub = jax.random.split(key)
     keep = jax.random.bernoulli(sub, 1.0 - DROP, h.shape)
     h = jnp.where(keep, h / (1.0 - DROP), 0.0)
     return h @ p["fc.weight"].T + p["fc.bias"], (s1, s2, key)
 
 
-def _jax_loss(p, extra, x, y):
-    logits, extra = forward(p, extra, x)
+def _jax_loss(p, extra, x, y, pool=_pool):
+    logits, extra = forward(p, extra, x, pool)
     return C.cross_entropy(logits, y), extra
+
+
+def _jax_loss_reduce_window(p, extra, x, y):
+    return _jax_loss(p, extra, x, y, _pool_reduce_window)
 
 
 def init_extra(c1: int, c2: int, seed: int = 1):
@@ -150,6 +164,8 @@ def variants(batch: int, size: int = 28, c1: int = 32, c2: int = 64) -> dict[str
         "nnx": C.nnx_variant(_NNXCNN(c1, c2, size, nnx.Rngs(0)), _nnx_loss,
                              (np.ascontiguousarray(x.transpose(0, 2, 3, 1)), y)),
     }
+    out["jax (reduce_window pool)"] = C.jax_variant(_jax_loss_reduce_window, C.param_dict(model),
+                                                    (x, y), extra=init_extra(c1, c2))
     before = CNN(c1, c2, size, rngs=js.Rngs(params=0))
     before.pool = _ReduceWindowPool()
     out["js (pool before)"] = C.js_variant(js_step, before, js.optim.Adam(before.parameters(),

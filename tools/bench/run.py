@@ -26,7 +26,7 @@ from ._harness import Result, measure
 SIZES = {
     "full": dict(mlp_batch=128, mlp=(784, 512, 512, 10), cnn=(64, 28, 32, 64),
                  lstm=(32, 100, 128), lstm_T=(10, 100, 1000), tr=(16, 128, 256), ks=(8, 32),
-                 digits=dict(batch=64), rounds=7, target_s=0.1),
+                 digits=dict(batch=64), rounds=11, target_s=0.1),
     "smoke": dict(mlp_batch=8, mlp=(16, 8, 8, 4), cnn=(4, 8, 2, 4), lstm=(2, 5, 8), ks=(4,),
                   lstm_T=(3,), tr=(2, 8, 16), digits=dict(batch=16, c1=2, c2=4, limit=48, ks=(2,)),
                   rounds=1, target_s=0.0),
