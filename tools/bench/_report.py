@@ -65,8 +65,12 @@ def chart(results: list[Result], path: Path, info: dict) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
 
     workloads = list(dict.fromkeys(r.workload for r in results))
+    ratios = [r.ratio for r in results if r.ratio]
+    low, high = min(ratios + [1.0]) * 0.8, max(ratios + [1.2]) * 1.6
+    ticks = [t for t in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500) if low <= t <= high]
     fig, axes = plt.subplots(len(workloads), 1, figsize=(8, 1.1 + 0.42 * len(results)),
                              gridspec_kw={"height_ratios": [
                                  sum(r.workload == w for r in results) for w in workloads]})
@@ -76,6 +80,11 @@ def chart(results: list[Result], path: Path, info: dict) -> None:
                   r.variant == REFERENCE else "tab:orange" for r in rows]
         ax.barh([r.variant for r in rows], [r.ratio for r in rows], color=colors)
         ax.set_xscale("log")
+        ax.set_xlim(low, high)
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_major_formatter(lambda value, _: f"{value:g}")
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.axvline(1.0, color="k", lw=0.8)
         ax.axvline(1.2, color="tab:red", lw=0.8, ls="--")
         ax.set_title(workload, fontsize=9, loc="left")
