@@ -64,6 +64,33 @@ def test_masked_cross_entropy_ignores_out_of_range_labels():
     assert np.isfinite(grad).all() and (grad[1] == 0).all()
 
 
+CE_OPTIONS = [{}, {"weight": jnp.arange(1.0, 6.0), "label_smoothing": 0.2}]
+
+
+@pytest.mark.parametrize("options", CE_OPTIONS, ids=["plain", "weight-smoothing"])
+def test_cross_entropy_out_of_range_labels_give_nan_and_never_wrap(options):
+    labels = jnp.array([0, -1, 4, 5])  # C = 5: -1 must not read class 4, 5 is past the end
+    per_element = cross_entropy(X, labels, reduction="none", **options)
+    assert np.isnan(per_element[1]) and np.isnan(per_element[3])
+    expected = cross_entropy(X[::2], labels[::2], reduction="none", **options)
+    np.testing.assert_allclose(per_element[::2], expected, rtol=1e-6)
+    for reduction in ("sum", "mean"):
+        assert np.isnan(cross_entropy(X, labels, reduction=reduction, **options))
+    grad = jax.grad(lambda x: cross_entropy(x, labels, reduction="sum", **options))(X)
+    assert np.isnan(grad[1]).all() and np.isnan(grad[3]).all()
+    assert np.isfinite(grad[::2]).all()
+    compiled = jax.jit(lambda x, t: cross_entropy(x, t, reduction="none", **options))
+    assert np.isnan(np.asarray(compiled(X, labels))[[1, 3]]).all()
+
+
+@pytest.mark.parametrize("options", CE_OPTIONS, ids=["plain", "weight-smoothing"])
+def test_masked_out_of_range_labels_do_not_poison_the_rest(options):
+    labels = jnp.array([0, -1, 4, 5])
+    mask = jnp.array([True, False, True, False])
+    loss = cross_entropy(X, labels, mask=mask, **options)
+    np.testing.assert_allclose(loss, cross_entropy(X[::2], labels[::2], **options), rtol=1e-6)
+
+
 def test_cross_entropy_axis_moves_the_class_axis():
     logits = jax.random.normal(KEY, (2, 5, 3))  # [N, C, T] (PyTorch's layout)
     labels = jnp.array([[0, 4, 2], [1, 1, 3]])  # [N, T]

@@ -65,6 +65,21 @@ def test_cross_entropy_mask_is_ignore_index(reduction, options):
     )
 
 
+@pytest.mark.parametrize("bad", [-1, 5])
+def test_cross_entropy_out_of_range_label_is_nan_where_torch_raises(bad):
+    labels = LABELS.copy()
+    labels[2] = bad  # C = 5
+    with pytest.raises(IndexError, match=f"Target {bad} is out of bounds"):
+        F.cross_entropy(torch.tensor(LOGITS), torch.tensor(labels))
+    ours = np.asarray(L.cross_entropy(jnp.asarray(LOGITS), jnp.asarray(labels), reduction="none"))
+    assert np.isnan(ours[2])
+    kept = np.arange(6) != 2
+    theirs = F.cross_entropy(
+        torch.tensor(LOGITS[kept]), torch.tensor(labels[kept]), reduction="none"
+    ).numpy()
+    np.testing.assert_allclose(ours[kept], theirs, rtol=1e-6, atol=1e-6)
+
+
 def test_cross_entropy_class_axis_one_is_torch_layout():
     logits = RNG.normal(size=(2, 5, 3)).astype(np.float32)
     labels = RNG.integers(0, 5, size=(2, 3))

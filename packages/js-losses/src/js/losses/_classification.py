@@ -79,11 +79,15 @@ def cross_entropy(
     mean; the kept count without ``weight``). Differences from PyTorch: the class axis is
     *last* by default (``axis=1`` gives PyTorch's layout); ``mask`` replaces ``ignore_index``
     (``mask = target != ignore_index``) and an all-masked batch gives 0, not NaN; probability
-    targets are not accepted; an out-of-range label gives NaN (it cannot raise under jit).
+    targets are not accepted. Labels in ``[0, C)`` are a data precondition: where PyTorch
+    raises for a label outside it (negative, or ``>= C``), a kept element gets a NaN loss and
+    NaN gradients instead (a check cannot raise inside compiled code), so the reduced loss is
+    NaN; negative labels never wrap around to a class. A masked label may be anything.
 
     Args:
         logits: unnormalized scores, ``[..., C, ...]`` with the classes on ``axis``.
-        target: integer labels in ``[0, C)``, the shape of ``logits`` without ``axis``.
+        target: integer labels in ``[0, C)`` (outside it: NaN, see above), the shape of
+            ``logits`` without ``axis``.
         axis: the class axis of ``logits`` (default -1).
         reduction: ``'none'`` | ``'sum'`` | ``'mean'`` (default).
         mask: optional boolean array of ``target``'s shape; False elements are excluded.
@@ -108,8 +112,13 @@ def cross_entropy(
     logits, target = _class_logits(logits, target, axis)
     weight = _class_weight(weight, logits.shape[-1], logits.dtype)
     mask = check_mask("cross_entropy", mask, target.shape)
-    if mask is not None:  # a masked label may be out of range (e.g. -100): read class 0 instead
-        target = jnp.where(mask, target, jnp.zeros_like(target))
+    num_classes = logits.shape[-1]
+    # JAX indexing would wrap -C..-1 onto a real class and fill or clamp >= C; PyTorch raises.
+    # A kept out-of-range label instead adds NaN to its logits row: NaN value and gradient.
+    readable = (target >= 0) & (target < num_classes)  # [...]
+    broken = ~readable if mask is None else mask & ~readable  # a masked label may be -100
+    logits = logits + jnp.where(broken, jnp.nan, 0.0)[..., None]  # weakly typed: keeps dtype
+    target = jnp.where(readable, target, jnp.zeros_like(target))  # read class 0 instead
     log_probs = jax.nn.log_softmax(logits, axis=-1)  # [..., C]
     loss, denominator = _cross_entropy_elements(log_probs, target, weight, label_smoothing)
     return reduce(loss, reduction, mask, denominator)
