@@ -55,6 +55,30 @@ def test_all_masked_batch_is_zero_with_zero_gradient(name, loss, target, reducti
     np.testing.assert_array_equal(grad, 0.0)
 
 
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("name, loss, target", ALL, ids=[row[0] for row in ALL])
+def test_masked_nan_and_inf_poison_neither_value_nor_gradient(name, loss, target, reduction):
+    """Rows 1 and 3 are masked and hold NaN / inf inputs (and targets, or out-of-range labels)."""
+    mask = jnp.ones(target.shape, bool).at[1].set(False).at[3].set(False)
+    x = X.at[1].set(jnp.nan).at[3].set(jnp.inf)
+    if name == "cross_entropy":
+        t, argnums = target.at[1].set(-1).at[3].set(5), 0  # C = 5
+    else:
+        t, argnums = target.at[1].set(jnp.inf).at[3].set(jnp.nan), (0, 1)
+
+    def total(x, t):
+        return loss(x, t, mask=mask, reduction=reduction).sum()
+
+    value, grads = jax.value_and_grad(total, argnums)(x, t)
+    clean_value, clean_grads = jax.value_and_grad(total, argnums)(X, target)
+    np.testing.assert_allclose(value, clean_value, rtol=1e-6)
+    for grad, clean in zip(jax.tree.leaves(grads), jax.tree.leaves(clean_grads), strict=True):
+        assert np.isfinite(grad).all()
+        np.testing.assert_array_equal(grad[1], 0.0)
+        np.testing.assert_array_equal(grad[3], 0.0)
+        np.testing.assert_allclose(grad, clean, rtol=1e-6)
+
+
 def test_masked_cross_entropy_ignores_out_of_range_labels():
     labels = jnp.array([0, -100, 4, -100])
     mask = labels != -100

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ._reduce import check_mask, check_reduction, check_same_shape, reduce
+from ._reduce import check_mask, check_reduction, check_same_shape, masked_inputs, reduce
 
 
 def _class_logits(logits, target, axis: int) -> tuple[jax.Array, jax.Array]:
@@ -112,6 +112,7 @@ def cross_entropy(
     logits, target = _class_logits(logits, target, axis)
     weight = _class_weight(weight, logits.shape[-1], logits.dtype)
     mask = check_mask("cross_entropy", mask, target.shape)
+    (logits,) = masked_inputs(mask, logits)  # a masked NaN/inf row gets a zero gradient
     num_classes = logits.shape[-1]
     # JAX indexing would wrap -C..-1 onto a real class and fill or clamp >= C; PyTorch raises.
     # A kept out-of-range label instead adds NaN to its logits row: NaN value and gradient.
@@ -155,8 +156,8 @@ def binary_cross_entropy_with_logits(
     check_reduction(name, reduction)
     logits, target = jnp.asarray(logits), jnp.asarray(target)
     check_same_shape(name, logits, target)
-    target = target.astype(logits.dtype)
     mask = check_mask(name, mask, logits.shape)
+    logits, target = masked_inputs(mask, logits, target.astype(logits.dtype))
     log_weight = 1.0
     if pos_weight is not None:
         pos_weight = jnp.asarray(pos_weight, logits.dtype)

@@ -1,8 +1,13 @@
 """The one place where per-element losses become a reduced loss, and the checks they share.
 
-Every loss in ``js.losses`` is a pure per-element function followed by :func:`reduce`. Masked
-elements are excluded with ``jnp.where`` (never multiplied by zero), so a masked element whose
-loss is infinite or NaN cannot poison the value or the gradient.
+Every loss in ``js.losses`` is a pure per-element function followed by :func:`reduce`. Masking
+is a "double where": each loss first replaces its masked inputs with safe values
+(:func:`masked_inputs`, before any arithmetic), then :func:`reduce` excludes the masked
+elements with ``jnp.where`` (never by multiplying with zero). A single ``where`` on the loss is
+not enough: its gradient is 0 times the local derivative, which is NaN when that derivative
+is (e.g. ``2 * (nan - y)``). With both, a masked element whose input, target or label is
+infinite, NaN or out of range cannot poison the value or the gradient, and the gradient at
+masked positions is exactly zero.
 """
 
 from __future__ import annotations
@@ -46,6 +51,22 @@ def check_mask(name: str, mask, shape: tuple[int, ...]) -> jax.Array | None:
             f"{list(shape)}"
         )
     return mask
+
+
+def masked_inputs(mask, *arrays: jax.Array) -> tuple[jax.Array, ...]:
+    """``arrays`` with their masked elements replaced by 0, the first half of the double where.
+
+    ``mask`` has the per-element loss shape ``[...]``; each array is ``[...]`` or has extra
+    trailing axes (cross-entropy's logits ``[..., C]``), which the mask covers whole. With no
+    mask the arrays are returned unchanged. The gradient with respect to a replaced element is
+    exactly 0, whatever its value was.
+    """
+    if mask is None:
+        return arrays
+    return tuple(
+        jnp.where(mask.reshape(mask.shape + (1,) * (a.ndim - mask.ndim)), a, jnp.zeros_like(a))
+        for a in arrays
+    )
 
 
 def reduce(loss: jax.Array, reduction: str, mask=None, denominator=None) -> jax.Array:

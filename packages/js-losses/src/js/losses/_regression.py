@@ -5,14 +5,16 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ._reduce import check_mask, check_reduction, check_same_shape, reduce
+from ._reduce import check_mask, check_reduction, check_same_shape, masked_inputs, reduce
 
 
 def _prepare(name: str, input, target, reduction: str, mask):
     check_reduction(name, reduction)
     input, target = jnp.asarray(input), jnp.asarray(target)
     check_same_shape(name, input, target)
-    return input, target.astype(input.dtype), check_mask(name, mask, input.shape)
+    mask = check_mask(name, mask, input.shape)
+    input, target = masked_inputs(mask, input, target.astype(input.dtype))
+    return input, target, mask
 
 
 def _abs(x: jax.Array) -> jax.Array:
