@@ -1,5 +1,10 @@
 """js.optim without PyTorch: in-place steps, js.jit, state dicts, checks and their messages."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -201,6 +206,66 @@ def test_parameters_cast_or_reshaped_after_construction_are_refused():
     )
     with pytest.raises(ValueError, match=message):
         opt.step(grads)
+
+
+# Runs in a child process: the two host CPU devices must be requested before jax is imported.
+MOVED_PARAMETER = """
+import jax
+import numpy as np
+from optim_models import MLP, batch, mse
+
+import js
+from js.optim import Adam
+
+cpu0, cpu1 = jax.devices()
+model = MLP()
+opt = Adam(model.parameters())
+grads = js.value_and_grad(mse)(model, *batch())[1]
+opt.step(grads)  # an eager step keeps every parameter where it was
+bias = model.out.bias.value
+model.out.bias.value = jax.device_put(bias, cpu1)
+try:
+    opt.step(grads)
+except ValueError as error:
+    print(error)
+else:
+    raise SystemExit("a parameter moved to another device was not refused")
+assert int(opt.step_count) == 1 and model.out.bias.value.devices() == {cpu1}
+model.out.bias.value = jax.device_put(bias, cpu0)  # put back: steps again
+opt.step(grads)
+
+moved = MLP()  # moved before the optimizer is built: its state lives there too
+for param in moved.parameters():
+    param.value = jax.device_put(param.value, cpu1)
+opt1 = Adam(moved.parameters())
+opt1.step(js.value_and_grad(mse)(moved, *jax.device_put(batch(), cpu1))[1])
+assert all(p.value.devices() == {cpu1} for p in moved.parameters())
+before = np.array(moved.out.bias.value)
+step = js.jit(lambda m, o, x, y: o.step(js.value_and_grad(mse)(m, x, y)[1]))
+step(moved, opt1, *jax.device_put(batch(), cpu1))  # compiled: traced parameters, not checked
+assert not np.allclose(before, np.array(moved.out.bias.value))
+"""
+
+
+def test_parameters_moved_to_another_device_after_construction_are_refused():
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    flags = env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+    env["XLA_FLAGS"] = flags.strip()
+    child = subprocess.run(
+        [sys.executable, "-W", "error", "-c", MOVED_PARAMETER],
+        cwd=Path(__file__).parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.strip() == (
+        "Adam.step: parameters moved to another device after the optimizer was built (its "
+        "state stays where they were): 'out.bias': built for CpuDevice(id=0), now on "
+        "CpuDevice(id=1). Fix: move the model first, then build the optimizer from "
+        "model.parameters(), or put each parameter back with jax.device_put(value, device)."
+    )
 
 
 @pytest.mark.parametrize(

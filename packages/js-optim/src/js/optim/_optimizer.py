@@ -32,6 +32,18 @@ def _apply(tx: optax.GradientTransformation, grads, state, params):
     return optax.apply_updates(params, updates), state
 
 
+def _devices(value) -> frozenset | None:
+    """The devices holding a concrete ``jax.Array``; None for a tracer or a non-JAX value."""
+    if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer):
+        return frozenset(value.sharding.device_set)
+    return None
+
+
+def _show_devices(devices: frozenset) -> str:
+    shown = [repr(d) for d in sorted(devices, key=lambda d: (d.platform, d.id))]
+    return shown[0] if len(shown) == 1 else f"[{', '.join(shown)}]"
+
+
 def _key_name(path, param_paths: tuple[str, ...]) -> str:
     """``'adam.mu.encoder.weight'`` from the optax key path of one state leaf."""
     parts = []
@@ -77,6 +89,8 @@ class Optimizer(js.Object):
             (path, tuple(a.shape), np.dtype(a.dtype))
             for path, a in zip(params.paths, arrays, strict=True)
         )
+        # The devices of each concrete parameter (None when traced): step refuses moved ones.
+        self._devices = tuple(_devices(a) for a in arrays)
         leaves, self._treedef = jax.tree_util.tree_flatten_with_path(tx.init(arrays))
         self._keys = tuple(_key_name(path, params.paths) for path, _ in leaves)
         self._state = nnx.data(tuple(OptState(leaf) for _, leaf in leaves))
@@ -107,7 +121,9 @@ class Optimizer(js.Object):
         self._step_count.value = self._step_count.value + 1
 
     def _check_params(self) -> None:
-        """Static check (shapes and dtypes only): free inside compiled code."""
+        """Shapes and dtypes (static: free inside compiled code), then the devices of concrete
+        parameters. Inside compiled code the parameters are tracers and the program's inputs
+        decide placement, so the device check only runs eagerly."""
         changed = [
             f"{path!r}: built for {list(shape)} {dtype}, now {list(p.value.shape)} "
             f"{np.dtype(p.value.dtype)}"
@@ -119,6 +135,20 @@ class Optimizer(js.Object):
                 f"{type(self).__name__}.step: parameters changed shape or dtype after the "
                 f"optimizer was built: {'; '.join(changed)}. Fix: cast or reshape the model "
                 "first, then build the optimizer from model.parameters()."
+            )
+        moved = []
+        for (path, _, _), built, p in zip(self._specs, self._devices, self.params, strict=True):
+            now = _devices(p.value)
+            if built is not None and now is not None and now != built:
+                moved.append(
+                    f"{path!r}: built for {_show_devices(built)}, now on {_show_devices(now)}"
+                )
+        if moved:
+            raise ValueError(
+                f"{type(self).__name__}.step: parameters moved to another device after the "
+                f"optimizer was built (its state stays where they were): {'; '.join(moved)}. "
+                "Fix: move the model first, then build the optimizer from model.parameters(), "
+                "or put each parameter back with jax.device_put(value, device)."
             )
 
     # -- state dicts ---------------------------------------------------------------------------
