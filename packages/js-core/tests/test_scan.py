@@ -41,6 +41,16 @@ def test_k_steps_per_dispatch_equal_k_separate_steps():
     assert int(rngs2.dropout.count[...]) == int(rngs.dropout.count[...]) == k
 
 
+def test_unrolled_steps_give_the_same_result():
+    xs, ys = jnp.ones((4, 2, 10)), jnp.zeros((4, 2, 4))
+    results = []
+    for unroll in (1, True):
+        model, noise, opt, rngs = build()
+        run = js.jit(js.scan_steps(train_step, unroll=unroll))
+        results.append(np.asarray(run(model, noise, opt, xs, ys, rngs=rngs)["loss"]))
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-6)
+
+
 def test_scan_steps_works_eagerly_too():
     model, noise, opt, rngs = build()
     xs, ys = jnp.zeros((2, 3, 10)), jnp.zeros((2, 3, 4))

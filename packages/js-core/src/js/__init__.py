@@ -12,21 +12,14 @@ __path__ = pkgutil.extend_path(__path__, __name__)
 
 import jax.random as random  # noqa: E402  (js.random is JAX's random namespace)
 
+from ._autodiff import grad, value_and_grad  # noqa: E402
+from ._jit import jit  # noqa: E402
 from ._missing import DISTRIBUTIONS as _DISTRIBUTIONS  # noqa: E402
 from ._missing import install_hint_finder as _install_hint_finder  # noqa: E402
 from ._module import IncompatibleKeys, Module, ModuleDict, ModuleList  # noqa: E402
 from ._rngs import Rngs  # noqa: E402
 from ._scan import scan_steps  # noqa: E402
-from ._transforms import (  # noqa: E402
-    apply,
-    grad,
-    jit,
-    merge,
-    split,
-    stop_gradient,
-    update,
-    value_and_grad,
-)
+from ._transforms import apply, merge, split, stop_gradient, update  # noqa: E402
 from ._variables import Buffer, Object, Parameter, ParameterSelection  # noqa: E402
 from ._version import INTERFACE as __interface__  # noqa: E402
 from ._version import __version__  # noqa: E402

@@ -23,6 +23,28 @@ def _holds_state(value: Any) -> bool:
     return isinstance(value, (nnx.Module, nnx.Variable))
 
 
+def _contains_state(value: Any) -> bool:
+    """A module or variable, or a (nested) list, tuple or dict holding one."""
+    if _holds_state(value):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_contains_state(v) for v in value)
+    if isinstance(value, dict) and not isinstance(value, nnx.Module):
+        return any(_contains_state(v) for v in value.values())
+    return False
+
+
+def _as_container(value: Any) -> Any:
+    """Lists/tuples and dicts holding modules become ModuleList/ModuleDict, recursively."""
+    if isinstance(value, nnx.Module) or not _contains_state(value):
+        return value
+    if isinstance(value, (list, tuple)):
+        return ModuleList([_as_container(v) for v in value])
+    if isinstance(value, dict):
+        return ModuleDict({k: _as_container(v) for k, v in value.items()})
+    return value
+
+
 class Module(_Tracked, nnx.Module):
     """Base class of every js layer and model.
 
@@ -62,15 +84,7 @@ class Module(_Tracked, nnx.Module):
         return self.forward(*args, **kwargs)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, (list, tuple)) and any(_holds_state(v) for v in value):
-            value = ModuleList(value)
-        elif (
-            isinstance(value, dict)
-            and not isinstance(value, nnx.Module)
-            and any(_holds_state(v) for v in value.values())
-        ):
-            value = ModuleDict(value)
-        super().__setattr__(name, value)
+        super().__setattr__(name, _as_container(value))
 
     def register_buffer(self, name: str, array) -> None:
         """Add a ``Buffer`` attribute, as PyTorch's ``register_buffer`` does."""
@@ -229,7 +243,20 @@ class ModuleList(Module, TrackedList):
     """A list of modules whose entries are registered children (paths ``name.0``, ``name.1``)."""
 
     def __init__(self, modules=None):
-        TrackedList.__init__(self, modules)
+        TrackedList.__init__(self, [_as_container(m) for m in (modules or ())])
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return ModuleList(TrackedList.__getitem__(self, index))
+        return TrackedList.__getitem__(self, index)
+
+    def __add__(self, other) -> ModuleList:
+        return ModuleList([*self, *other])
+
+    def extend(self, modules) -> ModuleList:
+        for module in modules:
+            self.append(module)
+        return self
 
     def _named_members(self):
         for index in range(len(self)):
@@ -250,11 +277,13 @@ class ModuleDict(Module):
     def __init__(self, modules=None):
         self._keys: tuple[str, ...] = ()
         for key, module in dict(modules or {}).items():
-            self[key] = module
+            self[key] = _as_container(module)
 
     def __setitem__(self, key: str, module) -> None:
         if not isinstance(key, str):
             raise TypeError(f"ModuleDict keys must be strings, got {type(key).__name__}")
+        if "." in key or not key:
+            raise KeyError(f"ModuleDict key {key!r} must be a non-empty name without '.'")
         if key not in self._keys and (key.startswith("_") or hasattr(self, key)):
             raise KeyError(f"ModuleDict key {key!r} clashes with an attribute; choose another name")
         setattr(self, key, module)
@@ -282,6 +311,18 @@ class ModuleDict(Module):
 
     def keys(self):
         return list(self._keys)
+
+    def get(self, key: str, default=None):
+        return getattr(self, key) if key in self._keys else default
+
+    def pop(self, key: str):
+        module = self[key]
+        del self[key]
+        return module
+
+    def update(self, modules) -> None:
+        for key, module in dict(modules).items():
+            self[key] = module
 
     def values(self):
         return [getattr(self, key) for key in self._keys]

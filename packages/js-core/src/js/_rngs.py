@@ -30,7 +30,18 @@ class Rngs(_Tracked, nnx.Rngs):
     def streams(self) -> list[str]:
         return [name for name, value in vars(self).items() if isinstance(value, RngStream)]
 
+    def _get_stream(self, name: str, error_type: type[Exception]) -> RngStream:
+        # ``rngs.dropout`` / ``rngs["dropout"]``: no silent fallback, and the streams listed.
+        if not isinstance(vars(self).get(name), RngStream):
+            raise error_type(
+                f"Rngs has no stream {name!r}; its streams are {self.streams()}. "
+                f"Fix: create it, e.g. js.Rngs({name}=0)"
+            )
+        return vars(self)[name]
+
     def _stream(self, name: str) -> RngStream:
+        if not isinstance(name, str):
+            raise TypeError(f"Rngs stream names are strings, got {type(name).__name__} {name!r}")
         stream = vars(self).get(name)
         if not isinstance(stream, RngStream):
             raise KeyError(

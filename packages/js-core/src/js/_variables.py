@@ -166,7 +166,10 @@ class ParameterSelection(Object):
         differing path.
         """
         flat = flat_arrays(grads)
-        for key, path, param in zip(self.grad_paths, self.paths, self.variables, strict=False):
+        # A Parameter is found under NNX's gradient path or under its js path (they differ only
+        # for a Parameter shared by two owners).
+        keys = [g if g in flat else p for g, p in zip(self.grad_paths, self.paths, strict=True)]
+        for key, path, param in zip(keys, self.paths, self.variables, strict=True):
             if key not in flat:
                 raise ValueError(
                     f"gradients do not match the parameters: no gradient for {path!r}. Fix: "
@@ -178,14 +181,14 @@ class ParameterSelection(Object):
                     f"gradients do not match the parameters: {path!r} expected shape "
                     f"{list(want)}, got {list(got)}"
                 )
-        extra = [key for key in flat if key not in set(self.grad_paths)]
+        extra = [key for key in flat if key not in set(keys)]
         if extra:
             raise ValueError(
                 f"gradients do not match the parameters: unexpected gradient {extra[0]!r} "
                 "(not among the parameters this optimizer was built from). Fix: differentiate "
                 "the same module this optimizer was built from."
             )
-        return [flat[key] for key in self.grad_paths]
+        return [flat[key] for key in keys]
 
     def __repr__(self) -> str:
         return f"ParameterSelection({list(self.paths)})"

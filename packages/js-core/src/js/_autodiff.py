@@ -1,0 +1,105 @@
+"""``js.value_and_grad`` and ``js.grad``: differentiate a module's Parameters."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+from flax import nnx
+from flax.nnx import graphlib
+
+from ._capture import STATEFUL
+from ._jit import state_variables
+from ._variables import Parameter
+
+
+def _check_module(transform: str, module) -> None:
+    if not isinstance(module, nnx.Module):
+        raise TypeError(
+            f"js.{transform}(fn)(module, ...) differentiates the Parameters of its first argument, "
+            f"which must be a Module; got {type(module).__name__}. Fix: pass the module first."
+        )
+
+
+def _differentiate(fn, has_aux: bool, transform: str):
+    """``(module, *args) -> ((loss, aux), grads)``: differentiate the module's Parameters.
+
+    The module and every stateful argument are flattened together (shared variables once), the
+    module's Parameters become the differentiated input of a pure function, everything else
+    (buffers, RNG counters, other modules) a passed-through input whose new values are written
+    back afterwards. Attribute order is left as it was, so ``named_parameters`` keeps its order.
+    """
+
+    def run(module, *args, **kwargs):
+        _check_module(transform, module)
+        slots = [i for i, a in enumerate(args) if isinstance(a, STATEFUL)]
+        names = [k for k, v in kwargs.items() if isinstance(v, STATEFUL)]
+        objects = (module, *(args[i] for i in slots), *(kwargs[k] for k in names))
+        graphdef, flat = graphlib.flatten(objects, with_paths=True)
+        variables = state_variables(flat, f"js.{transform}")
+        wrt = [p[0] == 0 and isinstance(v, Parameter) for p, v in flat]
+        leaves = [v.get_raw_value() for v in variables]
+
+        def pure(diff, rest):
+            diff_it, rest_it = iter(diff), iter(rest)
+            ordered = [next(diff_it) if w else next(rest_it) for w in wrt]
+            merged = graphlib.unflatten(graphdef, ordered)
+            call_args = list(args)
+            for j, i in enumerate(slots):
+                call_args[i] = merged[1 + j]
+            call_kwargs = {**kwargs, **{k: merged[1 + len(slots) + j] for j, k in enumerate(names)}}
+            out = fn(merged[0], *call_args, **call_kwargs)
+            if has_aux and not (isinstance(out, tuple) and len(out) == 2):
+                raise TypeError(
+                    f"js.{transform}(fn, has_aux=True): fn must return a pair (loss, aux), got "
+                    f"{type(out).__name__}"
+                )
+            loss, aux = out if has_aux else (out, None)
+            return loss, (aux, graphlib.flatten(merged, with_paths=False)[1])
+
+        diff = [x for x, w in zip(leaves, wrt, strict=False) if w]
+        rest = [x for x, w in zip(leaves, wrt, strict=False) if not w]
+        (loss, (aux, new_leaves)), grads = jax.value_and_grad(pure, has_aux=True)(diff, rest)
+        for variable, leaf, w in zip(variables, new_leaves, wrt, strict=False):
+            if not w:
+                variable.set_raw_value(leaf)
+        paths = [p[1:] for p, w in zip((p for p, _ in flat), wrt, strict=False) if w]
+        return (loss, aux), nnx.from_flat_state(list(zip(paths, grads, strict=False)))
+
+    return run
+
+
+def value_and_grad(fn=None, *, has_aux=False):
+    """``js.value_and_grad(fn)(module, *args)`` -> ``(loss, grads)``.
+
+    Differentiates the Parameters of the first argument only (not its Buffers, not RNG
+    counters); later arguments, a ``js.Rngs`` or another module among them, pass through and
+    are updated in place. ``grads`` is an NNX state of arrays keyed by the module's Parameter
+    paths. With ``has_aux=True`` ``fn`` returns ``(loss, aux)`` and the result is
+    ``((loss, aux), grads)``.
+    """
+    if fn is None:
+        return functools.partial(value_and_grad, has_aux=has_aux)
+    run = _differentiate(fn, has_aux, "value_and_grad")
+
+    @functools.wraps(fn)
+    def wrapped(module, *args, **kwargs):
+        (loss, aux), grads = run(module, *args, **kwargs)
+        return ((loss, aux), grads) if has_aux else (loss, grads)
+
+    return wrapped
+
+
+def grad(fn=None, *, has_aux=False):
+    """``js.grad(fn)(module, *args)`` -> grads (``(grads, aux)`` with ``has_aux``), as
+    :func:`value_and_grad` without the value."""
+    if fn is None:
+        return functools.partial(grad, has_aux=has_aux)
+    run = _differentiate(fn, has_aux, "grad")
+
+    @functools.wraps(fn)
+    def wrapped(module, *args, **kwargs):
+        (_, aux), grads = run(module, *args, **kwargs)
+        return (grads, aux) if has_aux else grads
+
+    return wrapped

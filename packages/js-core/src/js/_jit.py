@@ -1,0 +1,357 @@
+"""``js.jit``: compile a function of modules, optimizers, ``Rngs`` and arrays.
+
+Stateful arguments are *passed* into the program as donated arrays and their new values are
+written back after the call (state passed is an argument; state read from scope would be
+frozen, so ``_capture`` refuses it).
+
+Speed: on the first call for a given set of objects, the object graph is flattened once into a
+graph definition (static: structure, modes) and a list of Variable objects. Later calls only
+read those variables' arrays, run the compiled program, and write the results back. Any
+attribute assignment on a js object (a structural edit, ``train()``/``eval()``) moves the global
+structure epoch; the next call then re-flattens, and compiles anew if the graph definition
+changed. Nothing walks the object graph while the structure stays the same.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import inspect
+import operator
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import jax
+from flax import nnx
+from flax.nnx import graphlib
+from flax.nnx.rnglib import RngStream
+
+from ._capture import STATEFUL, check_no_captured_state
+from ._variables import STRUCTURE_EPOCH, _Tracked
+
+# The fast path reads and writes Variables' arrays through their slot directly.
+_get_raw = operator.attrgetter("_raw_value")
+_set_raw = nnx.Variable.__dict__["_raw_value"].__set__
+
+
+def state_variables(flat, transform: str) -> list[nnx.Variable]:
+    """The Variables of a flattened graph, refusing raw arrays held as state."""
+    variables = []
+    for path, leaf in flat:
+        if not isinstance(leaf, nnx.Variable):
+            where = ".".join(map(str, path[1:]))
+            raise TypeError(
+                f"{transform}: argument state at {where!r} is a raw {type(leaf).__name__}, not a "
+                "Parameter or Buffer. Fix: wrap it, e.g. self.x = js.Buffer(array)"
+            )
+        variables.append(leaf)
+    return variables
+
+
+def _all_tracked(objects: tuple) -> bool:
+    """Whether every graph node's structural edits move the structure epoch."""
+    for _, node in nnx.iter_graph(objects):
+        if isinstance(node, nnx.Pytree) and not isinstance(node, (_Tracked, RngStream)):
+            return False
+    return True
+
+
+def _stateful_paths(tree) -> list[str]:
+    leaves = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_stateful)[0]
+    return [jax.tree_util.keystr(path) for path, leaf in leaves if _is_stateful(leaf)]
+
+
+def _unhashable_attribute(objects: tuple) -> str | None:
+    """Path and type of the first static attribute that cannot be hashed, if any."""
+    for path, node in nnx.iter_graph(objects):
+        if isinstance(node, nnx.Pytree):
+            for name, value in vars(node).items():
+                if name.startswith("_pytree__") or node._pytree__nodes.get(name, False):
+                    continue
+                try:
+                    hash(value)
+                except TypeError:
+                    where = ".".join(map(str, (*path[1:], name)))
+                    return f"{where!r} (a {type(value).__name__})"
+    return None
+
+
+_STATEFUL_TYPES: dict[type, bool] = {}
+
+
+def _static_both_ways(fn, argnums, argnames):
+    """Static arguments by position and by name, as jax.jit maps them through the signature."""
+    argnums, argnames = set(argnums), set(argnames)
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # no signature (a builtin): keep what was given
+        return argnums, argnames
+    positional = [
+        p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    argnums |= {i for i, name in enumerate(positional) if name in argnames}
+    argnames |= {positional[i] for i in argnums if 0 <= i < len(positional)}
+    return argnums, argnames
+
+
+class _Marker:
+    """A unique, hashable tag in call keys (static argument, keyword argument)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+_STATIC, _KW = _Marker("static"), _Marker("keyword")
+
+
+def _is_stateful(value) -> bool:
+    # isinstance against nnx.Variable goes through a metaclass hook: cache the answer per type.
+    kind = type(value)
+    answer = _STATEFUL_TYPES.get(kind)
+    if answer is None:
+        answer = _STATEFUL_TYPES[kind] = isinstance(value, STATEFUL)
+    return answer
+
+
+def _without_ids(key: tuple, objects: list) -> tuple:
+    """The call layout: the key with each object's id replaced by its index among the objects."""
+    ids = {id(obj): index for index, obj in enumerate(objects)}
+    layout = []
+    for item in key:
+        if isinstance(item, int):
+            layout.append(ids[item])
+        elif item is not None and item[0] is _KW and isinstance(item[2], int):
+            layout.append((_KW, item[1], ids[item[2]]))
+        else:
+            layout.append(item)
+    return tuple(layout)
+
+
+class _Entry:
+    """What one call signature (these objects, this layout) needs on the fast path."""
+
+    __slots__ = ("refs", "epoch", "graphdef", "variables", "program", "tracked")
+
+
+class CompiledFunction:
+    """The callable ``js.jit`` returns. See :func:`jit`."""
+
+    def __init__(self, fn, *, static_argnums=(), static_argnames=(), donate=True, constants=()):
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        static_argnums, static_argnames = _static_both_ways(fn, static_argnums, static_argnames)
+        self._static_argnums = frozenset(static_argnums)
+        self._static_argnames = frozenset(static_argnames)
+        self._donate = donate
+        self._constants = frozenset(constants)
+        self._entries: dict[Any, _Entry] = {}
+        self._programs: dict[Any, Callable] = {}
+
+    def __get__(self, obj, objtype=None):
+        # As a decorator on a method, bind like a function: `self` becomes the first argument.
+        return self if obj is None else functools.partial(self, obj)
+
+    def _layout(self, args, kwargs):
+        """Split the call into stateful objects, a hashable key, and dynamic arguments.
+
+        The key is one entry per argument: the object's id for a stateful one, the value for a
+        static one, ``None`` for a traced one; keyword arguments follow, sorted by name.
+        """
+        objects, key = [], []
+        dyn_args = list(args)
+        for i, arg in enumerate(args):
+            if i in self._static_argnums:
+                key.append((_STATIC, arg))
+                dyn_args[i] = None
+            elif _is_stateful(arg):
+                objects.append(arg)
+                key.append(id(arg))
+                dyn_args[i] = None
+            else:
+                key.append(None)
+        dyn_kwargs = {}
+        for name in sorted(kwargs):
+            value = kwargs[name]
+            if name in self._static_argnames:
+                key.append((_KW, name, _STATIC, value))
+            elif _is_stateful(value):
+                objects.append(value)
+                key.append((_KW, name, id(value)))
+            else:
+                key.append((_KW, name, None))
+                dyn_kwargs[name] = value
+        return objects, tuple(key), dyn_args, dyn_kwargs
+
+    def __call__(self, *args, **kwargs):
+        if kwargs or self._static_argnums:
+            objects, key, dyn_args, dyn_kwargs = self._layout(args, kwargs)
+        else:  # the common case, inlined: positional arguments, none static
+            objects, ids, dyn_args, dyn_kwargs = [], [], [], {}
+            for arg in args:
+                if _is_stateful(arg):
+                    objects.append(arg)
+                    ids.append(id(arg))
+                    dyn_args.append(None)
+                else:
+                    ids.append(None)
+                    dyn_args.append(arg)
+            key = tuple(ids)
+        try:
+            entry = self._entries.get(key)
+        except TypeError:
+            statics = [k for k in key if isinstance(k, tuple) and _STATIC in k]
+            raise TypeError(
+                f"js.jit: a static argument is not hashable ({statics}); static arguments select "
+                "the compiled program. Fix: pass a tuple instead of a list, or make it traced."
+            ) from None
+        if entry is None or entry.epoch != STRUCTURE_EPOCH.value or not entry.tracked:
+            entry = self._refresh(key, objects)
+        else:
+            for ref, obj in zip(entry.refs, objects, strict=False):
+                if ref() is not obj:  # a new object that reuses a dead one's id
+                    entry = self._refresh(key, objects)
+                    break
+        variables = entry.variables
+        try:
+            output, new_leaves = entry.program(list(map(_get_raw, variables)), dyn_args, dyn_kwargs)
+        except (ValueError, RuntimeError) as error:
+            if "donat" not in str(error):
+                raise
+            raise ValueError(
+                "js.jit: an argument array is also the state of a module or optimizer passed to "
+                "the call (e.g. f(model, model.weight.value)); that state is donated, so the "
+                "same buffer cannot also be read as an argument. Fix: pass a copy "
+                "(jnp.array(x, copy=True)) or compile with js.jit(..., donate=False)."
+            ) from error
+        collections.deque(map(_set_raw, variables, new_leaves), maxlen=0)
+        if entry.epoch != STRUCTURE_EPOCH.value:  # objects created while tracing moved it
+            entry.epoch = STRUCTURE_EPOCH.value
+        return output
+
+    def _refresh(self, key, objects) -> _Entry:
+        """Flatten the objects again (first call, or after a structural edit)."""
+        check_no_captured_state(self._fn, self._constants)
+        objects = tuple(objects)
+        graphdef, flat = graphlib.flatten(objects, with_paths=True)
+        variables = state_variables(flat, "js.jit")
+        layout = _without_ids(key, objects)
+        try:
+            program = self._programs.get((graphdef, layout))
+        except TypeError:  # a static attribute of the objects is unhashable
+            where = _unhashable_attribute(objects)
+            if where is None:
+                raise
+            raise TypeError(
+                f"js.jit: the static attribute {where} is not hashable, and static attributes "
+                "select the compiled program. Fix: store a tuple instead of a list (or hold "
+                "arrays in a js.Buffer)."
+            ) from None
+        if program is None:
+            program = self._programs[(graphdef, layout)] = self._compile(graphdef, layout)
+        entry = _Entry()
+        entry.refs = tuple(weakref.ref(obj) for obj in objects)
+        entry.epoch = STRUCTURE_EPOCH.value
+        entry.graphdef = graphdef
+        entry.variables = variables
+        entry.program = program
+        entry.tracked = _all_tracked(objects)
+        alive = {k: e for k, e in self._entries.items() if all(r() is not None for r in e.refs)}
+        self._entries = alive
+        self._entries[key] = entry
+        return entry
+
+    def _compile(self, graphdef, layout):
+        fn = self._fn
+
+        def pure(leaves, dyn_args, dyn_kwargs):
+            objects = graphlib.unflatten(graphdef, leaves)
+            args, kwargs = [], dict(dyn_kwargs)
+            for i, kind in enumerate(layout):
+                if isinstance(kind, int):
+                    args.append(objects[kind])
+                elif kind is None:
+                    args.append(dyn_args[i])
+                elif kind[0] is _STATIC:
+                    args.append(kind[1])
+                elif kind[2] is _STATIC:
+                    kwargs[kind[1]] = kind[3]
+                elif isinstance(kind[2], int):
+                    kwargs[kind[1]] = objects[kind[2]]
+            nested = _stateful_paths((dyn_args, dyn_kwargs))
+            if nested:
+                raise TypeError(
+                    f"js.jit: a module, optimizer or Rngs sits inside a container argument "
+                    f"(at {nested[0]} of (args, kwargs)); its updates would be lost. Fix: pass "
+                    "each stateful object as its own top-level argument."
+                )
+            output = fn(*args, **kwargs)
+            if _stateful_paths(output):
+                raise TypeError(
+                    f"js.jit: {getattr(fn, '__qualname__', fn)} returned a module, optimizer or "
+                    "variable. Return arrays only: objects passed as arguments are updated in "
+                    "place."
+                )
+            new_graphdef, new_leaves = graphlib.flatten(objects, with_paths=False)
+            if new_graphdef != graphdef:
+                raise RuntimeError(
+                    f"js.jit: {getattr(fn, '__qualname__', fn)} changed the structure or mode of "
+                    "its arguments while compiled (a new attribute, a replaced submodule, or "
+                    "train()/eval()). Fix: make such changes outside the compiled function."
+                )
+            return output, new_leaves
+
+        return jax.jit(pure, donate_argnums=(0,) if self._donate else ())
+
+
+def jit(fn=None, *, static_argnums=(), static_argnames=(), donate=True, constants=()):
+    """Compile ``fn``; modules, optimizers and ``Rngs`` passed to it are updated in place.
+
+    Args:
+        fn: the function. Stateful objects must be arguments (top-level positional or keyword);
+            arrays and pytrees of arrays are traced; ``static_argnums``/``static_argnames`` name
+            hashable arguments that select a program (a new value compiles anew).
+        donate: donate the state arrays to the program (default), so that XLA updates them in
+            place. An array read earlier from ``param.value`` is invalid after the call; copy it
+            (``np.array(param.value)``) to keep it.
+        constants: names of globals or closure variables holding modules or optimizers that are
+            deliberately frozen into the program. Any other such read is refused with an error.
+
+    Returns a callable with ``fn``'s signature. A change of structure or of train/eval mode
+    between calls compiles a new program on the next call.
+
+    Example:
+        >>> import jax.numpy as jnp, js
+        >>> class Affine(js.Module):
+        ...     def __init__(self):
+        ...         self.w = js.Parameter(jnp.ones(2))
+        ...     def forward(self, x):
+        ...         return x * self.w.value
+        >>> @js.jit
+        ... def shrink(model, x):
+        ...     model.w.value = model.w.value * 0.5
+        ...     return model(x)
+        >>> model = Affine()
+        >>> shrink(model, jnp.ones(2)).tolist(), model.w.value.tolist()
+        ([0.5, 0.5], [0.5, 0.5])
+    """
+    if fn is None:
+        return functools.partial(
+            jit,
+            static_argnums=static_argnums,
+            static_argnames=static_argnames,
+            donate=donate,
+            constants=constants,
+        )
+    return CompiledFunction(
+        fn,
+        static_argnums=(static_argnums,) if isinstance(static_argnums, int) else static_argnums,
+        static_argnames=(static_argnames,) if isinstance(static_argnames, str) else static_argnames,
+        donate=donate,
+        constants=(constants,) if isinstance(constants, str) else constants,
+    )
+
+
