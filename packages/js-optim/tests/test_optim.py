@@ -115,6 +115,19 @@ def test_schedule_as_lr_uses_the_step_count():
     assert "lr.count" in opt.state_dict()
 
 
+def test_lr_callable_must_be_traceable_as_the_docs_say():
+    grads = {"weight": jnp.ones((1, 1)), "bias": jnp.zeros(1)}
+    model = Linear(1, 1)
+    model.weight.value = jnp.zeros((1, 1))
+    opt = SGD(model.parameters(), lr=lambda t: jnp.where(t < 1, 1.0, 10.0))  # docs/optim.md
+    opt.step(grads)
+    opt.step(grads)
+    assert float(model.weight.value[0, 0]) == pytest.approx(-11.0)
+    python_if = SGD(Linear(1, 1).parameters(), lr=lambda t: 1.0 if t < 1 else 10.0)
+    with pytest.raises(jax.errors.TracerBoolConversionError, match="boolean conversion"):
+        python_if.step(grads)
+
+
 def test_step_count_is_an_int32_counter_outside_jit():
     opt = Adam(MLP().parameters())
     assert opt.step_count == 0 and opt.step_count.dtype == jnp.int32

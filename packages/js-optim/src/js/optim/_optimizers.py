@@ -60,7 +60,8 @@ class SGD(Optimizer):
 
     Args:
         params: ``model.parameters()``.
-        lr: learning rate >= 0, or a schedule ``step -> lr``.
+        lr: learning rate >= 0, or a schedule ``step -> lr``, JAX-traceable (``step`` is a
+            traced int32: use ``jnp.where`` or optax schedules, not a Python ``if``).
         momentum: momentum factor >= 0 (0 disables it).
         nesterov: use Nesterov momentum (requires ``momentum > 0``).
         weight_decay: L2 penalty >= 0, added to the gradient.
@@ -118,7 +119,8 @@ class Adam(Optimizer):
 
     Args:
         params: ``model.parameters()``.
-        lr: learning rate >= 0, or a schedule ``step -> lr``.
+        lr: learning rate >= 0, or a schedule ``step -> lr``, JAX-traceable (``step`` is a
+            traced int32: use ``jnp.where`` or optax schedules, not a Python ``if``).
         betas: ``(b1, b2)``, each in ``[0, 1)``.
         eps: added to the denominator, >= 0.
         weight_decay: L2 penalty >= 0, added to the gradient.
@@ -163,7 +165,8 @@ class AdamW(Optimizer):
 
     Args:
         params: ``model.parameters()``.
-        lr: learning rate >= 0, or a schedule ``step -> lr``.
+        lr: learning rate >= 0, or a schedule ``step -> lr``, JAX-traceable (``step`` is a
+            traced int32: use ``jnp.where`` or optax schedules, not a Python ``if``).
         betas: ``(b1, b2)``, each in ``[0, 1)``.
         eps: added to the denominator, >= 0.
         weight_decay: decoupled decay coefficient >= 0.
