@@ -30,12 +30,24 @@ _LOSSES = (
 )
 
 
+def _losses_absent(error: ImportError) -> bool:
+    """Whether importing js.losses failed because the js-losses distribution is not installed.
+
+    js-core's install-hint finder raises a ModuleNotFoundError named ``js-losses``; a plain
+    miss (or ``sys.modules['js.losses'] = None``) names ``js.losses``. Any other ImportError
+    comes from inside an installed js-losses (e.g. an interface that does not match js-core).
+    """
+    return isinstance(error, ModuleNotFoundError) and error.name in ("js-losses", "js.losses")
+
+
 def __getattr__(name: str):
     # js-nn does not depend on js-losses: import it only when a loss is asked for.
     if name in _LOSSES:
         try:
             losses = importlib.import_module("js.losses")
         except ImportError as error:
+            if not _losses_absent(error):
+                raise  # installed but broken: the real error, unchanged
             raise ImportError(
                 f"js.nn.functional.{name} is provided by the js-losses distribution, which is "
                 "not installed. Fix: pip install js-losses"
