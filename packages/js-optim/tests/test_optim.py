@@ -257,6 +257,9 @@ before = np.array(moved.out.bias.value)
 step = js.jit(lambda m, o, x, y: o.step(js.value_and_grad(mse)(m, x, y)[1]))
 step(moved, opt1, *jax.device_put(batch(), cpu1))  # compiled: traced parameters, not checked
 assert not np.allclose(before, np.array(moved.out.bias.value))
+opt1.load_state_dict(opt1.state_dict())  # restored state stays beside its parameters
+assert all(v.value.devices() == {cpu1} for v in opt1._state)
+opt1.step(js.value_and_grad(mse)(moved, *jax.device_put(batch(), cpu1))[1])
 """
 
 

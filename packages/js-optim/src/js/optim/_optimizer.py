@@ -188,7 +188,9 @@ class Optimizer(js.Object):
                 + "\nFix: load a state saved by the same optimizer over the same parameters."
             )
         for key, variable in targets.items():
-            variable.value = jnp.asarray(arrays[key])
+            # Keep each array where the optimizer's state lives (with its parameters).
+            sharding = getattr(variable.value, "sharding", None)
+            variable.value = jax.device_put(jnp.asarray(arrays[key]), sharding)
 
     def __repr__(self) -> str:
         options = ", ".join(f"{key}={value!r}" for key, value in self._config)
