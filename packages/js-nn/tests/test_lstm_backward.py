@@ -1,11 +1,13 @@
-"""The LSTM's hand-written backward: gradients against autodiff, T = 0."""
+"""The LSTM's hand-written backward (``fused_backward``): gradients, T = 0, forward mode."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import js
 from js._variables import flat_arrays
+from js.nn._lstm_kernel import forward_mode
 from js.nn._recurrent import LSTM
 
 B, T, IN, H = 3, 6, 4, 5
@@ -41,15 +43,18 @@ def test_fused_backward_matches_autodiff_for_inputs_state_and_every_parameter():
     state = (_x(1, (2, B, H)), _x(2, (2, B, H)))
     fused = _grads(model, x, state)
     autodiff = _grads(model, x, state, lengths=[T] * B)  # the masked path: plain autodiff
+    unfused = _grads(_make(fused_backward=False), x, state)
     assert sorted(fused) == sorted(autodiff) and len(fused) == 8 + 3
     for key in fused:
         assert np.abs(fused[key]).max() > 1e-3, key  # every gradient is exercised
         np.testing.assert_allclose(fused[key], autodiff[key], atol=1e-5, err_msg=key)
+        np.testing.assert_allclose(fused[key], unfused[key], atol=1e-5, err_msg=key)
 
 
-def test_gradient_at_T_zero():
+@pytest.mark.parametrize("fused_backward", [True, False])
+def test_gradient_at_T_zero(fused_backward):
     """T = 0: the state passes through unchanged, so d(sum h)/dh0 is one and the rest zero."""
-    model, x = _make(), jnp.ones((B, 0, IN))
+    model, x = _make(fused_backward=fused_backward), jnp.ones((B, 0, IN))
     state = (_x(1, (2, B, H)), _x(2, (2, B, H)))
     graphdef, params = js.split(model)
 
@@ -66,4 +71,56 @@ def test_gradient_at_T_zero():
     grads = js.grad(lambda m, x: m(x)[1][0].sum())(LSTM(3, 4, rngs=js.Rngs(params=0)),
                                                    jnp.ones((2, 0, 3)))
     assert all(not np.any(g) for g in jax.tree.leaves(grads))
+
+
+def _jvp(model, x, dx):
+    return jax.jvp(lambda x: model(x), (x,), (dx,))
+
+
+@pytest.mark.parametrize("fused_backward", [True, False])
+def test_forward_mode_works(fused_backward):
+    model, x, dx = _make(fused_backward=fused_backward), _x(), _x(3)
+    (seq, _), (dseq, (dh, dc)) = _jvp(model, x, dx)
+    eps = 1e-3  # central difference, float32
+    plus, minus = model(x + eps * dx), model(x - eps * dx)
+    np.testing.assert_allclose(dseq, (plus[0] - minus[0]) / (2 * eps), atol=2e-3)
+    np.testing.assert_allclose(dc, (plus[1][1] - minus[1][1]) / (2 * eps), atol=2e-3)
+    # jacfwd with respect to the parameters, and hessian (forward over reverse)
+    graphdef, params = js.split(model)
+    jac = jax.jacfwd(lambda p: js.merge(graphdef, p)(x[:1, :3])[1][0].sum())(params)
+    rev = jax.grad(lambda p: js.merge(graphdef, p)(x[:1, :3])[1][0].sum())(params)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), jac, rev)
+    hess = jax.hessian(lambda x: model(x)[0].sum())(x[:1, :3])
+    assert hess.shape == (1, 3, IN) * 2 and np.isfinite(hess).all()
+
+
+def test_forward_mode_outside_a_compiled_call_needs_fused_backward_false():
+    """The documented limit: a JVP of an already compiled function cannot be seen inside it."""
+    x, dx = _x(), _x(3)
+    with pytest.raises(TypeError, match="can't apply forward-mode autodiff"):
+        jax.jvp(jax.jit(lambda x: _make()(x)[0]), (x,), (dx,))
+    model = _make(fused_backward=False)
+    _, got = jax.jvp(jax.jit(lambda x: model(x)[0]), (x,), (dx,))
+    _, want = jax.jvp(lambda x: _make()(x)[0], (x,), (dx,))  # eager: detected, scan path
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_forward_mode_detection():
+    x = jnp.ones(2)
+    seen = []
+
+    def probe(x):
+        seen.append(forward_mode(x, {"nested": [x]}))
+        return x.sum()
+
+    probe(x), jax.grad(probe)(x), jax.jvp(probe, (x,), (x,)), jax.hessian(probe)(x)
+    jax.vmap(jax.grad(probe))(jnp.ones((2, 2)))
+    assert seen == [False, False, True, True, False]
+
+
+def test_fused_backward_option_is_checked_and_shown():
+    with pytest.raises(TypeError, match=r"LSTM: fused_backward must be a bool, got 1"):
+        _make(fused_backward=1)
+    assert "fused_backward=False" in repr(_make(fused_backward=False)).splitlines()[0]
+    assert "fused_backward" not in repr(_make()).splitlines()[0]
 

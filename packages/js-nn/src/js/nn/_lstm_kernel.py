@@ -1,6 +1,9 @@
 """The LSTM layer kernel with a hand-written backward pass (``lstm_scan``).
 
-``_recurrent.recurrent`` calls ``lstm_scan`` for an unmasked LSTM layer.
+``_recurrent.recurrent`` calls ``lstm_scan`` for an unmasked LSTM layer when the layer's
+``fused_backward`` is on and no forward-mode derivative is being taken (``forward_mode``):
+a ``jax.custom_vjp`` has a reverse rule only, so ``jax.jvp``/``jacfwd``/``hessian`` need the
+plain scan, which autodiff differentiates both ways.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+from jax.interpreters import ad
 
 
 def _activated_gates(z, hidden: int):
@@ -81,3 +85,23 @@ def _lstm_scan_bwd(unroll, residuals, cotangents):
 
 lstm_scan.defvjp(_lstm_scan_fwd, _lstm_scan_bwd)
 
+
+def forward_mode(*trees) -> bool:
+    """Whether a forward-mode derivative (``jax.jvp``, ``jacfwd``, ``hessian``) is being taken
+    of any array in ``trees``: some leaf is, or wraps, a JVP tracer.
+
+    Reverse mode (``jax.grad``) linearizes instead and is not detected. A JVP applied *outside*
+    a compiled function (``jax.jvp(jax.jit(f), ...)``) is not visible while ``f`` is traced
+    either; there ``fused_backward=False`` is needed (documented on ``LSTM``).
+    """
+    stack = [leaf for tree in trees for leaf in jax.tree.leaves(tree)]
+    while stack:
+        leaf = stack.pop()
+        if not isinstance(leaf, jax.core.Tracer):
+            continue
+        if isinstance(leaf, ad.JVPTracer):
+            return True
+        # A linearize tracer (reverse mode) wraps its primal, a batch tracer (vmap) its value:
+        # a forward-mode trace may sit underneath (jacfwd(jacrev(f)), i.e. hessian).
+        stack.extend(getattr(leaf, name) for name in ("primal", "val") if hasattr(leaf, name))
+    return False
