@@ -1,12 +1,14 @@
 """Train a small CNN on scikit-learn's 8x8 digits with Task, Trainer, ModelCheckpoint and CSVRun.
 
-    python docs/examples/digits.py              # ~15 epochs, test accuracy >= 0.97
-    python docs/examples/digits.py --resume     # continue from the last checkpoint
-    python docs/examples/digits.py --fast       # 2 epochs, for the test suite
+    python docs/examples/digits.py                        # 15 epochs, test accuracy >= 0.97
+    python docs/examples/digits.py --resume --epochs 20   # continue from the last checkpoint
+    python docs/examples/digits.py --overwrite            # start again in the same directory
+    python docs/examples/digits.py --fast                 # 2 epochs, for the test suite
 
 Writes ``<out>/checkpoints/`` (best by val/loss, and the last), ``<out>/metrics.csv`` and
-``<out>/curves.png`` (default ``runs/digits``). The data ships with scikit-learn: nothing is
-downloaded.
+``<out>/curves.png`` (default ``runs/digits``). A non-empty ``<out>`` holds an earlier run: it is
+refused unless ``--resume`` continues it or ``--overwrite`` replaces it. The data ships with
+scikit-learn: nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -77,21 +79,34 @@ def main(argv=None) -> dict:
     parser.add_argument("--out", default="runs/digits", help="run directory")
     parser.add_argument("--epochs", type=int, default=None, help="total epochs (15; --fast: 2)")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an earlier run in --out instead of refusing")
     parser.add_argument("--fast", action="store_true", help="a 2-epoch smoke run")
     args = parser.parse_args(argv)
     epochs = args.epochs or (2 if args.fast else 15)
     started = time.perf_counter()
     out = Path(args.out)
+    if args.resume and args.overwrite:
+        parser.error("--resume continues the run in --out and --overwrite replaces it: pick one")
+    if not args.resume and not args.overwrite and out.is_dir() and any(out.iterdir()):
+        parser.error(f"{out} already holds a run: pass --resume to continue it, --overwrite to "
+                     "replace it, or another --out")
 
     train, val, test = split_digits()
     model = DigitsCNN(rngs=js.Rngs(params=0))
     task = Task(model, js.optim.Adam(model.parameters(), lr=2e-3), rngs=js.Rngs(dropout=1))
-    checkpoint = ModelCheckpoint(out / "checkpoints", monitor="val/loss", mode="min")
+    checkpoint = ModelCheckpoint(out / "checkpoints", monitor="val/loss", mode="min",
+                                 overwrite=args.overwrite)
     start_epoch = 0
     if args.resume:
         restored = load_checkpoint(checkpoint.path, {**task.checkpoint_objects(), "epoch": 0},
                                    which="last")
         start_epoch = restored["epoch"] + 1
+        if start_epoch >= epochs:
+            print(f"nothing left to train: {checkpoint.path} already holds epochs 0-"
+                  f"{restored['epoch']} of {epochs}. Pass a larger --epochs to train further.")
+            return {"test_accuracy": None, "wall_s": time.perf_counter() - started,
+                    "history": []}
         print(f"resuming after epoch {restored['epoch']} from {checkpoint.path}")
 
     trainer = Trainer(epochs, callbacks=[checkpoint], run=CSVRun(out, resume=args.resume))

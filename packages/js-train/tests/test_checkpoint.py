@@ -126,6 +126,73 @@ def test_model_checkpoint_keeps_the_best_and_the_last(tmp_path, make_task, data)
     assert load_checkpoint(tmp_path, {"model": model, "epoch": 0}, which="last")["epoch"] == 3
 
 
+class Scores(FixedTask):
+    """val/loss from a list, one value per epoch; the checkpoint holds ``model``."""
+
+    def __init__(self, scores, model):
+        super().__init__()
+        self.scores, self.model = iter(scores), model
+
+    def validation_step(self, batch):
+        return {"loss": np.float32(next(self.scores)), "count": 1}
+
+    def checkpoint_objects(self):
+        return {"model": self.model}
+
+
+def saved_steps(path):
+    return sorted(int(p.name) for p in path.iterdir() if p.name.isdigit())
+
+
+def test_a_directory_holding_later_steps_is_refused_before_training(tmp_path):
+    model, x = MLP(rngs=js.Rngs(params=0)), np.ones(2, np.float32)
+
+    def fit(epochs, checkpoint, scores, start_epoch=0):
+        task = Scores(scores, model)
+        Trainer(epochs, callbacks=[checkpoint], verbose=False).fit(
+            task, [(x, x)], [(x, x)], start_epoch=start_epoch)
+        return task
+
+    fit(2, ModelCheckpoint(tmp_path), [1.0, 2.0])
+    assert saved_steps(tmp_path) == [0, 1]  # the best and the last
+    task = Scores([], model)  # an epoch would call next() on an empty iterator
+    with pytest.raises(FileExistsError, match=r"already holds steps \[0, 1\] \(an earlier run's\), "
+                       r"at or after epoch 0.*start_epoch.*another directory.*overwrite=True"):
+        Trainer(2, callbacks=[ModelCheckpoint(tmp_path)], verbose=False).fit(
+            task, [(x, x)], [(x, x)])
+    with pytest.raises(FileExistsError, match=r"holds steps \[1\] .* at or after epoch 1"):
+        Trainer(3, callbacks=[ModelCheckpoint(tmp_path)], verbose=False).fit(
+            task, [(x, x)], [(x, x)], start_epoch=1)
+    assert saved_steps(tmp_path) == [0, 1]
+
+    resumed = ModelCheckpoint(tmp_path)  # continuing after the last step is what resume does
+    fit(3, resumed, [0.5], start_epoch=2)
+    assert saved_steps(tmp_path) == [2] and resumed.best_step == 2 and resumed.last_step == 2
+
+    fresh = ModelCheckpoint(tmp_path, overwrite=True)  # the old steps go, the new ones stay
+    fit(1, fresh, [9.0])
+    assert saved_steps(tmp_path) == [0] and fresh.best_step == 0
+    assert load_checkpoint(tmp_path, {"model": model, "epoch": -1}, which="last")["epoch"] == 0
+
+
+def test_a_skipped_save_raises_instead_of_passing_silently(tmp_path):
+    model = MLP(rngs=js.Rngs(params=0))
+    checkpoint, trainer = ModelCheckpoint(tmp_path, monitor="train/loss"), Trainer(1)
+    task = Scores([], model)
+    checkpoint.on_fit_start(trainer, task)
+    try:
+        checkpoint.on_epoch_end(trainer, task, {"epoch": 1.0, "train/loss": 1.0})
+        with pytest.raises(FileExistsError, match=r"epoch 0 was not saved: .* holds steps \[1\]"):
+            checkpoint.on_epoch_end(trainer, task, {"epoch": 0.0, "train/loss": 0.5})
+    finally:
+        checkpoint.on_fit_end(trainer, task)
+    save_checkpoint(tmp_path / "plain", {"epoch": 0}, step=3)
+    for step in (3, 2):
+        with pytest.raises(FileExistsError, match=rf"step {step} was not saved: .* steps \[3\]"):
+            save_checkpoint(tmp_path / "plain", {"epoch": 1}, step=step)
+    assert save_checkpoint(tmp_path / "plain", {"epoch": 1}) == 4
+
+
 def test_checkpoint_objects_must_not_hold_epoch(tmp_path):
     class WithEpoch(FixedTask):
         def checkpoint_objects(self):

@@ -39,20 +39,38 @@ def step_examples():
         process.communicate()
 
 
+def refused(name, *args):
+    process = subprocess.run([sys.executable, str(EXAMPLES / name), *args],
+                             capture_output=True, text=True, timeout=300)
+    assert process.returncode == 2, process.stdout + process.stderr  # argparse's usage error
+    return process.stderr
+
+
 def test_digits_trains_checkpoints_and_resumes(tmp_path, step_examples):
-    out = run("digits.py", "--epochs", "1", "--out", str(tmp_path / "run"))
+    out_dir = tmp_path / "run"
+    out = run("digits.py", "--out", str(out_dir))  # --fast: 2 epochs
     assert re.search(r"^epoch 0  train/loss \d\.\d{4}  train/count 1259  train/accuracy", out,
                      re.M)
-    assert re.search(r"^test accuracy 0\.\d{4} \(best checkpoint: epoch 0\)$", out, re.M)
-    assert f"best checkpoint: {tmp_path / 'run' / 'checkpoints' / '0'}" in out
-    assert "device-to-host transfers per epoch: [2]" in out
+    assert re.search(r"^epoch 1  ", out, re.M) and not re.search(r"^epoch 2", out, re.M)
+    assert re.search(r"^test accuracy 0\.\d{4} \(best checkpoint: epoch [01]\)$", out, re.M)
+    assert re.search(rf"^best checkpoint: {re.escape(str(out_dir / 'checkpoints'))}/[01]$", out,
+                     re.M)
+    assert "device-to-host transfers per epoch: [2, 2]" in out
     for name in ("metrics.csv", "curves.png"):
-        assert (tmp_path / "run" / name).exists() and f"{name}" in out
-    again = run("digits.py", "--epochs", "2", "--resume", "--out", str(tmp_path / "run"))
-    assert "resuming after epoch 0 from" in again and re.search(r"^epoch 1  ", again, re.M)
-    assert "epoch 0  " not in again.split("resuming")[1]
-    rows = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
-    assert [row.split(",")[0] for row in rows[1:]] == ["0", "1"]
+        assert (out_dir / name).exists() and f"{name}" in out
+    # the same directory again, without --resume: refused before anything is touched
+    assert "already holds a run: pass --resume to continue it, --overwrite" in refused(
+        "digits.py", "--fast", "--out", str(out_dir))
+    assert "pick one" in refused("digits.py", "--resume", "--overwrite", "--out", str(out_dir))
+    again = run("digits.py", "--epochs", "3", "--resume", "--out", str(out_dir))
+    assert "resuming after epoch 1 from" in again and re.search(r"^epoch 2  ", again, re.M)
+    assert not re.search(r"^epoch [01]  ", again, re.M)
+    rows = (out_dir / "metrics.csv").read_text().splitlines()
+    assert [row.split(",")[0] for row in rows[1:]] == ["0", "1", "2"]
+    done = run("digits.py", "--epochs", "3", "--resume", "--out", str(out_dir))
+    assert re.search(r"^nothing left to train: .* already holds epochs 0-2 of 3\. Pass a larger "
+                     r"--epochs", done, re.M)
+    assert "epoch 3" not in done and "test accuracy" not in done
 
 
 @pytest.mark.parametrize("name, pattern", [

@@ -27,7 +27,7 @@ class Callback:
     ``on_validation_end(trainer, task, metrics)`` (only with validation data), then
     ``on_epoch_end(trainer, task, metrics)``; ``on_fit_end`` last, also after an error.
     ``metrics`` is the epoch's dict of floats, the one the run logs. Call ``trainer.stop()``
-    to end training after the current epoch.
+    to end training after the current epoch; ``trainer.start_epoch`` is the fit's first epoch.
 
     Example:
         >>> class PrintLoss(Callback):

@@ -103,7 +103,9 @@ def save_checkpoint(path, objects: Mapping, *, step: int | None = None) -> int:
     Args:
         path: the checkpoint directory (created if missing); several steps can live there.
         objects: what to save, e.g. ``{**task.checkpoint_objects(), 'epoch': 3}``.
-        step: the step number; by default one after the latest step in ``path`` (or 0).
+        step: the step number; by default one after the latest step in ``path`` (or 0). It
+            must be after the latest step there: an earlier or existing one raises
+            FileExistsError (orbax would skip it without a word).
 
     Returns the step saved. The save is synchronous and atomic.
 
@@ -115,7 +117,12 @@ def save_checkpoint(path, objects: Mapping, *, step: int | None = None) -> int:
         if step is None:
             latest = manager.latest_step()
             step = 0 if latest is None else latest + 1
-        manager.save(step, args=save_args(objects))
+        if not manager.save(step, args=save_args(objects)):
+            raise FileExistsError(
+                f"save_checkpoint: step {step} was not saved: {path} already holds steps "
+                f"{sorted(manager.all_steps())} and orbax only saves a step after the latest. "
+                "Fix: pass a larger step, or step=None for the next one."
+            )
         manager.wait_until_finished()
     finally:
         manager.close()
@@ -254,10 +261,18 @@ class ModelCheckpoint(Callback):
     and are atomic. ``load_checkpoint(path, objects)`` restores the best; ``which='last'`` the
     last.
 
+    A directory that already holds steps at or after the fit's first epoch (an earlier run's)
+    is refused when the fit starts, since orbax would silently skip saving those epochs:
+    resume with ``fit(..., start_epoch=restored_epoch + 1)``, use another directory, or pass
+    ``overwrite=True``. Steps before the first epoch (those a resumed run continues from) are
+    kept and still compete for best.
+
     Args:
         path: the checkpoint directory.
         monitor: the metric that ranks checkpoints, e.g. ``'val/loss'``.
         mode: ``'min'`` or ``'max'``: whether a lower or a higher ``monitor`` is better.
+        overwrite: delete the steps at or after the fit's first epoch (every step, for a fit
+            from epoch 0) when the fit starts, instead of refusing.
 
     Example:
         >>> checkpoint = ModelCheckpoint("runs/digits/checkpoints", monitor="val/accuracy",
@@ -265,10 +280,11 @@ class ModelCheckpoint(Callback):
         >>> Trainer(10, callbacks=[checkpoint])  # doctest: +SKIP
     """
 
-    def __init__(self, path, monitor: str = "val/loss", mode: str = "min"):
+    def __init__(self, path, monitor: str = "val/loss", mode: str = "min", *,
+                 overwrite: bool = False):
         check_mode("ModelCheckpoint", mode)
         self.path = Path(path).absolute()
-        self.monitor, self.mode = monitor, mode
+        self.monitor, self.mode, self.overwrite = monitor, mode, overwrite
         self.best_step: int | None = None
         self.best_value: float | None = None
         self.last_step: int | None = None
@@ -279,7 +295,22 @@ class ModelCheckpoint(Callback):
         keep = ocp.checkpoint_managers
         policy = keep.AnyPreservationPolicy([keep.LatestN(n=1),
                                              keep.BestN(get_metric_fn=_score, n=1)])
-        self._manager = _manager(self.path, preservation=policy, asynchronous=True)
+        manager = _manager(self.path, preservation=policy, asynchronous=True)
+        first = getattr(trainer, "start_epoch", 0)
+        later = [step for step in manager.all_steps() if step >= first]
+        if later and not self.overwrite:
+            manager.close()
+            raise FileExistsError(
+                f"ModelCheckpoint: {self.path} already holds steps {sorted(later)} (an earlier "
+                f"run's), at or after epoch {first} where this fit starts; orbax would skip "
+                "saving those epochs. Fix: resume with start_epoch (digits.py: --resume), use "
+                "another directory, or pass overwrite=True to delete them."
+            )
+        for step in later:
+            manager.delete(step)
+        self.best_step = self.best_value = self.last_step = None
+        self._best_score = -math.inf
+        self._manager = manager
 
     def on_epoch_end(self, trainer, task, metrics: dict) -> None:
         value = monitored("ModelCheckpoint", self.monitor, metrics)
@@ -289,8 +320,15 @@ class ModelCheckpoint(Callback):
             raise ValueError("ModelCheckpoint adds 'epoch' itself; task.checkpoint_objects() "
                              "must not contain it")
         score = value if self.mode == "max" else -value
-        self._manager.save(epoch, args=save_args({**objects, "epoch": epoch}),
-                           metrics={**metrics, "_score": score})
+        saved = self._manager.save(epoch, args=save_args({**objects, "epoch": epoch}),
+                                   metrics={**metrics, "_score": score})
+        if not saved:
+            raise FileExistsError(
+                f"ModelCheckpoint: epoch {epoch} was not saved: {self.path} already holds steps "
+                f"{sorted(self._manager.all_steps())} and orbax only saves a step after the "
+                "latest. Fix: use another directory, resume with start_epoch, or pass "
+                "overwrite=True."
+            )
         self.last_step = epoch
         if self.best_step is None or _score({"_score": score}) > self._best_score:
             self.best_step, self.best_value = epoch, value

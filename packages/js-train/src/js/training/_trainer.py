@@ -155,6 +155,7 @@ class Trainer:
         self.verbose = verbose
         self.history: list[dict[str, float]] = []
         self.transfers: list[int] = []
+        self.start_epoch = 0
         self.should_stop = False
         self.stop_reason: str | None = None
 
@@ -236,6 +237,7 @@ class Trainer:
             _check_data(val_data, "val_data", self.max_epochs - start_epoch)
         self.history, self.transfers = [], []
         self.should_stop, self.stop_reason = False, None
+        self.start_epoch = start_epoch  # callbacks read it in on_fit_start (ModelCheckpoint)
         self._hook("on_fit_start", task)
         try:
             for epoch in range(start_epoch, self.max_epochs):
