@@ -1,4 +1,5 @@
-"""The LSTM's hand-written backward (``fused_backward``): gradients, T = 0, forward mode."""
+"""The LSTM's hand-written backward (``fused_backward``): gradients, T = 0, forward mode, and
+the masked (``lengths``) path's gradients against PyTorch's packed sequences."""
 
 import jax
 import jax.numpy as jnp
@@ -124,3 +125,38 @@ def test_fused_backward_option_is_checked_and_shown():
     assert "fused_backward=False" in repr(_make(fused_backward=False)).splitlines()[0]
     assert "fused_backward" not in repr(_make()).splitlines()[0]
 
+
+# -- lengths (the masked path) against PyTorch's packed sequences ----------------------------
+
+
+@pytest.mark.torch
+def test_lengths_gradients_match_pytorch_packed_sequences():
+    torch = pytest.importorskip("torch")
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    torch.manual_seed(0)
+    ref = torch.nn.LSTM(IN, H, 2, batch_first=True)
+    model = _make()
+    model.load_state_dict({k: v.detach().numpy() for k, v in ref.state_dict().items()})
+    x, lengths = _x(), [6, 2, 4]  # PyTorch refuses zero lengths in a packed sequence
+    state = (_x(1, (2, B, H)), _x(2, (2, B, H)))
+
+    xt = torch.tensor(np.asarray(x), requires_grad=True)
+    st = tuple(torch.tensor(np.asarray(s), requires_grad=True) for s in state)
+    packed = pack_padded_sequence(xt, torch.tensor(lengths), batch_first=True,
+                                  enforce_sorted=False)
+    out, (h, c) = ref(packed, st)
+    seq, _ = pad_packed_sequence(out, batch_first=True, total_length=T)
+    weights = [torch.tensor(np.cos(np.arange(t.numel())).reshape(t.shape), dtype=torch.float32)
+               for t in (seq, h, c)]
+    sum((t * w).sum() for t, w in zip((seq, h, c), weights, strict=True)).backward()
+    want = {f"{k}": p.grad.numpy() for k, p in ref.named_parameters()}
+    want |= {"x": xt.grad.numpy(), "h0": st[0].grad.numpy(), "c0": st[1].grad.numpy()}
+
+    got_out = model(x, state, lengths)
+    np.testing.assert_allclose(got_out[0], seq.detach().numpy(), atol=1e-5)
+    np.testing.assert_allclose(got_out[1][0], h.detach().numpy(), atol=1e-5)
+    got = _grads(model, x, state, lengths)
+    assert sorted(got) == sorted(want)
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], atol=1e-5, err_msg=key)
