@@ -6,7 +6,7 @@ from js_train_testing import MLP, make_optimizer
 
 import js
 import js.nn as nn
-from js.training import steps
+from js.training import ArrayLoader, Task, Trainer, steps
 
 
 def snapshot(model):
@@ -65,6 +65,45 @@ def test_regression_step_fits_a_forecaster():  # the LSTM version is docs/exampl
     for _ in range(30):
         metrics = steps.regression_step(model, optimizer, {"x": x, "y": y})
     assert int(metrics["count"]) == 180 and float(metrics["loss"]) < first / 4
+
+
+def test_regression_mask_drops_rows_from_the_loss_and_its_gradient():
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(12, 3)).astype(np.float32), rng.normal(size=(12, 2)).astype(np.float32)
+    mask = np.arange(12) % 3 != 0  # 8 kept rows
+    y_bad = np.where(mask[:, None], y, 1e6).astype(np.float32)  # dropped rows are way off
+    model = nn.Linear(3, 2, rngs=js.Rngs(params=0))
+    full = steps.regression_eval_step(model, (x, y_bad, mask))
+    part = steps.regression_eval_step(model, (x[mask], y[mask]))
+    assert int(full["count"]) == 8
+    np.testing.assert_allclose(float(full["loss"]), float(part["loss"]), rtol=1e-6)
+
+    masked, subset = (nn.Linear(3, 2, rngs=js.Rngs(params=0)) for _ in range(2))
+    a = steps.regression_step(masked, make_optimizer(masked), {"x": x, "y": y_bad, "mask": mask})
+    b = steps.regression_step(subset, make_optimizer(subset), (x[mask], y[mask]))
+    np.testing.assert_allclose(float(a["loss"]), float(b["loss"]), rtol=1e-6)
+    for key, value in subset.state_dict().items():
+        np.testing.assert_allclose(masked.state_dict()[key], value, rtol=1e-6, err_msg=key)
+
+
+def test_trainer_averages_masked_regression_losses_by_kept_rows():
+    class Forecast(Task):
+        def training_step(self, batch):
+            return steps.regression_step(self.model, self.optimizer, batch)
+
+        def validation_step(self, batch):
+            return steps.regression_eval_step(self.model, batch)
+
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(10, 3)).astype(np.float32), rng.normal(size=(10, 1)).astype(np.float32)
+    mask = np.array([1, 1, 1, 1, 0, 0, 0, 0, 0, 1], bool)  # batches of 5 keep 4 and 1 rows
+    model = nn.Linear(3, 1, rngs=js.Rngs(params=0))
+    history = Trainer(1, verbose=False).fit(
+        Forecast(model, make_optimizer(model)), [(x, y, mask)],
+        ArrayLoader(x, np.where(mask[:, None], y, 1e6).astype(np.float32), mask, batch_size=5))
+    kept_mse = float(np.mean((np.asarray(model(x[mask])) - y[mask]) ** 2))  # over all 5 rows
+    assert history[0]["val/count"] == 5.0
+    assert history[0]["val/loss"] == pytest.approx(kept_mse, rel=1e-5)
 
 
 def test_autoencoder_step_reduces_reconstruction_error():

@@ -103,14 +103,23 @@ def classification_eval_step(model, batch):
 # -- forecasting (regression) and autoencoding ----------------------------------------------
 
 
+def _masked_mse(prediction, y, mask):
+    """Mean squared error over the rows ``mask[B]`` keeps (every row without a mask)."""
+    if mask is None:
+        return losses.mse_loss(prediction, y)
+    rows = mask.astype(bool).reshape(mask.shape + (1,) * (y.ndim - 1))  # [B, 1, ...]
+    return losses.mse_loss(prediction, y, mask=jnp.broadcast_to(rows, y.shape))
+
+
 @js.jit
 def regression_step(model, optimizer, batch):
     """One step of mean squared error between ``model(x)`` and ``y`` (same shape), e.g. an
-    LSTM forecaster mapping a window ``[B, T, F]`` to the next values ``[B, F]``."""
+    LSTM forecaster mapping a window ``[B, T, F]`` to the next values ``[B, F]``. A
+    ``mask[B]`` keeps only its rows: the loss is their mean and ``count`` their number."""
     x, y, mask = unpack(batch)
 
     def loss_fn(model):
-        return losses.mse_loss(model(x), y)
+        return _masked_mse(model(x), y, mask)
 
     loss, grads = js.value_and_grad(loss_fn)(model)
     optimizer.step(grads)
@@ -119,9 +128,10 @@ def regression_step(model, optimizer, batch):
 
 @js.jit
 def regression_eval_step(model, batch):
-    """Mean squared error of ``model(x)`` against ``y`` without an update."""
+    """Mean squared error of ``model(x)`` against ``y`` (over the rows ``mask`` keeps) without
+    an update."""
     x, y, mask = unpack(batch)
-    return {"loss": losses.mse_loss(model(x), y), "count": _count(y, mask)}
+    return {"loss": _masked_mse(model(x), y, mask), "count": _count(y, mask)}
 
 
 @js.jit
