@@ -187,10 +187,30 @@ def test_early_stopping_options_fail_when_built(build, message):
         build()
 
 
-def test_monitoring_a_missing_metric_names_what_exists():
+class NoSteps(FixedTask):
+    def training_step(self, batch):
+        raise AssertionError("a step ran before the monitor check")
+
+
+@pytest.mark.parametrize("monitor", ["val/loss", "val_loss", "train/f1"])
+def test_a_monitor_that_cannot_exist_fails_before_training(tmp_path, monitor):
+    from js.training import ModelCheckpoint
+
     x = np.ones(2, np.float32)
-    with pytest.raises(KeyError, match=r"EarlyStopping monitors 'val/loss'.*train/loss"):
-        Trainer(2, callbacks=[EarlyStopping()], verbose=False).fit(FixedTask(), [(x, x)])
+    with pytest.raises(KeyError, match=rf"EarlyStopping monitors '{monitor}', but the epoch's "
+                       r"metrics are \['epoch', .*'train/loss'.*val/\.\.\. needs val_data"):
+        Trainer(2, callbacks=[EarlyStopping(monitor)], verbose=False).fit(NoSteps(), [(x, x)])
+    checkpoint = ModelCheckpoint(tmp_path / "ck", monitor=monitor)
+    with pytest.raises(KeyError, match=rf"ModelCheckpoint monitors '{monitor}'"):
+        Trainer(2, callbacks=[checkpoint], verbose=False).fit(NoSteps(), [(x, x)])
+    assert not (tmp_path / "ck").exists()
+
+
+def test_a_monitor_missing_at_the_epoch_end_names_what_exists():
+    x = np.ones(2, np.float32)  # train/accuracy exists only when steps return 'correct'
+    with pytest.raises(KeyError, match=r"EarlyStopping monitors 'val/accuracy'.*'val/loss'"):
+        Trainer(2, callbacks=[EarlyStopping("val/accuracy")], verbose=False).fit(
+            FixedTask(), [(x, x)], [(x, x)])
 
 
 def test_task_checks_its_arguments(make_task):

@@ -10,13 +10,18 @@ def check_mode(owner: str, mode: str) -> None:
         raise ValueError(f"{owner} mode must be 'min' or 'max', got {mode!r}")
 
 
-def monitored(owner: str, monitor: str, metrics: dict) -> float:
-    """The value of ``monitor`` in ``metrics``, or a KeyError naming what is there."""
-    if monitor not in metrics:
+def check_monitor(owner: str, monitor: str, names) -> None:
+    """A KeyError naming the metrics there are, unless ``monitor`` is among ``names``."""
+    if monitor not in names:
         raise KeyError(
-            f"{owner} monitors {monitor!r}, but the epoch's metrics are {sorted(metrics)}. Fix: "
+            f"{owner} monitors {monitor!r}, but the epoch's metrics are {sorted(names)}. Fix: "
             "monitor one of those (val/... needs val_data passed to fit)."
         )
+
+
+def monitored(owner: str, monitor: str, metrics: dict) -> float:
+    """The value of ``monitor`` in ``metrics``, or a KeyError naming what is there."""
+    check_monitor(owner, monitor, metrics)
     return float(metrics[monitor])
 
 
@@ -28,6 +33,9 @@ class Callback:
     ``on_epoch_end(trainer, task, metrics)``; ``on_fit_end`` last, also after an error.
     ``metrics`` is the epoch's dict of floats, the one the run logs. Call ``trainer.stop()``
     to end training after the current epoch; ``trainer.start_epoch`` is the fit's first epoch.
+    A callback with a string ``monitor`` attribute (EarlyStopping, ModelCheckpoint) is checked
+    when ``fit`` starts: a name the Trainer cannot produce (``val/...`` without ``val_data``,
+    a misspelling) fails before the first epoch.
 
     Example:
         >>> class PrintLoss(Callback):

@@ -13,7 +13,7 @@ import numpy as np
 
 import js
 
-from ._callbacks import Callback
+from ._callbacks import Callback, check_monitor
 from ._progress import ProgressBar, format_metrics
 
 
@@ -77,6 +77,22 @@ def _summary(host: dict, prefix: str) -> dict[str, float]:
     if "correct" in host:
         out[f"{prefix}/accuracy"] = float(host["correct"]) / max(count, 1.0)
     return out
+
+
+def _check_monitors(callbacks, has_val: bool) -> None:
+    """Fail before training when a callback monitors a metric no epoch can produce.
+
+    The Trainer's metrics are ``epoch``, ``time/epoch_s`` and ``<split>/loss``, ``/count`` and
+    ``/accuracy`` (the last only when steps return ``correct``, known after the first step)
+    for ``train`` and, with validation data, ``val``.
+    """
+    splits = ("train", "val") if has_val else ("train",)
+    names = ["epoch", "time/epoch_s"] + [f"{split}/{metric}" for split in splits
+                                         for metric in ("loss", "count", "accuracy")]
+    for callback in callbacks:
+        monitor = getattr(callback, "monitor", None)
+        if isinstance(monitor, str):
+            check_monitor(type(callback).__name__, monitor, names)
 
 
 def _check_data(data, name: str, epochs: int) -> None:
@@ -235,6 +251,7 @@ class Trainer:
         _check_data(train_data, "train_data", self.max_epochs - start_epoch)
         if val_data is not None:
             _check_data(val_data, "val_data", self.max_epochs - start_epoch)
+        _check_monitors(self.callbacks, val_data is not None)
         self.history, self.transfers = [], []
         self.should_stop, self.stop_reason = False, None
         self.start_epoch = start_epoch  # callbacks read it in on_fit_start (ModelCheckpoint)
