@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 import js
 import js.nn as nn
@@ -39,3 +41,43 @@ def test_summary_restores_module_calls():
     before = js.Module.__call__
     nn.summary(nn.ReLU(), jnp.ones(2))
     assert js.Module.__call__ is before
+
+
+class _Noisy(js.Module):
+    """BatchNorm (running statistics) and Dropout with the model's own Rngs, in training."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn, self.drop = nn.BatchNorm1d(3), nn.Dropout(0.5)
+        self.rngs = js.Rngs(dropout=0)
+
+    def forward(self, x, *, rngs=None):
+        y = self.drop(self.bn(x), rngs=self.rngs)
+        return y if rngs is None else y + jax.random.uniform(rngs.next("noise"))
+
+
+def test_summary_has_no_side_effects_on_state_or_rngs():
+    model, rngs = _Noisy(), js.Rngs(noise=1)
+    x = jnp.arange(12.0).reshape(4, 3)
+    before = {k: np.asarray(v) for k, v in model.state_dict().items()}
+    counts = int(model.rngs.dropout.count[...]), int(rngs.noise.count[...])
+    nn.summary(model, x, rngs=rngs)
+    assert model.training
+    after = model.state_dict()
+    assert sorted(after) == sorted(before)
+    for key, value in before.items():
+        np.testing.assert_array_equal(after[key], value, err_msg=key)
+    assert (int(model.rngs.dropout.count[...]), int(rngs.noise.count[...])) == counts == (0, 0)
+    model(x, rngs=rngs)  # the check itself sees changes: a real call moves both
+    assert not np.array_equal(model.state_dict()["bn.running_mean"], before["bn.running_mean"])
+    assert int(rngs.noise.count[...]) == 1
+
+
+def test_summary_restores_state_when_the_model_fails():
+    model = _Noisy()
+    before = np.asarray(model.bn.running_mean.value)
+    try:
+        nn.summary(model, jnp.ones((4, 3)), rngs=object())  # fails after BatchNorm ran
+    except AttributeError:
+        pass
+    np.testing.assert_array_equal(model.bn.running_mean.value, before)

@@ -6,6 +6,7 @@ import contextlib
 
 import jax
 import numpy as np
+from flax import nnx
 
 from js import Module, Parameter
 
@@ -37,6 +38,24 @@ def _recording(rows: list):
         Module.__call__ = original
 
 
+@contextlib.contextmanager
+def _restoring(*trees):
+    """Put back, on exit, every Variable (parameters, buffers such as BatchNorm's running
+    statistics, ``Rngs`` counters) of the js/flax objects in ``trees``: the run is undone."""
+    nodes = [
+        leaf
+        for leaf in jax.tree.leaves(trees, is_leaf=lambda v: isinstance(v, nnx.Pytree))
+        if isinstance(leaf, nnx.Pytree)
+    ]
+    # A State holds the Variables themselves: map it to new ones holding today's values.
+    saved = [jax.tree.map(lambda value: value, nnx.state(node)) for node in nodes]
+    try:
+        yield
+    finally:
+        for node, state in zip(nodes, saved, strict=True):
+            nnx.update(node, state)
+
+
 def _count(module: Module) -> int:
     # Parameters held directly by this module (children count on their own rows).
     return sum(
@@ -48,6 +67,11 @@ def _count(module: Module) -> int:
 
 def summary(model: Module, *example_inputs, **kwargs) -> str:
     """Run ``model(*example_inputs, **kwargs)`` once, eagerly, and tabulate what was called.
+
+    The run has no lasting effect: the model is called in its current mode (so shapes are
+    those of training or evaluation as set), then every Variable it changed is put back:
+    BatchNorm's running statistics, ``Rngs`` counters (the model's own and any ``rngs`` passed
+    in ``example_inputs``/``kwargs``), parameters.
 
     Each row is one module call in call order, indented by depth: its path and type, its
     output shape(s), and the number of parameters it holds directly (children count on their
@@ -65,7 +89,7 @@ def summary(model: Module, *example_inputs, **kwargs) -> str:
     """
     names = {id(module): path for path, module in model.named_modules()}
     rows: list = []
-    with _recording(rows):
+    with _restoring(model, example_inputs, kwargs), _recording(rows):
         model(*example_inputs, **kwargs)
     table = [("Layer (type)", "Output shape", "Param #")]
     for _, module, shape in rows:
