@@ -85,18 +85,38 @@ def test_default_task_trains_a_dropout_classifier(make_task, data):
     assert not task.model.training  # left in eval mode by the last validation
 
 
-def test_early_stopping_stops_and_says_why(capsys):
-    class Worse(FixedTask):
-        def validation_step(self, batch):
-            self.calls = getattr(self, "calls", 0) + 1
-            return {"loss": jnp.float32(self.calls), "count": 1}
+class ValLosses(FixedTask):
+    """val/loss from a list, one value per epoch."""
 
+    def __init__(self, losses):
+        super().__init__()
+        self.losses = iter(losses)
+
+    def validation_step(self, batch):
+        return {"loss": jnp.float32(next(self.losses)), "count": 1}
+
+
+def test_early_stopping_stops_and_says_why(capsys):
     stopper = EarlyStopping("val/loss", patience=1, mode="min")
     x = np.ones(2, np.float32)
-    history = Trainer(10, callbacks=[stopper]).fit(Worse(), [(x, x)], [(x, x)])
-    assert len(history) == 3 and stopper.stopped_epoch == 2
+    history = Trainer(10, callbacks=[stopper]).fit(ValLosses(range(1, 11)), [(x, x)], [(x, x)])
+    assert len(history) == 2 and stopper.stopped_epoch == 1  # Lightning: epoch 1 is 1 too many
     out = capsys.readouterr().out
-    assert "stopping: EarlyStopping: val/loss did not improve for 2 epochs" in out
+    assert ("stopping: EarlyStopping: val/loss did not improve for 1 epoch (best 1, patience 1)"
+            in out)
+
+
+@pytest.mark.parametrize("patience, stopped", [(0, 2), (1, 2), (2, 3), (3, 4), (4, None)])
+def test_early_stopping_counts_epochs_without_improvement_like_lightning(patience, stopped):
+    # best at epoch 1; epochs 2, 3, 4 do not improve (a tie is no improvement); 5 improves.
+    # Lightning and Keras stop after the patience-th epoch without improvement: 1 + patience
+    losses = [3.0, 1.0, 2.0, 1.0, 1.5, 0.5, 9.0]
+    stopper = EarlyStopping("val/loss", patience=patience)
+    x = np.ones(2, np.float32)
+    history = Trainer(6, callbacks=[stopper], verbose=False).fit(ValLosses(losses), [(x, x)],
+                                                                 [(x, x)])
+    assert stopper.stopped_epoch == stopped
+    assert len(history) == (6 if stopped is None else stopped + 1)
 
 
 def test_start_epoch_numbers_epochs_and_sets_the_loader_epoch():

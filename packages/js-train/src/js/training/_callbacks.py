@@ -60,11 +60,16 @@ class Callback:
 
 
 class EarlyStopping(Callback):
-    """Stop when ``monitor`` has not improved for ``patience`` epochs.
+    """Stop when ``monitor`` has not improved for ``patience`` epochs in a row.
+
+    As in PyTorch Lightning and Keras, training stops at the end of the ``patience``-th
+    consecutive epoch without improvement: with ``patience=2`` and the best value at epoch 3,
+    epochs 4 and 5 do not improve and training stops after epoch 5; ``patience=0`` stops at
+    the first epoch that does not improve.
 
     Args:
         monitor: a metric name, e.g. ``'val/loss'``.
-        patience: epochs without improvement to tolerate (>= 0).
+        patience: epochs without improvement after which training stops (>= 0).
         mode: ``'min'`` (lower is better) or ``'max'``.
         min_delta: the least change that counts as an improvement.
 
@@ -94,6 +99,8 @@ class EarlyStopping(Callback):
             self.best, self.wait = value, 0
             return
         self.wait += 1
-        if self.wait > self.patience:
+        if self.wait >= self.patience:
             self.stopped_epoch = int(metrics.get("epoch", -1))
-            trainer.stop(f"EarlyStopping: {self.monitor} did not improve for {self.wait} epochs")
+            epochs = "epoch" if self.wait == 1 else "epochs"
+            trainer.stop(f"EarlyStopping: {self.monitor} did not improve for {self.wait} {epochs} "
+                         f"(best {self.best:.6g}, patience {self.patience})")
