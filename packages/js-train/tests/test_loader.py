@@ -41,10 +41,20 @@ def test_shuffle_depends_only_on_seed_and_epoch():
         ((), {"batch_size": 2}, "at least one array"),
         ((np.zeros(3), np.zeros(4)), {"batch_size": 2}, r"first dimension.*\[3\], \[4\]"),
         ((np.float32(1.0),), {"batch_size": 2}, "share their first dimension"),
-        ((np.zeros(3),), {"batch_size": 0}, "batch_size must be a positive int, got 0"),
+        ((np.zeros(3),), {"batch_size": 0}, "batch_size must be an int >= 1, got 0"),
+        ((np.zeros(3),), {"batch_size": 1, "seed": -1}, "seed must be an int >= 0, got -1"),
         ((np.zeros(3),), {"batch_size": 4, "drop_last": True}, "yields no batch"),
     ],
 )
 def test_bad_arguments_fail_when_built(args, kwargs, message):
     with pytest.raises(ValueError, match=message):
         ArrayLoader(*args, **kwargs)
+
+
+def test_numpy_integer_batch_sizes_work_and_bools_are_refused():
+    loader = ArrayLoader(np.arange(5), batch_size=np.int64(2), seed=np.int32(1), shuffle=True)
+    assert loader.batch_size == 2 and len(loader) == 3 and len(list(loader)) == 3
+    with pytest.raises(TypeError, match=r"batch_size must be an int >= 1, got True \(a bool\)"):
+        ArrayLoader(np.arange(5), batch_size=True)
+    with pytest.raises(TypeError, match=r"batch_size must be an int >= 1, got 2\.0 \(a float\)"):
+        ArrayLoader(np.arange(5), batch_size=2.0)

@@ -29,6 +29,20 @@ def test_csv_run_adds_late_columns_and_resumes(tmp_path):
     assert CSVRun(tmp_path).rows == []  # without resume, a new run starts empty
 
 
+def test_one_csv_run_serves_several_fits_without_listing_a_step_twice(tmp_path):
+    x = np.ones(4, np.float32)
+    run = CSVRun(tmp_path)
+
+    def steps():
+        return [line.split(",")[0] for line in run.path.read_text().splitlines()[1:]]
+
+    Trainer(2, run=run, verbose=False).fit(FixedTask(), [(x, x)])
+    Trainer(4, run=run, verbose=False).fit(FixedTask(), [(x, x)], start_epoch=2)
+    assert steps() == ["0", "1", "2", "3"]  # a continued fit appends, as a Lightning logger
+    Trainer(2, run=run, verbose=False).fit(FixedTask(), [(x, x)])
+    assert steps() == ["0", "1"]  # a fit from epoch 0 again replaces: no step listed twice
+
+
 def test_plot_run_writes_a_png_per_run(tmp_path):
     run = CSVRun(tmp_path)
     for epoch in range(3):

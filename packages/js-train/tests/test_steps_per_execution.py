@@ -47,7 +47,8 @@ def test_groups_stack_full_groups_and_run_the_rest_singly():
                      (False, (2, 1), 1)]  # leftover
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
-def test_steps_per_execution_is_checked(bad):
-    with pytest.raises(ValueError, match="steps_per_execution must be an int >= 1"):
+@pytest.mark.parametrize("bad, error", [(0, ValueError), (-1, ValueError), (1.5, TypeError),
+                                        (True, TypeError)])
+def test_steps_per_execution_is_checked(bad, error):
+    with pytest.raises(error, match="steps_per_execution must be an int >= 1"):
         Trainer(1, steps_per_execution=bad)

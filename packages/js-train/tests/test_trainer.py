@@ -150,10 +150,34 @@ def test_progress_reads_the_device_at_most_once_per_interval(capsys, interval, r
 # -- errors --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("epochs", [0, 1.5])
-def test_max_epochs_must_be_a_positive_int(epochs):
-    with pytest.raises(ValueError, match="max_epochs must be an int >= 1"):
+@pytest.mark.parametrize("epochs, error, message", [
+    (0, ValueError, "got 0$"),
+    (1.5, TypeError, r"got 1\.5 \(a float\)\. Fix: pass an integer, e\.g\. max_epochs=1"),
+    (True, TypeError, r"got True \(a bool\)"),  # an int to Python, never meant as a count
+])
+def test_max_epochs_must_be_a_positive_int(epochs, error, message):
+    with pytest.raises(error, match="Trainer max_epochs must be an int >= 1, " + message):
         Trainer(epochs)
+
+
+def test_numpy_integers_count_as_ints():
+    trainer = Trainer(np.int64(2), steps_per_execution=np.int32(2), verbose=False)
+    assert (trainer.max_epochs, trainer.steps_per_execution) == (2, 2)
+    assert type(trainer.max_epochs) is int
+    assert EarlyStopping(patience=np.int64(1)).patience == 1
+    x = np.ones(2, np.float32)
+    history = trainer.fit(FixedTask(), [(x, x)], start_epoch=np.int64(1))
+    assert [h["epoch"] for h in history] == [1.0]
+
+
+@pytest.mark.parametrize("start, error, message", [
+    (-1, ValueError, "got -1$"), (True, TypeError, r"got True \(a bool\)"),
+    (1.0, TypeError, r"got 1\.0 \(a float\)"),
+])
+def test_start_epoch_must_be_an_int(start, error, message):
+    x = np.ones(2, np.float32)
+    with pytest.raises(error, match="fit start_epoch must be an int >= 0, " + message):
+        Trainer(2).fit(FixedTask(), [(x, x)], start_epoch=start)
 
 
 def test_callbacks_must_be_callbacks():
@@ -205,6 +229,8 @@ def test_steps_must_return_loss_and_count():
 def test_early_stopping_options_fail_when_built(build, message):
     with pytest.raises(ValueError, match=message):
         build()
+    with pytest.raises(TypeError, match=r"patience must be an int >= 0, got True \(a bool\)"):
+        EarlyStopping(patience=True)
 
 
 class NoSteps(FixedTask):

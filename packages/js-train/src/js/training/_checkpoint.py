@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -29,6 +30,7 @@ import orbax.checkpoint as ocp
 import js
 
 from ._callbacks import Callback, check_mode, monitored
+from ._checks import check_int
 
 FORMAT = "js.training/1"
 _ITEMS = ("state", "meta")
@@ -112,6 +114,8 @@ def save_checkpoint(path, objects: Mapping, *, step: int | None = None) -> int:
     Example:
         >>> save_checkpoint("ckpt", {"model": model, "epoch": 3})  # doctest: +SKIP
     """
+    if step is not None:
+        step = check_int("save_checkpoint step", step, 0)
     manager = _manager(path, ranked=False)
     try:
         if step is None:
@@ -188,7 +192,8 @@ def _select(manager, path, which) -> int:
         return manager.latest_step() if best is None else best
     if which == "last":
         return manager.latest_step()
-    if isinstance(which, int) and not isinstance(which, bool):
+    if isinstance(which, numbers.Integral) and not isinstance(which, bool):
+        which = int(which)
         if which not in steps:
             raise ValueError(f"load_checkpoint: no step {which} in {path}; steps: {sorted(steps)}")
         return which

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._checks import check_int
+
 
 class ArrayLoader:
     """Iterate over aligned NumPy arrays in batches of tuples.
@@ -23,6 +25,8 @@ class ArrayLoader:
 
     Example:
         >>> import numpy as np
+
+from ._checks import check_int
         >>> loader = ArrayLoader(np.arange(5), np.arange(5) * 10, batch_size=2)
         >>> [x.tolist() for x, _ in loader]
         [[0, 1], [2, 3], [4]]
@@ -42,8 +46,8 @@ class ArrayLoader:
                 f"ArrayLoader arrays must share their first dimension (the examples); got shapes "
                 f"{shapes}. Fix: pass arrays with one row per example."
             )
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"ArrayLoader batch_size must be a positive int, got {batch_size!r}")
+        batch_size = check_int("ArrayLoader batch_size", batch_size, 1)
+        seed = check_int("ArrayLoader seed", seed, 0)
         if drop_last and batch_size > sizes[0]:
             raise ValueError(
                 f"ArrayLoader with drop_last=True and batch_size={batch_size} > {sizes[0]} "

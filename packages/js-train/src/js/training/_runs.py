@@ -11,8 +11,11 @@ class CSVRun:
     """Write per-epoch metrics to ``<directory>/metrics.csv``, one row per ``log`` call.
 
     The file is rewritten whole (through a temporary file and a rename) on every call, so it is
-    always complete, and a metric that appears later adds a column. With ``resume=True`` the
-    existing rows are kept, except those at or after the first step logged again.
+    always complete, and a metric that appears later adds a column. Rows are keyed by step:
+    logging a step drops the rows at or after it, so a step is never listed twice. One run can
+    serve several fits, as a PyTorch Lightning logger can: a fit that continues
+    (``start_epoch``) appends its rows; a fit that starts again from epoch 0 replaces them. With
+    ``resume=True`` the rows already in ``metrics.csv`` are read first and kept the same way.
 
     Args:
         directory: the run directory (created if missing).
@@ -31,16 +34,14 @@ class CSVRun:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "metrics.csv"
         self.rows: list[dict] = []
-        self._resumed = resume and self.path.exists()
-        if self._resumed:
+        if resume and self.path.exists():
             with open(self.path, newline="") as f:
                 self.rows = [dict(row) for row in csv.DictReader(f)]
 
     def log(self, metrics: dict, step: int) -> None:
-        """Record ``metrics`` (a dict of floats) at ``step`` and rewrite the file."""
-        if self._resumed:
-            self.rows = [row for row in self.rows if int(row["step"]) < step]
-            self._resumed = False
+        """Record ``metrics`` (a dict of floats) at ``step``, replacing the rows at or after
+        ``step``, and rewrite the file."""
+        self.rows = [row for row in self.rows if int(row["step"]) < step]
         self.rows.append({"step": step, **metrics})
         columns = []
         for row in self.rows:

@@ -14,6 +14,7 @@ import numpy as np
 import js
 
 from ._callbacks import Callback, check_monitor
+from ._checks import check_int
 from ._progress import ProgressBar, format_metrics
 
 
@@ -141,8 +142,7 @@ class Trainer:
 
     def __init__(self, max_epochs: int, callbacks=(), run=None, *, progress: bool | None = None,
                  verbose: bool = True, steps_per_execution: int = 1):
-        if not isinstance(max_epochs, int) or max_epochs < 1:
-            raise ValueError(f"Trainer max_epochs must be an int >= 1, got {max_epochs!r}")
+        max_epochs = check_int("Trainer max_epochs", max_epochs, 1)
         callbacks = tuple(callbacks)
         for callback in callbacks:
             if not isinstance(callback, Callback):
@@ -157,11 +157,7 @@ class Trainer:
             )
         if run is not None and not callable(getattr(run, "log", None)):
             raise TypeError(f"Trainer run must have a log(metrics, step) method, got {run!r}")
-        if (not isinstance(steps_per_execution, int) or isinstance(steps_per_execution, bool)
-                or steps_per_execution < 1):
-            raise ValueError(
-                f"Trainer steps_per_execution must be an int >= 1, got {steps_per_execution!r}"
-            )
+        steps_per_execution = check_int("Trainer steps_per_execution", steps_per_execution, 1)
         self.max_epochs = max_epochs
         self.steps_per_execution = steps_per_execution
         self._many: dict = {}
@@ -248,6 +244,7 @@ class Trainer:
         ``train/count``, ``train/accuracy`` (when steps return ``correct``), the same under
         ``val/`` with validation data, and ``time/epoch_s``.
         """
+        start_epoch = check_int("fit start_epoch", start_epoch, 0)
         _check_data(train_data, "train_data", self.max_epochs - start_epoch)
         if val_data is not None:
             _check_data(val_data, "val_data", self.max_epochs - start_epoch)
