@@ -6,10 +6,10 @@ eagerly and while ``js.jit`` traces, and never inserts a runtime check into comp
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 
 import jax.numpy as jnp
-import numpy as np
 
 
 def shape_of(x) -> tuple[int, ...]:
@@ -57,15 +57,24 @@ def check_integer(layer: str, x) -> None:
         )
 
 
+def is_int(value) -> bool:
+    """A Python or NumPy integer, not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_int(layer: str, name: str, value, minimum: int | None = 1) -> int:
+    """``value`` as an int, after refusing bools, non-integers and values below ``minimum``."""
+    if not is_int(value) or (minimum is not None and value < minimum):
+        bound = "" if minimum is None else f" >= {minimum}"
+        raise ValueError(f"{layer}: {name} must be an integer{bound}, got {value!r}")
+    return int(value)
+
+
 def pair(value, name: str, layer: str) -> tuple[int, int]:
     """An int or a pair of ints as ``(h, w)``."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+    if is_int(value):
         return int(value), int(value)
-    if (
-        isinstance(value, (tuple, list))
-        and len(value) == 2
-        and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value)
-    ):
+    if isinstance(value, (tuple, list)) and len(value) == 2 and all(map(is_int, value)):
         return int(value[0]), int(value[1])
     raise TypeError(f"{layer}: {name} must be an int or a pair of ints, got {value!r}")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from js import Module, ModuleList
 
-from ._checks import fail_shape, shape_of
+from ._checks import check_int, fail_shape, shape_of
 
 
 class Flatten(Module):
@@ -24,7 +24,8 @@ class Flatten(Module):
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1):
         super().__init__()
-        self.start_dim, self.end_dim = start_dim, end_dim
+        start_dim = check_int("Flatten", "start_dim", start_dim, minimum=None)
+        self.start_dim, self.end_dim = start_dim, check_int("Flatten", "end_dim", end_dim, None)
 
     def forward(self, x):
         shape = shape_of(x)

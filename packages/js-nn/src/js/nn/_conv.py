@@ -9,10 +9,12 @@ from js import Module, Parameter
 from . import functional as F
 from ._checks import (
     check_dim,
+    check_int,
     check_positive,
     check_rank,
     check_window,
     fail_shape,
+    is_int,
     layout,
     pair,
     shape_of,
@@ -35,6 +37,10 @@ class _ConvBase(Module):
     _spatial = ("L",)
 
     def _build(self, in_channels, out_channels, kernel, stride, padding, groups, bias, rngs):
+        in_channels = check_int(self._name, "in_channels", in_channels)
+        out_channels = check_int(self._name, "out_channels", out_channels)
+        if not is_int(groups):
+            raise ValueError(f"{self._name}: groups must be an integer >= 1, got {groups!r}")
         _check_groups(self._name, in_channels, out_channels, groups)
         check_positive(self._name, kernel_size=kernel, stride=stride)
         if not isinstance(padding, str) and any(p < 0 for p in padding):
@@ -110,14 +116,12 @@ class Conv1d(_ConvBase):
         bias=True, rngs,
     ):  # fmt: skip
         super().__init__()
-        if not isinstance(padding, int) or isinstance(padding, bool):
-            raise TypeError(f"Conv1d: padding must be an int, got {padding!r}")
-        for name, value in (("kernel_size", kernel_size), ("stride", stride)):
-            if not isinstance(value, int) or isinstance(value, bool):
+        for name, value in (("padding", padding), ("kernel_size", kernel_size),
+                            ("stride", stride)):  # fmt: skip
+            if not is_int(value):
                 raise TypeError(f"Conv1d: {name} must be an int, got {value!r}")
-        self._build(
-            in_channels, out_channels, (kernel_size,), (stride,), (padding,), groups, bias, rngs
-        )
+        kernel, stride, padding = (int(kernel_size),), (int(stride),), (int(padding),)
+        self._build(in_channels, out_channels, kernel, stride, padding, groups, bias, rngs)
 
 
 class Conv2d(_ConvBase):
@@ -200,17 +204,23 @@ class ConvTranspose2d(Module):
         bias=True, groups=1, dilation=1, rngs,
     ):  # fmt: skip
         super().__init__()
-        if groups != 1 or dilation not in (1, (1, 1)):
+        if groups != 1 or dilation not in (1, (1, 1)) or isinstance(groups, bool) or any(
+            isinstance(d, bool) for d in (dilation if isinstance(dilation, tuple) else (dilation,))
+        ):
             raise NotImplementedError(
                 f"ConvTranspose2d supports only groups=1 and dilation=1, got groups={groups!r}, "
                 f"dilation={dilation!r}. Fix: leave them at 1"
             )
+        in_channels = check_int("ConvTranspose2d", "in_channels", in_channels)
+        out_channels = check_int("ConvTranspose2d", "out_channels", out_channels)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size = pair(kernel_size, "kernel_size", "ConvTranspose2d")
         self.stride = pair(stride, "stride", "ConvTranspose2d")
         self.padding = pair(padding, "padding", "ConvTranspose2d")
         self.output_padding = pair(output_padding, "output_padding", "ConvTranspose2d")
         check_positive("ConvTranspose2d", kernel_size=self.kernel_size, stride=self.stride)
+        if any(p < 0 for p in self.padding):
+            raise ValueError(f"ConvTranspose2d: padding must be non-negative, got {self.padding}")
         if any(op >= s or op < 0 for op, s in zip(self.output_padding, self.stride, strict=True)):
             raise ValueError(
                 f"ConvTranspose2d: output_padding {self.output_padding} must be non-negative "

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import jax
+import numpy as np
 
 from js import Module, Parameter
 
 from . import functional as F
-from ._checks import check_integer
+from ._checks import check_int, check_integer
 
 
 class Embedding(Module):
@@ -33,11 +34,20 @@ class Embedding(Module):
 
     def __init__(self, num_embeddings: int, embedding_dim: int, *, rngs):
         super().__init__()
+        num_embeddings = check_int("Embedding", "num_embeddings", num_embeddings)
+        embedding_dim = check_int("Embedding", "embedding_dim", embedding_dim)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         key = rngs.next("params")
         self.weight = Parameter(jax.random.normal(key, (num_embeddings, embedding_dim)))
 
     def forward(self, x):
+        if not isinstance(x, (jax.Array, np.ndarray)):  # a list, a Python or NumPy int, ...
+            x = np.asarray(x)
+            if x.dtype.kind not in "iu":
+                raise TypeError(
+                    f"Embedding: expected integer indices (an array or a nested list of ints), "
+                    f"got {x.dtype.name} values. Fix: convert them, e.g. jnp.asarray(x, jnp.int32)"
+                )
         check_integer("Embedding", x)
         return F.embedding(x, self.weight.value)
 

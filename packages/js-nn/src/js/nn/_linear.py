@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from js import Module, Parameter
 
 from . import functional as F
-from ._checks import check_dim, check_min_rank, layout
+from ._checks import check_dim, check_int, check_min_rank, layout
 
 
 def uniform_fan_in(key, shape, fan_in: int, dtype=jnp.float32):
@@ -43,8 +43,8 @@ class Linear(Module):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *, rngs):
         super().__init__()
-        self.in_features = in_features
-        self.out_features = out_features
+        self.in_features = in_features = check_int("Linear", "in_features", in_features)
+        self.out_features = out_features = check_int("Linear", "out_features", out_features)
         key = rngs.next("params")
         self.weight = Parameter(uniform_fan_in(key, (out_features, in_features), in_features))
         self.bias = Parameter(jnp.zeros((out_features,))) if bias else None

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 import numpy as np
 
 from js import Buffer, Module, Parameter
 
 from . import functional as F
-from ._checks import check_dim, check_min_rank, check_rank, fail_shape, layout, shape_of
+from ._checks import (
+    check_dim,
+    check_int,
+    check_min_rank,
+    check_rank,
+    fail_shape,
+    is_int,
+    layout,
+    shape_of,
+)
 
 
 class _BatchNorm(Module):
@@ -19,6 +30,7 @@ class _BatchNorm(Module):
         super().__init__()
         if not 0.0 <= momentum <= 1.0:
             raise ValueError(f"{self._name}: momentum must be in [0, 1], got {momentum}")
+        num_features = check_int(self._name, "num_features", num_features)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.weight = Parameter(jnp.ones((num_features,)))  # [C]
         self.bias = Parameter(jnp.zeros((num_features,)))  # [C]
@@ -34,6 +46,13 @@ class _BatchNorm(Module):
         expected = self._layouts()
         check_rank(self._name, x, self._ranks, expected)
         check_dim(self._name, x, 1, self.num_features, "the channel count", expected)
+        shape = shape_of(x)
+        if self.training and math.prod(shape) // shape[1] == 1:  # PyTorch raises here too
+            raise ValueError(
+                f"{self._name}: expected more than 1 value per channel when training, got input "
+                f"of shape {list(shape)} (its batch statistics would normalise everything to "
+                "zero). Fix: use a larger batch (or more positions), or call model.eval()"
+            )
         y, mean, var = F.batch_norm(
             x,
             self.running_mean.value,
@@ -133,8 +152,15 @@ class LayerNorm(Module):
 
     def __init__(self, normalized_shape, *, eps: float = 1e-5, elementwise_affine: bool = True):
         super().__init__()
-        if isinstance(normalized_shape, int):
+        if is_int(normalized_shape):
             normalized_shape = (normalized_shape,)
+        if not isinstance(normalized_shape, (tuple, list)) or not all(
+            is_int(n) and n >= 1 for n in normalized_shape
+        ):
+            raise ValueError(
+                "LayerNorm: normalized_shape must be an integer >= 1 or a tuple of them, "
+                f"got {normalized_shape!r}"
+            )
         self.normalized_shape = tuple(int(n) for n in normalized_shape)
         self.eps = eps
         affine = elementwise_affine

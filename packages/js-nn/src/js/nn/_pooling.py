@@ -89,7 +89,8 @@ class AdaptiveAvgPool2d(Module):
 
     def __init__(self, output_size=(1, 1)):
         super().__init__()
-        if output_size not in (1, (1, 1), [1, 1]):
+        sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,)
+        if output_size not in (1, (1, 1), [1, 1]) or any(isinstance(v, bool) for v in sizes):
             raise NotImplementedError(
                 f"AdaptiveAvgPool2d supports only output_size (1, 1) (a global mean), got "
                 f"{output_size!r}. Fix: use AvgPool2d with an explicit window"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from collections.abc import Callable
 
 import jax
@@ -135,10 +136,11 @@ class _Recurrent(Module):
         name = type(self).__name__
         for arg, value in (("input_size", input_size), ("hidden_size", hidden_size),
                            ("num_layers", num_layers), ("unroll", unroll)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
                 raise ValueError(f"{name}: {arg} must be an integer >= 1, got {value!r}")
+        input_size, hidden_size, num_layers = int(input_size), int(hidden_size), int(num_layers)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
-        self.bias, self.unroll = bool(bias), unroll
+        self.bias, self.unroll = bool(bias), int(unroll)
         gates, bound = self._gates * hidden_size, 1.0 / math.sqrt(hidden_size)
         for k in range(num_layers):
             fan_in = input_size if k == 0 else hidden_size
