@@ -67,6 +67,24 @@ def test_dropout_in_training_without_rngs():
         nn.Dropout(0.5)(jnp.ones(3))
 
 
+def test_sequential_with_dropout_in_training_says_to_write_a_custom_forward():
+    model = nn.Sequential(nn.Linear(4, 4, rngs=R), nn.Dropout(0.5))
+    with pytest.raises(ValueError, match=r"Dropout in training mode needs random keys.* "
+                                         r"Sequential passes no rngs: .* custom forward"):
+        model(jnp.ones((2, 4)))
+    assert model.eval()(jnp.ones((2, 4))).shape == (2, 4)  # evaluation needs no keys
+
+    class Net(js.Module):  # what the message asks for
+        def __init__(self):
+            super().__init__()
+            self.body, self.drop = nn.Linear(4, 4, rngs=R), nn.Dropout(0.5)
+
+        def forward(self, x, rngs):
+            return self.drop(self.body(x), rngs=rngs)
+
+    assert Net()(jnp.ones((2, 4)), js.Rngs(dropout=0)).shape == (2, 4)
+
+
 @pytest.mark.parametrize(
     "build, error, match",
     [

@@ -39,6 +39,7 @@ PAIRS = [
     ("AdaptiveAvgPool2d", lambda r: nn.AdaptiveAvgPool2d((1, 1)),
      lambda: tnn.AdaptiveAvgPool2d((1, 1)), (2, 3, 5, 4)),
     ("BatchNorm1d", lambda r: nn.BatchNorm1d(3), lambda: tnn.BatchNorm1d(3), (6, 3, 5)),
+    ("BatchNorm1d-NC", lambda r: nn.BatchNorm1d(3), lambda: tnn.BatchNorm1d(3), (6, 3)),
     ("BatchNorm2d", lambda r: nn.BatchNorm2d(3), lambda: tnn.BatchNorm2d(3), (4, 3, 5, 5)),
     ("LayerNorm", lambda r: nn.LayerNorm((5, 8)), lambda: tnn.LayerNorm((5, 8)), (2, 5, 8)),
     ("Embedding", lambda r: nn.Embedding(10, 4, rngs=r), lambda: tnn.Embedding(10, 4), (2, 5)),

@@ -41,7 +41,9 @@ class Dropout(Module):
         if rngs is None:
             raise ValueError(
                 "Dropout in training mode needs random keys. Fix: call it as "
-                "drop(x, rngs=rngs) with js.Rngs(dropout=seed), or call model.eval()"
+                "drop(x, rngs=rngs) with js.Rngs(dropout=seed), or call model.eval(). "
+                "Sequential passes no rngs: for dropout in training, write a Module with a "
+                "custom forward(self, x, rngs) that calls drop(x, rngs=rngs)"
             )
         return F.dropout(x, self.p, True, key=rngs.next("dropout"))
 
