@@ -10,22 +10,23 @@ import js
 from js.training import ArrayLoader, Task, Trainer
 
 
-def _train(k, *, dropout, epochs=2):
+def _train(k, *, dropout, epochs=2, unroll=True):
     model = MLP(rngs=js.Rngs(params=0))
     rngs = js.Rngs(dropout=3) if dropout else None
     if not dropout:
         model.drop.p = 0.0
     task = Task(model, make_optimizer(model), rngs=rngs)
     x, y = blobs(n=90)  # batches of 8: 11 full ones and one of 2 -> groups of 4: 4 + 4 + 3 + 1
-    trainer = Trainer(epochs, verbose=False, progress=False, steps_per_execution=k)
+    trainer = Trainer(epochs, verbose=False, progress=False, steps_per_execution=k,
+                      unroll=unroll)
     history = trainer.fit(task, ArrayLoader(x, y, batch_size=8, shuffle=True, seed=1))
     return history, model.state_dict(), task.optimizer.state_dict()
 
 
-@pytest.mark.parametrize("dropout", [False, True])
-def test_k_steps_per_dispatch_equal_k_separate_steps(dropout):
+@pytest.mark.parametrize("dropout, unroll", [(False, False), (True, True)])
+def test_k_steps_per_dispatch_equal_k_separate_steps(dropout, unroll):
     one, params_one, opt_one = _train(1, dropout=dropout)
-    many, params_many, opt_many = _train(4, dropout=dropout)
+    many, params_many, opt_many = _train(4, dropout=dropout, unroll=unroll)
     for a, b in zip(one, many, strict=True):
         for key in ("train/loss", "train/count", "train/accuracy"):
             assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-6), key
@@ -52,3 +53,27 @@ def test_groups_stack_full_groups_and_run_the_rest_singly():
 def test_steps_per_execution_is_checked(bad, error):
     with pytest.raises(error, match="steps_per_execution must be an int >= 1"):
         Trainer(1, steps_per_execution=bad)
+
+
+@pytest.mark.parametrize("unroll", [True, False, 2])
+def test_unroll_reaches_lax_scan(monkeypatch, unroll):
+    seen = []
+
+    def scan_steps(step, *, unroll):
+        seen.append(unroll)
+        return real(step, unroll=unroll)
+
+    real = js.scan_steps
+    monkeypatch.setattr(js, "scan_steps", scan_steps)
+    x, y = blobs(n=8)
+    model = MLP(p=0.0, rngs=js.Rngs(params=0))
+    Trainer(1, verbose=False, steps_per_execution=2, unroll=unroll).fit(
+        Task(model, make_optimizer(model)), ArrayLoader(x, y, batch_size=4))
+    assert seen == [unroll]
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, "yes"])
+def test_unroll_is_checked(bad):
+    with pytest.raises(TypeError, match=rf"Trainer unroll must be True, False or an int >= 1 "
+                       rf"\(steps unrolled per loop iteration\), got {bad!r}"):
+        Trainer(1, steps_per_execution=2, unroll=bad)
