@@ -1,7 +1,8 @@
-"""The main job until the digits example lands: a forward pass through a 2-layer MLP.
+"""A forward pass through a 2-layer MLP: the smallest js program (the main job is digits.py).
 
 Uses js-core only: a model built from js.Module and js.Parameter, printed as a tree, then
-called on a batch. Run it with ``hatch run demo``.
+called on a batch. Run it with ``hatch run demo``; ``docs/examples/digits.py`` trains a CNN
+end to end.
 """
 
 import jax

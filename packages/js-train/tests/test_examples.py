@@ -55,7 +55,9 @@ def test_digits_trains_checkpoints_and_resumes(tmp_path, step_examples):
     assert re.search(r"^test accuracy 0\.\d{4} \(best checkpoint: epoch [01]\)$", out, re.M)
     assert re.search(rf"^best checkpoint: {re.escape(str(out_dir / 'checkpoints'))}/[01]$", out,
                      re.M)
-    assert "device-to-host transfers per epoch: [2, 2]" in out
+    assert re.search(r"^device-to-host metric reads per epoch \(trainer.transfers\): \[2, 2\]; "
+                     r"each epoch's checkpoint save also copies \d+ arrays \(parameters, buffers, "
+                     r"optimizer state, Rngs\) to the host$", out, re.M)
     for name in ("metrics.csv", "curves.png"):
         assert (out_dir / name).exists() and f"{name}" in out
     # the same directory again, without --resume: refused before anything is touched
@@ -82,6 +84,17 @@ def test_step_examples_run_and_report(name, pattern, step_examples):
     out = finish(step_examples[name])
     assert re.search(pattern, out, re.M), out
     assert re.search(r"^epoch 1  ", out, re.M)
+
+
+def test_forward_demo_prints_the_model_and_its_output_shape():
+    process = subprocess.run([sys.executable, str(EXAMPLES / "forward_demo.py")],
+                             capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stdout + process.stderr
+    out = process.stdout
+    assert out.startswith("MLP(\n  (hidden): Linear(\n")  # the printed module tree
+    assert "(weight): Parameter(shape=[10, 32], dtype=float32)" in out
+    assert re.search(r"^js \S+: 2410 parameters; input \(8, 64\) -> output \(8, 10\)$", out,
+                     re.M), out
 
 
 @pytest.mark.slow
