@@ -109,6 +109,21 @@ def test_argument_errors(tmp_path):
         ModelCheckpoint(tmp_path, mode="best")
 
 
+def test_a_checkpoint_in_another_format_is_refused(tmp_path):
+    import orbax.checkpoint as ocp
+
+    from js.training._checkpoint import _manager
+
+    manager = _manager(tmp_path, ranked=False)  # a step whose meta names a future format
+    meta = {"format": "js.training/2", "kinds": {"epoch": "value"}, "values": {"epoch": 0}}
+    manager.save(0, args=ocp.args.Composite(meta=ocp.args.JsonSave(meta)))
+    manager.wait_until_finished()
+    manager.close()
+    with pytest.raises(ValueError, match=r"load_checkpoint: .*/0 has format 'js.training/2', "
+                       r"expected 'js.training/1'"):
+        load_checkpoint(tmp_path, {"epoch": 0})
+
+
 def test_model_checkpoint_keeps_the_best_and_the_last(tmp_path, make_task, data):
     class Scored(FixedTask):
         scores = iter([3.0, 1.0, 2.0, 2.5])

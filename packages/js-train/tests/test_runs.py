@@ -1,3 +1,5 @@
+import sys
+
 import numpy as np
 import pytest
 from js_train_testing import FixedTask
@@ -51,6 +53,17 @@ def test_plot_run_writes_a_png_per_run(tmp_path):
     png = plot_run(tmp_path, tmp_path / "plots" / "curves.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert plot_run(run.path, tmp_path / "again.png").exists()
+
+
+def test_plot_run_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatch):
+    CSVRun(tmp_path).log({"epoch": 0.0, "train/loss": 1.0}, step=0)
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib.* now fails
+    with pytest.raises(ImportError, match=r"plot_run needs matplotlib: pip install "
+                       r"'js-train\[plot\]'"):
+        plot_run(tmp_path, tmp_path / "x.png")
+    assert not (tmp_path / "x.png").exists()
 
 
 def test_plot_run_errors(tmp_path):

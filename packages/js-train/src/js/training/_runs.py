@@ -88,7 +88,7 @@ def plot_run(directory_or_csv, png_path) -> Path:
         raise FileNotFoundError(f"plot_run: no metrics file at {source}; log a run there first")
     try:
         from matplotlib.figure import Figure
-    except ImportError as error:  # pragma: no cover - depends on the environment
+    except ImportError as error:
         raise ImportError("plot_run needs matplotlib: pip install 'js-train[plot]'") from error
     columns = read_csv(source)
     x = columns.get("epoch", columns["step"])
