@@ -6,10 +6,8 @@ import functools
 
 import jax
 from flax import nnx
-from flax.nnx import graphlib
 
-from ._capture import STATEFUL
-from ._jit import state_variables
+from ._stateful import StatefulCall, new_leaves
 from ._variables import Parameter
 
 
@@ -32,22 +30,13 @@ def _differentiate(fn, has_aux: bool, transform: str):
 
     def run(module, *args, **kwargs):
         _check_module(transform, module)
-        slots = [i for i, a in enumerate(args) if isinstance(a, STATEFUL)]
-        names = [k for k, v in kwargs.items() if isinstance(v, STATEFUL)]
-        objects = (module, *(args[i] for i in slots), *(kwargs[k] for k in names))
-        graphdef, flat = graphlib.flatten(objects, with_paths=True)
-        variables = state_variables(flat, f"js.{transform}")
-        wrt = [p[0] == 0 and isinstance(v, Parameter) for p, v in flat]
-        leaves = [v.get_raw_value() for v in variables]
+        call = StatefulCall(f"js.{transform}", args, kwargs, leading=(module,))
+        wrt = [p[0] == 0 and isinstance(v, Parameter) for p, v in call.flat]
 
         def pure(diff, rest):
             diff_it, rest_it = iter(diff), iter(rest)
             ordered = [next(diff_it) if w else next(rest_it) for w in wrt]
-            merged = graphlib.unflatten(graphdef, ordered)
-            call_args = list(args)
-            for j, i in enumerate(slots):
-                call_args[i] = merged[1 + j]
-            call_kwargs = {**kwargs, **{k: merged[1 + len(slots) + j] for j, k in enumerate(names)}}
+            merged, call_args, call_kwargs = call.rebuild(ordered, args, kwargs)
             out = fn(merged[0], *call_args, **call_kwargs)
             if has_aux and not (isinstance(out, tuple) and len(out) == 2):
                 raise TypeError(
@@ -55,16 +44,15 @@ def _differentiate(fn, has_aux: bool, transform: str):
                     f"{type(out).__name__}"
                 )
             loss, aux = out if has_aux else (out, None)
-            return loss, (aux, graphlib.flatten(merged, with_paths=False)[1])
+            return loss, (aux, new_leaves(merged))
 
-        diff = [x for x, w in zip(leaves, wrt, strict=False) if w]
-        rest = [x for x, w in zip(leaves, wrt, strict=False) if not w]
-        (loss, (aux, new_leaves)), grads = jax.value_and_grad(pure, has_aux=True)(diff, rest)
-        for variable, leaf, w in zip(variables, new_leaves, wrt, strict=False):
-            if not w:
-                variable.set_raw_value(leaf)
-        paths = [p[1:] for p, w in zip((p for p, _ in flat), wrt, strict=False) if w]
-        return (loss, aux), nnx.from_flat_state(list(zip(paths, grads, strict=False)))
+        leaves = call.leaves()
+        diff = [x for x, w in zip(leaves, wrt, strict=True) if w]
+        rest = [x for x, w in zip(leaves, wrt, strict=True) if not w]
+        (loss, (aux, updated)), grads = jax.value_and_grad(pure, has_aux=True)(diff, rest)
+        call.write_back(updated, keep=wrt)  # the Parameters themselves are not changed by fn
+        paths = [p[1:] for (p, _), w in zip(call.flat, wrt, strict=True) if w]
+        return (loss, aux), nnx.from_flat_state(list(zip(paths, grads, strict=True)))
 
     return run
 

@@ -14,9 +14,7 @@ import inspect
 import types
 from typing import Any
 
-from flax import nnx
-
-STATEFUL = (nnx.Pytree, nnx.Variable)
+from ._stateful import STATEFUL
 
 # Library code reads no user state; stop following calls there.
 _LIBRARIES = ("jax", "jaxlib", "flax", "optax", "orbax", "numpy", "js.", "torch", "functools")

@@ -27,26 +27,14 @@ from flax import nnx
 from flax.nnx import graphlib
 from flax.nnx.rnglib import RngStream
 
-from ._capture import STATEFUL, check_no_captured_state
+from ._capture import check_no_captured_state
+from ._stateful import is_stateful as _is_stateful
+from ._stateful import state_variables
 from ._variables import STRUCTURE_EPOCH, _Tracked
 
 # The fast path reads and writes Variables' arrays through their slot directly.
 _get_raw = operator.attrgetter("_raw_value")
 _set_raw = nnx.Variable.__dict__["_raw_value"].__set__
-
-
-def state_variables(flat, transform: str) -> list[nnx.Variable]:
-    """The Variables of a flattened graph, refusing raw arrays held as state."""
-    variables = []
-    for path, leaf in flat:
-        if not isinstance(leaf, nnx.Variable):
-            where = ".".join(map(str, path[1:]))
-            raise TypeError(
-                f"{transform}: argument state at {where!r} is a raw {type(leaf).__name__}, not a "
-                "Parameter or Buffer. Fix: wrap it, e.g. self.x = js.Buffer(array)"
-            )
-        variables.append(leaf)
-    return variables
 
 
 def _all_tracked(objects: tuple) -> bool:
@@ -77,9 +65,6 @@ def _unhashable_attribute(objects: tuple) -> str | None:
     return None
 
 
-_STATEFUL_TYPES: dict[type, bool] = {}
-
-
 def _static_both_ways(fn, argnums, argnames):
     """Static arguments by position and by name, as jax.jit maps them through the signature."""
     argnums, argnames = set(argnums), set(argnames)
@@ -108,15 +93,6 @@ class _Marker:
 _STATIC, _KW = _Marker("static"), _Marker("keyword")
 
 
-def _is_stateful(value) -> bool:
-    # isinstance against nnx.Variable goes through a metaclass hook: cache the answer per type.
-    kind = type(value)
-    answer = _STATEFUL_TYPES.get(kind)
-    if answer is None:
-        answer = _STATEFUL_TYPES[kind] = isinstance(value, STATEFUL)
-    return answer
-
-
 def _without_ids(key: tuple, objects: list) -> tuple:
     """The call layout: the key with each object's id replaced by its index among the objects."""
     ids = {id(obj): index for index, obj in enumerate(objects)}
@@ -134,7 +110,7 @@ def _without_ids(key: tuple, objects: list) -> tuple:
 class _Entry:
     """What one call signature (these objects, this layout) needs on the fast path."""
 
-    __slots__ = ("refs", "epoch", "graphdef", "variables", "program", "tracked")
+    __slots__ = ("refs", "epoch", "variables", "program", "tracked")
 
 
 class CompiledFunction:
@@ -255,7 +231,6 @@ class CompiledFunction:
         entry = _Entry()
         entry.refs = tuple(weakref.ref(obj) for obj in objects)
         entry.epoch = STRUCTURE_EPOCH.value
-        entry.graphdef = graphdef
         entry.variables = variables
         entry.program = program
         entry.tracked = _all_tracked(objects)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import functools
 
 import jax
-from flax.nnx import graphlib
 
-from ._jit import _is_stateful, state_variables
+from ._stateful import StatefulCall, new_leaves
 
 
 def scan_steps(step, *, unroll: int | bool = 1):
@@ -43,28 +42,18 @@ def scan_steps(step, *, unroll: int | bool = 1):
 
     @functools.wraps(step)
     def many(*args, **kwargs):
-        slots = [i for i, arg in enumerate(args) if _is_stateful(arg)]
-        names = [k for k, v in kwargs.items() if _is_stateful(v)]
-        objects = (*(args[i] for i in slots), *(kwargs[k] for k in names))
-        graphdef, flat = graphlib.flatten(objects, with_paths=True)
-        variables = state_variables(flat, "js.scan_steps")
-        xs_args = [None if i in slots else arg for i, arg in enumerate(args)]
-        xs_kwargs = {k: v for k, v in kwargs.items() if k not in names}
+        call = StatefulCall("js.scan_steps", args, kwargs)
+        xs_args = [None if i in call.slots else arg for i, arg in enumerate(args)]
+        xs_kwargs = {k: v for k, v in kwargs.items() if k not in call.names}
 
         def body(leaves, xs):
-            merged = graphlib.unflatten(graphdef, leaves)
-            call_args, call_kwargs = list(xs[0]), dict(xs[1])
-            for j, i in enumerate(slots):
-                call_args[i] = merged[j]
-            for j, k in enumerate(names):
-                call_kwargs[k] = merged[len(slots) + j]
+            merged, call_args, call_kwargs = call.rebuild(leaves, *xs)
             metrics = step(*call_args, **call_kwargs)
-            return graphlib.flatten(merged, with_paths=False)[1], metrics
+            return new_leaves(merged), metrics
 
-        leaves = [v.get_raw_value() for v in variables]
-        new_leaves, metrics = jax.lax.scan(body, leaves, (xs_args, xs_kwargs), unroll=unroll)
-        for variable, leaf in zip(variables, new_leaves, strict=True):
-            variable.set_raw_value(leaf)
+        carry = call.leaves()
+        carry, metrics = jax.lax.scan(body, carry, (xs_args, xs_kwargs), unroll=unroll)
+        call.write_back(carry)
         return metrics
 
     return many

@@ -181,7 +181,8 @@ class ParameterSelection(Object):
                     f"gradients do not match the parameters: {path!r} expected shape "
                     f"{list(want)}, got {list(got)}"
                 )
-        extra = [key for key in flat if key not in set(keys)]
+        known = set(keys)
+        extra = [key for key in flat if key not in known]
         if extra:
             raise ValueError(
                 f"gradients do not match the parameters: unexpected gradient {extra[0]!r} "
