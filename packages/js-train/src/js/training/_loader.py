@@ -25,8 +25,6 @@ class ArrayLoader:
 
     Example:
         >>> import numpy as np
-
-from ._checks import check_int
         >>> loader = ArrayLoader(np.arange(5), np.arange(5) * 10, batch_size=2)
         >>> [x.tolist() for x, _ in loader]
         [[0, 1], [2, 3], [4]]
