@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ._reduce import check_mask, check_reduction, check_same_shape, masked_inputs, reduce
+from ._reduce import check_mask, check_reduction, masked_inputs, prepare_pair, reduce
 
 
 def _class_logits(logits, target, axis: int) -> tuple[jax.Array, jax.Array]:
@@ -153,11 +153,7 @@ def binary_cross_entropy_with_logits(
         0.0
     """
     name = "binary_cross_entropy_with_logits"
-    check_reduction(name, reduction)
-    logits, target = jnp.asarray(logits), jnp.asarray(target)
-    check_same_shape(name, logits, target)
-    mask = check_mask(name, mask, logits.shape)
-    logits, target = masked_inputs(mask, logits, target.astype(logits.dtype))
+    logits, target, mask = prepare_pair(name, logits, target, reduction, mask)
     log_weight = 1.0
     if pos_weight is not None:
         pos_weight = jnp.asarray(pos_weight, logits.dtype)

@@ -53,6 +53,20 @@ def check_mask(name: str, mask, shape: tuple[int, ...]) -> jax.Array | None:
     return mask
 
 
+def prepare_pair(name: str, input, target, reduction: str, mask):
+    """The checks and the masking every (prediction, target) loss starts with.
+
+    Returns ``(input, target, mask)``: both as arrays of one shape (``target`` cast to
+    ``input``'s dtype), ``mask`` checked against that shape, masked elements replaced by 0.
+    """
+    check_reduction(name, reduction)
+    input, target = jnp.asarray(input), jnp.asarray(target)
+    check_same_shape(name, input, target)
+    mask = check_mask(name, mask, input.shape)
+    input, target = masked_inputs(mask, input, target.astype(input.dtype))
+    return input, target, mask
+
+
 def masked_inputs(mask, *arrays: jax.Array) -> tuple[jax.Array, ...]:
     """``arrays`` with their masked elements replaced by 0, the first half of the double where.
 

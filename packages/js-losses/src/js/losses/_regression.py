@@ -5,16 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ._reduce import check_mask, check_reduction, check_same_shape, masked_inputs, reduce
-
-
-def _prepare(name: str, input, target, reduction: str, mask):
-    check_reduction(name, reduction)
-    input, target = jnp.asarray(input), jnp.asarray(target)
-    check_same_shape(name, input, target)
-    mask = check_mask(name, mask, input.shape)
-    input, target = masked_inputs(mask, input, target.astype(input.dtype))
-    return input, target, mask
+from ._reduce import prepare_pair, reduce
 
 
 def _abs(x: jax.Array) -> jax.Array:
@@ -40,7 +31,7 @@ def mse_loss(input, target, *, reduction: str = "mean", mask=None) -> jax.Array:
         >>> float(mse_loss(jnp.array([1.0, 2.0]), jnp.array([1.0, 4.0])))
         2.0
     """
-    input, target, mask = _prepare("mse_loss", input, target, reduction, mask)
+    input, target, mask = prepare_pair("mse_loss", input, target, reduction, mask)
     return reduce(jnp.square(input - target), reduction, mask)
 
 
@@ -55,7 +46,7 @@ def l1_loss(input, target, *, reduction: str = "mean", mask=None) -> jax.Array:
         >>> float(l1_loss(jnp.array([1.0, 2.0]), jnp.array([1.0, 4.0]), reduction="sum"))
         2.0
     """
-    input, target, mask = _prepare("l1_loss", input, target, reduction, mask)
+    input, target, mask = prepare_pair("l1_loss", input, target, reduction, mask)
     return reduce(_abs(input - target), reduction, mask)
 
 
@@ -79,7 +70,7 @@ def smooth_l1_loss(
     """
     if not beta >= 0:
         raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta!r}")
-    input, target, mask = _prepare("smooth_l1_loss", input, target, reduction, mask)
+    input, target, mask = prepare_pair("smooth_l1_loss", input, target, reduction, mask)
     d = _abs(input - target)
     if beta == 0:
         return reduce(d, reduction, mask)
