@@ -73,17 +73,25 @@ def _numpy_tree(tree):
     return np.asarray(tree)
 
 
-def payload(objects: Mapping) -> tuple[dict, dict]:
-    """The ``(state, meta)`` pair saved for ``objects`` (see the module docstring)."""
+def _kinds(objects: Mapping) -> dict[str, str]:
+    """``{name: kind}`` of ``objects``, after checking the names (no state is read)."""
     if not isinstance(objects, Mapping) or not objects:
         raise TypeError("checkpoint objects must be a non-empty {name: object} dict")
-    state, meta = {}, {"format": FORMAT, "kinds": {}, "values": {}}
+    kinds = {}
     for name, obj in objects.items():
         if not isinstance(name, str) or not name or "." in name:
             raise ValueError(f"checkpoint object names must be non-empty strings without '.', "
                              f"got {name!r}")
-        kind = meta["kinds"][name] = _kind(name, obj)
-        if kind == "value":
+        kinds[name] = _kind(name, obj)
+    return kinds
+
+
+def payload(objects: Mapping) -> tuple[dict, dict]:
+    """The ``(state, meta)`` pair saved for ``objects`` (see the module docstring)."""
+    kinds = _kinds(objects)
+    state, meta = {}, {"format": FORMAT, "kinds": kinds, "values": {}}
+    for name, obj in objects.items():
+        if kinds[name] == "value":
             meta["values"][name] = obj
         else:
             state[name] = _numpy_tree(obj.state_dict())
@@ -143,26 +151,26 @@ def _flat(tree, prefix=()) -> dict:
     return {".".join(prefix): (list(array.shape), str(array.dtype))}
 
 
-def _problems(objects: Mapping, meta: dict, state: dict) -> list[str]:
-    """Every difference between ``objects`` and a saved checkpoint, as readable lines."""
+def _problems(ours: dict, current: dict, meta: dict, state: dict) -> list[str]:
+    """Every difference between the objects (their kinds ``ours`` and state dicts
+    ``current``) and a saved checkpoint, as readable lines."""
     kinds = meta.get("kinds", {})
     problems = []
-    missing = [name for name in objects if name not in kinds]
-    unexpected = [name for name in kinds if name not in objects]
+    missing = [name for name in ours if name not in kinds]
+    unexpected = [name for name in kinds if name not in ours]
     if missing:
         problems.append(f"objects not in the checkpoint: {missing}")
     if unexpected:
         problems.append(f"checkpoint entries not among the objects: {unexpected}")
-    for name, obj in objects.items():
+    for name, kind in ours.items():
         if name not in kinds:
             continue
-        kind = _kind(name, obj)
         if kind != kinds[name]:
             problems.append(f"{name!r}: expected a {kind}, the checkpoint holds a {kinds[name]}")
             continue
         if kind == "value":
             continue
-        want, got = _flat(obj.state_dict()), _flat(state.get(name, {}))
+        want, got = _flat(current[name]), _flat(state.get(name, {}))
         for key in want.keys() - got.keys():
             problems.append(f"{name!r}: {key!r} missing from the checkpoint")
         for key in got.keys() - want.keys():
@@ -226,7 +234,7 @@ def load_checkpoint(path, objects: Mapping, which="best") -> dict:
     """
     if not Path(path).is_dir():
         raise FileNotFoundError(f"load_checkpoint: no checkpoint directory at {path}")
-    payload(objects)  # validates names and kinds
+    ours = _kinds(objects)
     manager = _manager(path)
     try:
         step = _select(manager, path, which)
@@ -240,7 +248,10 @@ def load_checkpoint(path, objects: Mapping, which="best") -> dict:
     if meta.get("format") != FORMAT:
         raise ValueError(f"load_checkpoint: {path}/{step} has format {meta.get('format')!r}, "
                          f"expected {FORMAT!r}")
-    problems = _problems(objects, meta, state)
+    # Each object's state dict, read once: compared with the checkpoint, then the template
+    # that _like gives the saved arrays' container and scalar types.
+    current = {name: obj.state_dict() for name, obj in objects.items() if ours[name] != "value"}
+    problems = _problems(ours, current, meta, state)
     if problems:
         raise ValueError(
             f"load_checkpoint({str(path)!r}, step {step}) does not fit the objects; nothing was "
@@ -252,7 +263,7 @@ def load_checkpoint(path, objects: Mapping, which="best") -> dict:
         if meta["kinds"][name] == "value":
             result[name] = meta["values"][name]
         else:
-            obj.load_state_dict(_like(state[name], obj.state_dict()))
+            obj.load_state_dict(_like(state[name], current[name]))
     result.setdefault("step", step)
     return result
 
