@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import numbers
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -30,7 +29,7 @@ import orbax.checkpoint as ocp
 import js
 
 from ._callbacks import Callback, check_mode, monitored
-from ._checks import check_int
+from ._checks import check_int, is_int
 
 FORMAT = "js.training/1"
 _ITEMS = ("state", "meta")
@@ -200,7 +199,7 @@ def _select(manager, path, which) -> int:
         return manager.latest_step() if best is None else best
     if which == "last":
         return manager.latest_step()
-    if isinstance(which, numbers.Integral) and not isinstance(which, bool):
+    if is_int(which):
         which = int(which)
         if which not in steps:
             raise ValueError(f"load_checkpoint: no step {which} in {path}; steps: {sorted(steps)}")

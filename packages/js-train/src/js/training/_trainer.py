@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import numbers
 import time
 from collections.abc import Mapping
 
@@ -15,7 +14,7 @@ import numpy as np
 import js
 
 from ._callbacks import Callback, check_monitor
-from ._checks import check_int
+from ._checks import check_int, is_int
 from ._progress import ProgressBar, format_metrics
 
 
@@ -167,8 +166,7 @@ class Trainer:
         if run is not None and not callable(getattr(run, "log", None)):
             raise TypeError(f"Trainer run must have a log(metrics, step) method, got {run!r}")
         steps_per_execution = check_int("Trainer steps_per_execution", steps_per_execution, 1)
-        if not isinstance(unroll, bool) and (not isinstance(unroll, numbers.Integral)
-                                             or unroll < 1):
+        if not isinstance(unroll, bool) and not (is_int(unroll) and unroll >= 1):
             raise TypeError(f"Trainer unroll must be True, False or an int >= 1 (steps unrolled "
                             f"per loop iteration), got {unroll!r}")
         self.max_epochs = max_epochs
