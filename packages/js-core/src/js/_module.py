@@ -9,7 +9,14 @@ import numpy as np
 from flax import nnx
 from flax.nnx import graphlib
 
-from ._variables import Buffer, Parameter, ParameterSelection, TrackedList, _Tracked
+from ._variables import (
+    Buffer,
+    Parameter,
+    ParameterSelection,
+    TrackedList,
+    _Tracked,
+    compare_state,
+)
 
 
 class IncompatibleKeys(NamedTuple):
@@ -188,19 +195,8 @@ class Module(_Tracked, nnx.Module):
         """
         targets = self._state_variables()
         arrays = {key: np.asarray(value) for key, value in state_dict.items()}
-        missing = [path for path in targets if path not in arrays]
-        unexpected = [key for key in arrays if key not in targets]
-        mismatched = []
-        for path, variable in targets.items():
-            if path not in arrays:
-                continue
-            have, got = variable.get_raw_value(), arrays[path]
-            want = (list(have.shape), str(np.dtype(have.dtype)))
-            given = (list(got.shape), str(got.dtype))
-            if want != given:
-                mismatched.append(
-                    f"{path!r}: expected {want[0]} {want[1]}, got {given[0]} {given[1]}"
-                )
+        current = {path: variable.get_raw_value() for path, variable in targets.items()}
+        missing, unexpected, mismatched = compare_state(current, arrays)
         problems = []
         if strict and missing:
             problems.append("missing keys: " + ", ".join(map(repr, missing)))

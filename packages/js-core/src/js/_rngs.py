@@ -8,7 +8,7 @@ import numpy as np
 from flax import nnx
 from flax.nnx.rnglib import RngStream
 
-from ._variables import _Tracked
+from ._variables import _Tracked, compare_state
 
 
 class Rngs(_Tracked, nnx.Rngs):
@@ -68,16 +68,9 @@ class Rngs(_Tracked, nnx.Rngs):
 
     def load_state_dict(self, state_dict) -> None:
         """Restore keys and counters saved by :meth:`state_dict`, all or nothing."""
-        current = self.state_dict()
-        missing = sorted(set(current) - set(state_dict))
-        unexpected = sorted(set(state_dict) - set(current))
-        mismatched = [
-            f"{k!r}: expected {list(v.shape)} {v.dtype}, got "
-            f"{list(np.shape(state_dict[k]))} {np.asarray(state_dict[k]).dtype}"
-            for k, v in current.items()
-            if k in state_dict
-            and (np.shape(state_dict[k]) != v.shape or np.asarray(state_dict[k]).dtype != v.dtype)
-        ]
+        arrays = {key: np.asarray(value) for key, value in state_dict.items()}
+        missing, unexpected, mismatched = compare_state(self.state_dict(), arrays)
+        missing, unexpected = sorted(missing), sorted(unexpected)
         if missing or unexpected or mismatched:
             raise ValueError(
                 "Rngs.load_state_dict failed; nothing was loaded. "

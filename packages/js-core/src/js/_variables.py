@@ -14,6 +14,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 
@@ -59,6 +60,27 @@ def _as_array(value):
             "array, or assign the variable itself to share it"
         )
     return value if isinstance(value, jax.Array) else jnp.asarray(value)
+
+
+def compare_state(current: dict, given: dict) -> tuple[list, list, list]:
+    """What keeps ``given`` ``{key: np.ndarray}`` from loading into ``current`` ``{key: array}``.
+
+    Returns ``(missing, unexpected, mismatched)``: keys of ``current`` absent from ``given``,
+    keys of ``given`` absent from ``current``, and one ``"'key': expected [..] dtype, got [..]
+    dtype"`` line per entry whose shape or dtype differs. Shared by every strict
+    ``load_state_dict`` in js-core.
+    """
+    missing = [key for key in current if key not in given]
+    unexpected = [key for key in given if key not in current]
+    mismatched = []
+    for key, have in current.items():
+        if key in given:
+            got = given[key]
+            want = f"{list(have.shape)} {np.dtype(have.dtype)}"
+            found = f"{list(got.shape)} {got.dtype}"
+            if want != found:
+                mismatched.append(f"{key!r}: expected {want}, got {found}")
+    return missing, unexpected, mismatched
 
 
 def flat_arrays(tree) -> dict[str, Any]:
