@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 from collections.abc import Callable
 
 import jax
@@ -21,6 +20,7 @@ import numpy as np
 
 from js import Module, Parameter
 
+from ._checks import check_int
 from ._lstm_kernel import forward_mode, lstm_scan
 
 # -- functional core -------------------------------------------------------------------------
@@ -134,13 +134,13 @@ class _Recurrent(Module):
     def __init__(self, input_size, hidden_size, num_layers=1, *, bias=True, unroll=1, rngs):
         super().__init__()
         name = type(self).__name__
-        for arg, value in (("input_size", input_size), ("hidden_size", hidden_size),
-                           ("num_layers", num_layers), ("unroll", unroll)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise ValueError(f"{name}: {arg} must be an integer >= 1, got {value!r}")
-        input_size, hidden_size, num_layers = int(input_size), int(hidden_size), int(num_layers)
+        input_size, hidden_size, num_layers, unroll = (
+            check_int(name, arg, value)
+            for arg, value in (("input_size", input_size), ("hidden_size", hidden_size),
+                               ("num_layers", num_layers), ("unroll", unroll))
+        )
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
-        self.bias, self.unroll = bool(bias), int(unroll)
+        self.bias, self.unroll = bool(bias), unroll
         gates, bound = self._gates * hidden_size, 1.0 / math.sqrt(hidden_size)
         for k in range(num_layers):
             fan_in = input_size if k == 0 else hidden_size

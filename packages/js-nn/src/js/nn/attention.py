@@ -10,13 +10,14 @@ weights and a zero output (PyTorch gives NaN there), and its gradients are finit
 from __future__ import annotations
 
 import math
-import numbers
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from js import Module, Parameter
+
+from ._checks import check_int
 
 
 def causal_mask(T: int) -> jax.Array:
@@ -27,9 +28,8 @@ def causal_mask(T: int) -> jax.Array:
         >>> causal_mask(3)[0, 0].astype(int).tolist()
         [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
     """
-    if isinstance(T, bool) or not isinstance(T, numbers.Integral) or T < 1:
-        raise ValueError(f"causal_mask: T must be an integer >= 1, got {T!r}")
-    return jnp.tril(jnp.ones((int(T), int(T)), bool))[None, None]  # [1, 1, T, T]
+    T = check_int("causal_mask", "T", T)
+    return jnp.tril(jnp.ones((T, T), bool))[None, None]  # [1, 1, T, T]
 
 
 def padding_mask(valid) -> jax.Array:
@@ -178,12 +178,8 @@ class MultiheadAttention(Module):
 
     def __init__(self, embed_dim: int, num_heads: int, *, bias: bool = True, rngs):
         super().__init__()
-        for arg, value in (("embed_dim", embed_dim), ("num_heads", num_heads)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise ValueError(
-                    f"MultiheadAttention: {arg} must be an integer >= 1, got {value!r}"
-                )
-        embed_dim, num_heads = int(embed_dim), int(num_heads)
+        embed_dim = check_int("MultiheadAttention", "embed_dim", embed_dim)
+        num_heads = check_int("MultiheadAttention", "num_heads", num_heads)
         if embed_dim % num_heads:
             raise ValueError(
                 f"MultiheadAttention: embed_dim {embed_dim} is not divisible by num_heads "
