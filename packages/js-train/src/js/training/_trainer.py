@@ -20,16 +20,8 @@ from ._progress import ProgressBar, format_metrics
 
 @jax.jit
 def _accumulate(totals, loss, count, correct):
-    """Add one step's count-weighted loss, count and correct to the running totals (on device)."""
-    new = {"loss": totals["loss"] + loss * count, "count": totals["count"] + count}
-    if correct is not None:
-        new["correct"] = totals["correct"] + correct
-    return new
-
-
-@jax.jit
-def _accumulate_many(totals, loss, count, correct):
-    """As :func:`_accumulate` for K steps' stacked metrics (each ``[K]``)."""
+    """Add the count-weighted loss, count and correct of one step (scalars) or of K steps
+    (stacked, each ``[K]``) to the running totals, on the device."""
     new = {"loss": totals["loss"] + jnp.sum(loss * count),
            "count": totals["count"] + jnp.sum(count)}
     if correct is not None:
@@ -194,7 +186,7 @@ class Trainer:
     def _groups(self, data, many):
         """``(run, batch, steps)`` per dispatch: K stacked batches through ``many`` where it can."""
         k = self.steps_per_execution
-        if many is None or k == 1:
+        if many is None:  # fit passes one only when k > 1
             yield from ((None, batch, 1) for batch in data)
             return
         group = []
@@ -211,12 +203,11 @@ class Trainer:
 
     def _many_step(self, task):
         """``batches -> stacked metrics``: K of ``task.training_step`` in one dispatch."""
-        run = self._many.get(id(task))
-        if run is None or run[0] is not task:
+        if id(task) not in self._many:  # the entry holds the task, so its id is not reused
             scanned = js.jit(js.scan_steps(functools.partial(_task_step, task=task),
                                            unroll=self.unroll))
-            run = self._many[id(task)] = (task, scanned)
-        scanned = run[1]
+            self._many[id(task)] = (task, scanned)
+        scanned = self._many[id(task)][1]
         return lambda batches: scanned(task.model, task.optimizer, task.rngs, batches)
 
     def _epoch(self, step, data, label: str, many=None) -> tuple[dict, int]:
@@ -229,8 +220,8 @@ class Trainer:
             if totals is None:
                 _check_step_metrics(metrics, label)
                 totals = _zeros("correct" in metrics)
-            add = _accumulate if run is None else _accumulate_many
-            totals = add(totals, metrics["loss"], metrics["count"], metrics.get("correct"))
+            totals = _accumulate(totals, metrics["loss"], metrics["count"],
+                                 metrics.get("correct"))
             steps += count
             if bar.due():
                 host = jax.device_get(totals)
