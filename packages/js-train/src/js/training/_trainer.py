@@ -45,7 +45,9 @@ def _stack(group: list):
             np.shape(a) != np.shape(b) for a, b in zip(first_leaves, other, strict=True)
         ):
             return None
-    return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *group)
+    # Device batches stay on the device: np.stack would wait for each and copy it to the host.
+    return jax.tree.map(
+        lambda *xs: (jnp if any(isinstance(x, jax.Array) for x in xs) else np).stack(xs), *group)
 
 
 def _zeros(has_correct: bool) -> dict:
