@@ -11,7 +11,6 @@ and once on the way out.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 
 import jax
@@ -21,6 +20,7 @@ import numpy as np
 from js import Module, Parameter
 
 from ._checks import check_int
+from ._linear import uniform_fan_in
 from ._lstm_kernel import forward_mode, lstm_scan
 
 # -- functional core -------------------------------------------------------------------------
@@ -141,12 +141,12 @@ class _Recurrent(Module):
         )
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.unroll = bool(bias), unroll
-        gates, bound = self._gates * hidden_size, 1.0 / math.sqrt(hidden_size)
+        gates = self._gates * hidden_size
         for k in range(num_layers):
-            fan_in = input_size if k == 0 else hidden_size
-            for kind, cols in (("ih", fan_in), ("hh", hidden_size)):
-                key = rngs.next("params")
-                w = jax.random.uniform(key, (gates, cols), jnp.float32, -bound, bound)
+            cols_ih = input_size if k == 0 else hidden_size
+            for kind, cols in (("ih", cols_ih), ("hh", hidden_size)):
+                # U(-1/sqrt(H), 1/sqrt(H)) as in PyTorch: the bound comes from H, not the columns.
+                w = uniform_fan_in(rngs.next("params"), (gates, cols), hidden_size)
                 setattr(self, f"weight_{kind}_l{k}", Parameter(w))
             if self.bias:
                 self._init_biases(k)
