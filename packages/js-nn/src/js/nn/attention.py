@@ -18,6 +18,7 @@ import numpy as np
 from js import Module, Parameter
 
 from ._checks import check_int
+from ._linear import Linear
 
 
 def causal_mask(T: int) -> jax.Array:
@@ -111,25 +112,11 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     return weights @ v, weights
 
 
-class _Projection(Module):
-    """``x @ weight^T + bias``: MultiheadAttention's ``out_proj`` (PyTorch's Linear layout)."""
+class _Projection(Linear):
+    """MultiheadAttention's ``out_proj``: a square ``Linear`` (PyTorch's layout and init)."""
 
     def __init__(self, features: int, *, bias: bool, rngs):
-        super().__init__()
-        bound = 1.0 / math.sqrt(features)  # fan-in uniform, as PyTorch's Linear
-        shape = (features, features)
-        self.weight = Parameter(jax.random.uniform(rngs.next("params"), shape, jnp.float32,
-                                                   -bound, bound))
-        if bias:
-            self.bias = Parameter(jnp.zeros(features, jnp.float32))
-
-    def forward(self, x):
-        y = x @ self.weight.value.T
-        return y + self.bias.value if hasattr(self, "bias") else y
-
-    def extra_repr(self) -> str:
-        size = self.weight.value.shape[0]
-        return f"in_features={size}, out_features={size}, bias={hasattr(self, 'bias')}"
+        super().__init__(features, features, bias, rngs=rngs)
 
 
 class MultiheadAttention(Module):
