@@ -345,9 +345,9 @@ class ModelCheckpoint(Callback):
                 "overwrite=True."
             )
         self.last_step = epoch
-        if self.best_step is None or _score({"_score": score}) > self._best_score:
-            self.best_step, self.best_value = epoch, value
-            self._best_score = _score({"_score": score})
+        rank = _score({"_score": score})  # as orbax ranks the step: NaN ranks last
+        if self.best_step is None or rank > self._best_score:
+            self.best_step, self.best_value, self._best_score = epoch, value, rank
 
     def on_fit_end(self, trainer, task) -> None:
         if self._manager is not None:
