@@ -195,4 +195,4 @@ def generator_step(generator, discriminator, g_optimizer, batch, rngs, *, latent
 
     loss, grads = js.value_and_grad(loss_fn)(generator, discriminator)
     g_optimizer.step(grads)
-    return {"loss": loss, "count": jnp.asarray(z.shape[0], jnp.int32)}
+    return {"loss": loss, "count": _count(z, None)}
