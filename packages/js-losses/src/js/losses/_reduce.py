@@ -104,10 +104,13 @@ def reduce(loss: jax.Array, reduction: str, mask=None, denominator=None) -> jax.
     total = jnp.sum(loss)
     if reduction == "sum":
         return total
-    if denominator is None:
-        denominator = jnp.ones_like(loss)
-    if mask is not None:
-        denominator = jnp.where(mask, denominator, jnp.zeros_like(denominator))
-    count = jnp.sum(denominator)
+    if denominator is not None:
+        if mask is not None:
+            denominator = jnp.where(mask, denominator, jnp.zeros_like(denominator))
+        count = jnp.sum(denominator)
+    elif mask is not None:
+        count = jnp.sum(mask.astype(loss.dtype))  # the kept count
+    else:  # every element counts: the count is the static size (no array of ones to sum)
+        return total / max(loss.size, 1)
     # Empty selection: total is 0, so dividing by 1 gives 0 and a zero gradient, not 0/0.
     return total / jnp.where(count == 0, jnp.ones_like(count), count)
