@@ -101,6 +101,11 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     scores_shape = (*jnp.shape(q)[:-1], jnp.shape(k)[-2])
     if mask is not None:
         mask = _check_mask(mask, scores_shape, "scaled_dot_product_attention")
+    return _attend(q, k, v, mask)
+
+
+def _attend(q, k, v, mask):
+    """``scaled_dot_product_attention`` for a mask already checked (or None)."""
     scores = q @ jnp.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])  # [..., Tq, Tk]
     if mask is None:
         weights = jax.nn.softmax(scores, axis=-1)
@@ -224,7 +229,7 @@ class MultiheadAttention(Module):
         if mask is not None:
             mask = _check_mask(mask, scores_shape, "MultiheadAttention")
         q, k, v = (self._split_heads(x, i) for i, x in enumerate((query, key, value)))
-        heads, weights = scaled_dot_product_attention(q, k, v, mask)  # [B, heads, Tq, d]
+        heads, weights = _attend(q, k, v, mask)  # [B, heads, Tq, d]
         output = self.out_proj(heads.transpose(0, 2, 1, 3).reshape(B, Tq, self.embed_dim))
         if mask is not None:  # a query row with no allowed key in any head outputs zero
             alive = jnp.any(jnp.broadcast_to(mask, scores_shape), axis=(1, 3))  # [B, Tq]
