@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import numbers
-
 import jax
 import jax.numpy as jnp
 import optax
+
+from ._optimizers import _check_non_negative
 
 
 def clip_grad_norm(grads, max_norm: float):
@@ -28,8 +28,7 @@ def clip_grad_norm(grads, max_norm: float):
         >>> float(norm), [round(x, 4) for x in clipped["w"].tolist()]
         (5.0, [0.6, 0.8])
     """
-    if isinstance(max_norm, bool) or not isinstance(max_norm, numbers.Real) or not max_norm >= 0:
-        raise ValueError(f"clip_grad_norm: max_norm must be a number >= 0, got {max_norm!r}")
+    _check_non_negative("clip_grad_norm", "max_norm", max_norm)
     norm = optax.tree.norm(grads)
     scale = jnp.minimum(max_norm / (norm + 1e-6), 1.0)
     clipped = jax.tree.map(lambda g: (g * scale).astype(g.dtype), grads)
