@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from js import Module, ModuleList
 
 from ._checks import check_int, fail_shape, shape_of
@@ -38,10 +40,7 @@ class Flatten(Module):
                 "Flatten", expected, x,
                 f"start_dim={self.start_dim}, end_dim={self.end_dim} do not fit a {ndim}-D input",
             )  # fmt: skip
-        merged = 1
-        for n in shape[start : end + 1]:
-            merged *= n
-        return x.reshape(shape[:start] + (merged,) + shape[end + 1 :])
+        return x.reshape(shape[:start] + (math.prod(shape[start : end + 1]),) + shape[end + 1 :])
 
     def extra_repr(self) -> str:
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 
 from js import Module, Parameter
@@ -47,7 +49,7 @@ class _ConvBase(Module):
             raise ValueError(f"{self._name}: padding must be non-negative, got {padding!r}")
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.stride, self.padding, self.groups = kernel, stride, padding, groups
-        fan_in = in_channels // groups * _prod(kernel)
+        fan_in = in_channels // groups * math.prod(kernel)
         shape = (out_channels, in_channels // groups) + kernel
         self.weight = Parameter(uniform_fan_in(rngs.next("params"), shape, fan_in))
         self.bias = Parameter(jnp.zeros((out_channels,))) if bias else None
@@ -76,13 +78,6 @@ class _ConvBase(Module):
             f"stride={self.stride}, padding={self.padding}, groups={self.groups}, "
             f"bias={self.bias is not None}"
         )
-
-
-def _prod(values) -> int:
-    out = 1
-    for v in values:
-        out *= v
-    return out
 
 
 class Conv1d(_ConvBase):
@@ -227,7 +222,7 @@ class ConvTranspose2d(Module):
                 f"and smaller than stride {self.stride}"
             )
         shape = (out_channels, in_channels) + self.kernel_size
-        fan_in = in_channels * _prod(self.kernel_size)
+        fan_in = in_channels * math.prod(self.kernel_size)
         self.weight = Parameter(uniform_fan_in(rngs.next("params"), shape, fan_in))
         self.bias = Parameter(jnp.zeros((out_channels,))) if bias else None
 
