@@ -25,11 +25,15 @@ class OptState(js.Buffer):
     differentiated, saved by :meth:`Optimizer.state_dict`."""
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _apply(tx: optax.GradientTransformation, grads, state, params):
-    """One pure optax step: ``(new_params, new_state)``, all lists in selection order."""
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _apply(tx: optax.GradientTransformation, treedef, grads, state_leaves, params):
+    """One pure optax step: ``(new_params, new_state_leaves)``, all lists in selection order.
+
+    The state travels as its leaves; rebuilding and flattening the optax tree from the static
+    ``treedef`` happens once per trace, not on every eager step."""
+    state = jax.tree_util.tree_unflatten(treedef, state_leaves)
     updates, state = tx.update(grads, state, params)
-    return optax.apply_updates(params, updates), state
+    return optax.apply_updates(params, updates), jax.tree_util.tree_leaves(state)
 
 
 def _devices(value) -> frozenset | None:
@@ -84,13 +88,12 @@ class Optimizer(js.Object):
         self._tx = tx
         self._config = tuple(config)
         arrays = [param.value for param in params]
-        # (path, shape, dtype) at construction: step refuses parameters cast or reshaped since.
-        self._specs = tuple(
-            (path, tuple(a.shape), np.dtype(a.dtype))
+        # (path, shape, dtype, devices) at construction: step refuses parameters cast, reshaped
+        # or moved since (devices is None for a parameter that was traced).
+        self._built = tuple(
+            (path, tuple(a.shape), np.dtype(a.dtype), _devices(a))
             for path, a in zip(params.paths, arrays, strict=True)
         )
-        # The devices of each concrete parameter (None when traced): step refuses moved ones.
-        self._devices = tuple(_devices(a) for a in arrays)
         leaves, self._treedef = jax.tree_util.tree_flatten_with_path(tx.init(arrays))
         self._keys = tuple(_key_name(path, params.paths) for path, _ in leaves)
         self._state = nnx.data(tuple(OptState(leaf) for _, leaf in leaves))
@@ -112,11 +115,11 @@ class Optimizer(js.Object):
         self._check_params()
         grads = self.params.match(grads)
         params = [param.value for param in self.params]
-        state = jax.tree_util.tree_unflatten(self._treedef, [v.value for v in self._state])
-        new_params, new_state = _apply(self._tx, grads, state, params)
+        state = [variable.value for variable in self._state]
+        new_params, new_state = _apply(self._tx, self._treedef, grads, state, params)
         for param, value in zip(self.params, new_params, strict=True):
             param.value = value
-        for variable, value in zip(self._state, jax.tree_util.tree_leaves(new_state), strict=True):
+        for variable, value in zip(self._state, new_state, strict=True):
             variable.value = value
         self._step_count.value = self._step_count.value + 1
 
@@ -124,25 +127,24 @@ class Optimizer(js.Object):
         """Shapes and dtypes (static: free inside compiled code), then the devices of concrete
         parameters. Inside compiled code the parameters are tracers and the program's inputs
         decide placement, so the device check only runs eagerly."""
-        changed = [
-            f"{path!r}: built for {list(shape)} {dtype}, now {list(p.value.shape)} "
-            f"{np.dtype(p.value.dtype)}"
-            for (path, shape, dtype), p in zip(self._specs, self.params, strict=True)
-            if (tuple(p.value.shape), np.dtype(p.value.dtype)) != (shape, dtype)
-        ]
+        changed, moved = [], []
+        for (path, shape, dtype, built), p in zip(self._built, self.params, strict=True):
+            value = p.value
+            if value.shape != shape or value.dtype != dtype:
+                changed.append(
+                    f"{path!r}: built for {list(shape)} {dtype}, now {list(value.shape)} "
+                    f"{np.dtype(value.dtype)}"
+                )
+            elif built is not None and (now := _devices(value)) is not None and now != built:
+                moved.append(
+                    f"{path!r}: built for {_show_devices(built)}, now on {_show_devices(now)}"
+                )
         if changed:
             raise ValueError(
                 f"{type(self).__name__}.step: parameters changed shape or dtype after the "
                 f"optimizer was built: {'; '.join(changed)}. Fix: cast or reshape the model "
                 "first, then build the optimizer from model.parameters()."
             )
-        moved = []
-        for (path, _, _), built, p in zip(self._specs, self._devices, self.params, strict=True):
-            now = _devices(p.value)
-            if built is not None and now is not None and now != built:
-                moved.append(
-                    f"{path!r}: built for {_show_devices(built)}, now on {_show_devices(now)}"
-                )
         if moved:
             raise ValueError(
                 f"{type(self).__name__}.step: parameters moved to another device after the "
