@@ -25,14 +25,15 @@ def _to_numpy(value) -> np.ndarray:
     return np.asarray(value)
 
 
-def _owner(modules: dict, key: str):
-    """``(module, local_name)`` for a dotted state-dict key, or ``(None, key)``."""
-    prefix, _, name = key.rpartition(".")
-    return modules.get(prefix), name
-
-
 def _identity(name, array):
     return array
+
+
+def _converter(modules: dict, key: str, method: str):
+    """``(convert, local_name)`` for a dotted state-dict key: the owning layer's ``method``
+    (``from_torch``/``to_torch``), or the identity for a layer without one or no owner."""
+    prefix, _, name = key.rpartition(".")
+    return getattr(type(modules.get(prefix)), method, _identity), name
 
 
 def load_torch_state_dict(model, state_dict, strict: bool = True):
@@ -59,9 +60,8 @@ def load_torch_state_dict(model, state_dict, strict: bool = True):
     modules = dict(model.named_modules(remove_duplicate=False))
     converted = {}
     for key, value in state_dict.items():
-        module, name = _owner(modules, key)
-        hook = getattr(type(module), "from_torch", _identity) if module is not None else _identity
-        array = hook(name, _to_numpy(value))
+        convert, name = _converter(modules, key, "from_torch")
+        array = convert(name, _to_numpy(value))
         if array is not None:
             converted[key] = np.ascontiguousarray(array)
     return model.load_state_dict(converted, strict=strict)
@@ -82,9 +82,8 @@ def torch_state_dict(model) -> dict[str, np.ndarray]:
     modules = dict(model.named_modules(remove_duplicate=False))
     out: dict[str, np.ndarray] = {}
     for key, array in model.state_dict().items():
-        module, name = _owner(modules, key)
-        hook = getattr(type(module), "to_torch", _identity) if module is not None else _identity
-        out[key] = np.ascontiguousarray(hook(name, array))
+        convert, name = _converter(modules, key, "to_torch")
+        out[key] = np.ascontiguousarray(convert(name, array))
     for path, module in modules.items():
         extras = getattr(type(module), "torch_extras", None)
         for name, array in (extras() if extras is not None else {}).items():
