@@ -41,8 +41,7 @@ class _ReduceWindowPool(js.Module):
     """js-nn's max pool before the speed work: ``reduce_window`` (slow backward on XLA CPU)."""
 
     def forward(self, x):
-        return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 1, 2, 2), (1, 1, 2, 2),
-                                     "VALID")
+        return _pool_reduce_window(x)
 
 
 @js.jit
