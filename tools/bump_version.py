@@ -22,13 +22,13 @@ from versioning import (
     Package,
     PolicyError,
     Range,
+    declared_range,
     expected_range,
     load_tree,
     metapackage_range,
     parse_version,
     rel,
     replace_assignment,
-    sibling_specifier,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,7 +72,7 @@ def write_version(package: Package, new_version: str, interface: bool) -> None:
 def rewrite_range(consumer: Package, provider: Package, wanted: Range, root: Path) -> str | None:
     """Point ``consumer``'s requirement on ``provider`` at ``wanted``; describe the change."""
     old_requirement = consumer.dependencies[provider.name]
-    old_range = Range.parse(sibling_specifier(consumer, provider.name))
+    old_range = declared_range(consumer, provider.name)
     if old_range.same_as(wanted):
         return None
     name_part = old_requirement[: len(old_requirement) - len(old_requirement.lstrip())]

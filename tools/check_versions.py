@@ -25,12 +25,12 @@ from versioning import (
     Package,
     PolicyError,
     Range,
+    declared_range,
     expected_range,
     load_tree,
     metapackage_range,
     parse_version,
     rel,
-    sibling_specifier,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,7 +67,7 @@ def dependency_problems(
     """Compare ``consumer``'s declared range on ``provider`` with ``wanted``."""
     where = f"{rel(consumer.pyproject, root)}: {provider.name}"
     try:
-        declared = Range.parse(sibling_specifier(consumer, provider.name))
+        declared = declared_range(consumer, provider.name)
     except PolicyError as error:
         return [f"{where}: {error}"]
     problems = []

@@ -192,6 +192,11 @@ def sibling_specifier(package: Package, sibling: str) -> str:
     return specifier
 
 
+def declared_range(package: Package, sibling: str) -> Range:
+    """The range ``package``'s pyproject.toml declares on ``sibling``."""
+    return Range.parse(sibling_specifier(package, sibling))
+
+
 def expected_range(provider: Package, supported: tuple[int, int]) -> Range:
     """The range a consumer supporting ``supported`` interfaces of ``provider`` must declare."""
     low, high = supported
