@@ -17,10 +17,11 @@ class _Pool2d(Module):
         self.stride = self.kernel_size if stride is None else pair(stride, "stride", self._name)
         check_positive(self._name, kernel_size=self.kernel_size, stride=self.stride)
 
-    def _check(self, x) -> None:
+    def forward(self, x):
         expected = layout("B", "C", "H", "W")
         check_rank(self._name, x, (4,), expected)
         check_window(self._name, x, shape_of(x)[2:], self.kernel_size, expected)
+        return self._pool(x, self.kernel_size, self.stride)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}"
@@ -43,10 +44,7 @@ class MaxPool2d(_Pool2d):
     """
 
     _name = "MaxPool2d"
-
-    def forward(self, x):
-        self._check(x)
-        return F.max_pool2d(x, self.kernel_size, self.stride)
+    _pool = staticmethod(F.max_pool2d)
 
 
 class AvgPool2d(_Pool2d):
@@ -66,10 +64,7 @@ class AvgPool2d(_Pool2d):
     """
 
     _name = "AvgPool2d"
-
-    def forward(self, x):
-        self._check(x)
-        return F.avg_pool2d(x, self.kernel_size, self.stride)
+    _pool = staticmethod(F.avg_pool2d)
 
 
 class AdaptiveAvgPool2d(Module):
