@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 import subprocess
@@ -12,6 +11,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))  # versioning: the one reader of _version.py records
+
+from versioning import read_assignments as read_assignments  # noqa: E402  (re-exported)
+
 PACKAGES = ROOT / "packages"
 CONSTRAINTS = Path(__file__).resolve().parent / "constraints.txt"
 DISTRIBUTIONS = ["js-core", "js-nn", "js-losses", "js-optim", "js-train", "js"]
@@ -43,15 +46,6 @@ def build_wheel(source: Path, outdir: Path) -> Path:
     run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", outdir, source])
     name = re.sub(r"[-.]", "_", source.name)
     return next(outdir.glob(f"{name}-*.whl"))
-
-
-def read_version_record(path: Path) -> dict[str, object]:
-    """``__version__``, ``INTERFACE`` ... of a _version.py, read as text."""
-    values = {}
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            values[node.targets[0].id] = ast.literal_eval(node.value)
-    return values
 
 
 class Venv:

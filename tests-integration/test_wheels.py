@@ -6,11 +6,11 @@ import re
 import textwrap
 
 import pytest
-from support import PACKAGES, build_wheel, read_version_record
+from support import PACKAGES, build_wheel, read_assignments
 
 pytestmark = pytest.mark.integration
 
-CORE = read_version_record(PACKAGES / "js-core" / "src" / "js" / "_version.py")
+CORE = read_assignments(PACKAGES / "js-core" / "src" / "js" / "_version.py")
 OPTIM_RECORD = PACKAGES / "js-optim" / "src" / "js" / "optim" / "_version.py"
 
 # A training step that needs only js-core and js-optim: the model is built from js.Module and
@@ -165,7 +165,7 @@ def test_optim_needing_an_interface_core_does_not_offer_fails_at_import(
     variant = tmp_path / "variant-wheels"
     variant.mkdir()
     build_wheel(source, variant)
-    optim_version = read_version_record(record)["__version__"]
+    optim_version = read_assignments(record)["__version__"]
 
     venv = new_venv()
     venv.install("js-core", "js-optim", find_links=[variant, wheelhouse])
