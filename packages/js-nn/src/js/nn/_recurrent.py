@@ -82,8 +82,6 @@ def _project(xs: jax.Array, w_ih: jax.Array, bias) -> jax.Array:
     return proj if bias is None else proj + bias
 
 
-
-
 _CELLS = {
     "lstm": _lstm_cell,
     "tanh": lambda w_hh_t: _rnn_cell(w_hh_t, jnp.tanh),
@@ -387,8 +385,7 @@ class LSTM(_Recurrent):
         return "lstm"
 
     def forward(self, x, state=None, lengths=None):
-        sequence, (h, c) = self._run(x, state, lengths)
-        return sequence, (h, c)
+        return self._run(x, state, lengths)  # (sequence, (h, c))
 
 
 for _cls, _sig in ((RNN, "rnn(x, state=None, lengths=None)"),
