@@ -117,7 +117,9 @@ class _ValueMixin:
 
     @value.setter
     def value(self, new_value) -> None:
-        self.set_value(_as_array(new_value))
+        # Our variables carry no set-hooks and hold no array refs, so nnx's set_value (a tree
+        # copy, hook and ref checks) reduces to this; the trace-level check stays.
+        self.set_raw_value(_as_array(new_value))
 
     def __repr__(self) -> str:
         raw = self.get_raw_value()
