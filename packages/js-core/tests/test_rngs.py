@@ -42,3 +42,62 @@ def test_load_state_dict_is_strict_and_all_or_nothing():
 
 def test_random_is_jax_random():
     assert js.random is jax.random
+
+
+@pytest.mark.parametrize("seed", [0, 1, 42, 2**31 - 1])
+def test_host_keys_equal_jax_key_and_fold_in(seed):
+    # Rngs builds keys and advances streams on the host outside compiled code; the keys must be
+    # exactly those of jax.random.key and jax.random.fold_in (what flax's stream computes).
+    rngs = js.Rngs(params=seed)
+    reference = jax.random.key(seed)
+    np.testing.assert_array_equal(
+        jax.random.key_data(rngs.params.key.get_raw_value()), jax.random.key_data(reference)
+    )
+    for count in range(3):
+        expected = jax.random.key_data(jax.random.fold_in(reference, count))
+        np.testing.assert_array_equal(jax.random.key_data(rngs.next("params")), expected)
+    assert int(rngs.params.count[...]) == 3
+
+
+def test_host_threefry_matches_jax_on_many_inputs():
+    from js._rngs import threefry2x32
+
+    counts = np.arange(0, 2**32 - 1, 2**32 // 97, dtype=np.uint32)
+    key = jax.random.wrap_key_data(np.array([0x12345678, 0x9ABCDEF0], np.uint32))
+    for count in counts[:8]:
+        got = threefry2x32(0x12345678, 0x9ABCDEF0, 0, count)
+        want = jax.random.key_data(jax.random.fold_in(key, int(count)))
+        np.testing.assert_array_equal(np.array(got, np.uint32), want)
+
+
+def test_next_under_jit_takes_the_device_path_and_agrees():
+    eager, traced = js.Rngs(dropout=5), js.Rngs(dropout=5)
+    first = jax.random.key_data(eager.next("dropout"))
+    step = js.jit(lambda rngs: jax.random.key_data(rngs.next("dropout")))
+    np.testing.assert_array_equal(step(traced), first)
+    np.testing.assert_array_equal(step(traced), jax.random.key_data(eager.next("dropout")))
+    assert int(traced.dropout.count[...]) == 2
+
+
+def test_seeds_outside_the_host_range_keep_jax_keys():
+    rngs = js.Rngs(params=-3)
+    np.testing.assert_array_equal(
+        jax.random.key_data(rngs.params.key.get_raw_value()),
+        jax.random.key_data(jax.random.key(-3)),
+    )
+
+
+def test_streams_keep_flax_semantics_for_keys_defaults_and_splits():
+    rngs = js.Rngs(7, params=jax.random.key(3), dropout=1)
+    assert rngs.streams() == ["params", "dropout", "default"]
+    np.testing.assert_array_equal(
+        jax.random.key_data(rngs.params.key.get_raw_value()),
+        jax.random.key_data(jax.random.key(3)),
+    )
+    split = rngs.dropout.split(4)  # flax builds type(stream)(keys, tag=...)
+    assert split.key.get_raw_value().shape == (4,)
+    copy = js.Rngs(params=rngs.dropout)
+    np.testing.assert_array_equal(
+        jax.random.key_data(copy.params.key.get_raw_value()),
+        jax.random.key_data(jax.random.key(1)),
+    )

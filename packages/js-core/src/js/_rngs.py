@@ -1,6 +1,15 @@
-"""Named, checkpointable random streams."""
+"""Named, checkpointable random streams.
+
+Outside compiled code, a stream of JAX's default ``threefry2x32`` keys is advanced on the host:
+``js.Rngs(params=0)`` and ``rngs.next(name)`` compute the same key data as ``jax.random.key`` and
+``jax.random.fold_in`` with a NumPy copy of the Threefry-2x32 hash, so that building a model
+compiles no program per key (each eager JAX op is compiled once per shape on first use). Under
+a trace (``js.jit``), or with another key implementation, flax's device path runs unchanged.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
@@ -9,6 +18,58 @@ from flax import nnx
 from flax.nnx.rnglib import RngStream
 
 from ._variables import _Tracked, compare_state
+
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+
+
+def _rotate_left(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+
+def threefry2x32(k1, k2, x1, x2) -> tuple[np.ndarray, np.ndarray]:
+    """Threefry-2x32 (20 rounds) on uint32 NumPy arrays, as ``jax._src.random.threefry2x32``."""
+    k1, k2, x1, x2 = (np.asarray(v, np.uint32) for v in (k1, k2, x1, x2))
+    ks = (k1, k2, k1 ^ k2 ^ np.uint32(0x1BD11BDA))
+    x = [x1 + ks[0], x2 + ks[1]]
+    with np.errstate(over="ignore"):
+        for block in range(5):
+            for r in _ROTATIONS[block % 2]:
+                x[0] = x[0] + x[1]
+                x[1] = x[0] ^ _rotate_left(x[1], r)
+            x[0] = x[0] + ks[(block + 1) % 3]
+            x[1] = x[1] + ks[(block + 2) % 3] + np.uint32(block + 1)
+    return x[0], x[1]
+
+
+def _host_key(seed: int) -> jax.Array:
+    # jax.random.key(seed) for 0 <= seed < 2**31 has key data [0, seed] in either x64 mode.
+    return jax.random.wrap_key_data(np.array([0, seed], np.uint32), impl="threefry2x32")
+
+
+def _host_seed(seed) -> bool:
+    fast = jax.config.jax_default_prng_impl == "threefry2x32"
+    return fast and type(seed) is int and 0 <= seed < 2**31
+
+
+class _Stream(RngStream):
+    """flax's RngStream, whose key and counter are built on the host for a small int seed."""
+
+    def __init__(self, key, *, tag: str):
+        if not _host_seed(key):
+            super().__init__(key, tag=tag)
+            return
+        # As RngStream.__init__, whose random.key and jnp.zeros would each compile a program.
+        self.tag = tag
+        self.key = nnx.RngKey(_host_key(key), tag=tag)
+        self.count = nnx.RngCount(jax.device_put(np.zeros((), np.uint32)), tag=tag)
+
+
+def _concrete(*arrays) -> bool:
+    return not any(isinstance(a, jax.core.Tracer) for a in arrays)
+
+
+def _is_threefry(key: jax.Array) -> bool:
+    return str(jax.random.key_impl(key)) == "threefry2x32"
 
 
 class Rngs(_Tracked, nnx.Rngs):
@@ -26,6 +87,18 @@ class Rngs(_Tracked, nnx.Rngs):
         >>> int(rngs.dropout.count[...])
         1
     """
+
+    def __init__(self, default=None, **rngs):
+        super().__init__()
+        # As nnx.Rngs.__init__, with js's stream type (see _Stream).
+        if isinstance(default, Mapping):
+            rngs = {**default, **rngs}
+        elif default is not None:
+            rngs["default"] = default
+        for tag, key in rngs.items():
+            if isinstance(key, RngStream):
+                key = key.key.get_value()
+            setattr(self, tag, _Stream(key, tag=tag))
 
     def streams(self) -> list[str]:
         return [name for name, value in vars(self).items() if isinstance(value, RngStream)]
@@ -52,7 +125,16 @@ class Rngs(_Tracked, nnx.Rngs):
 
     def next(self, name: str) -> jax.Array:
         """A new key from stream ``name``; advances that stream's counter."""
-        return self._stream(name)()
+        stream = self._stream(name)
+        key, count = stream.key.get_raw_value(), stream.count.get_raw_value()
+        if not (_concrete(key, count) and key.shape == () and _is_threefry(key)):
+            return stream()
+        # fold_in(key, count) = threefry2x32(key, [0, count]), computed here without a program.
+        k1, k2 = np.asarray(jax.random.key_data(key))
+        n = np.asarray(count)
+        y1, y2 = threefry2x32(k1, k2, np.uint32(0), n)
+        stream.count.set_value(jax.device_put(n + np.uint32(1)))
+        return jax.random.wrap_key_data(np.array([y1, y2], np.uint32), impl="threefry2x32")
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """NumPy copies of each stream's key data and counter.

@@ -59,6 +59,9 @@ def _as_array(value):
             f"expected an array, got a {type(value).__name__}: pass `variable.value` to copy its "
             "array, or assign the variable itself to share it"
         )
+    if isinstance(value, (np.ndarray, np.generic)):
+        # A host-to-device copy: jnp.asarray would compile a program per shape on first use.
+        return jax.device_put(value)
     return value if isinstance(value, jax.Array) else jnp.asarray(value)
 
 

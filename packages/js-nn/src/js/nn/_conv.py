@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import math
 
-import jax.numpy as jnp
-
 from js import Module, Parameter
 
+from . import _random
 from . import functional as F
 from ._checks import (
     check_dim,
@@ -52,7 +51,7 @@ class _ConvBase(Module):
         fan_in = in_channels // groups * math.prod(kernel)
         shape = (out_channels, in_channels // groups) + kernel
         self.weight = Parameter(uniform_fan_in(rngs.next("params"), shape, fan_in))
-        self.bias = Parameter(jnp.zeros((out_channels,))) if bias else None
+        self.bias = Parameter(_random.zeros((out_channels,))) if bias else None
 
     def _check(self, x) -> None:
         expected = layout("B", f"C_in={self.in_channels}", *self._spatial)
@@ -224,7 +223,7 @@ class ConvTranspose2d(Module):
         shape = (out_channels, in_channels) + self.kernel_size
         fan_in = in_channels * math.prod(self.kernel_size)
         self.weight = Parameter(uniform_fan_in(rngs.next("params"), shape, fan_in))
-        self.bias = Parameter(jnp.zeros((out_channels,))) if bias else None
+        self.bias = Parameter(_random.zeros((out_channels,))) if bias else None
 
     def forward(self, x):
         expected = layout("B", f"C_in={self.in_channels}", "H", "W")

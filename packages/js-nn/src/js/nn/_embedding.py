@@ -7,6 +7,7 @@ import numpy as np
 
 from js import Module, Parameter
 
+from . import _random
 from . import functional as F
 from ._checks import check_int, check_integer
 
@@ -38,7 +39,7 @@ class Embedding(Module):
         embedding_dim = check_int("Embedding", "embedding_dim", embedding_dim)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         key = rngs.next("params")
-        self.weight = Parameter(jax.random.normal(key, (num_embeddings, embedding_dim)))
+        self.weight = Parameter(_random.normal(key, (num_embeddings, embedding_dim)))
 
     def forward(self, x):
         if not isinstance(x, (jax.Array, np.ndarray)):  # a list, a Python or NumPy int, ...

@@ -9,14 +9,19 @@ import jax.numpy as jnp
 
 from js import Module, Parameter
 
+from . import _random
 from . import functional as F
 from ._checks import check_dim, check_int, check_min_rank, layout
 
 
-def uniform_fan_in(key, shape, fan_in: int, dtype=jnp.float32):
-    """``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``: the Linear/conv weight initialisation."""
+def uniform_fan_in(key, shape, fan_in: int, dtype=jnp.float32) -> jax.Array:
+    """``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``: the Linear/conv weight initialisation.
+
+    Drawn on the host from ``key`` (see ``_random``) in ``dtype``, float32 unless given, whether
+    or not ``jax_enable_x64`` is on.
+    """
     bound = 1.0 / math.sqrt(fan_in)
-    return jax.random.uniform(key, shape, dtype, -bound, bound)
+    return _random.uniform(key, tuple(shape), -bound, bound, dtype)
 
 
 class Linear(Module):
@@ -47,7 +52,7 @@ class Linear(Module):
         self.out_features = out_features = check_int("Linear", "out_features", out_features)
         key = rngs.next("params")
         self.weight = Parameter(uniform_fan_in(key, (out_features, in_features), in_features))
-        self.bias = Parameter(jnp.zeros((out_features,))) if bias else None
+        self.bias = Parameter(_random.zeros((out_features,))) if bias else None
 
     def forward(self, x):
         expected = layout("...", f"I={self.in_features}")

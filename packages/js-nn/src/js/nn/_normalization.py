@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 
-import jax.numpy as jnp
 import numpy as np
 
 from js import Buffer, Module, Parameter
 
+from . import _random
 from . import functional as F
 from ._checks import (
     check_dim,
@@ -32,10 +32,10 @@ class _BatchNorm(Module):
             raise ValueError(f"{self._name}: momentum must be in [0, 1], got {momentum}")
         num_features = check_int(self._name, "num_features", num_features)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.weight = Parameter(jnp.ones((num_features,)))  # [C]
-        self.bias = Parameter(jnp.zeros((num_features,)))  # [C]
-        self.running_mean = Buffer(jnp.zeros((num_features,)))  # [C] float32
-        self.running_var = Buffer(jnp.ones((num_features,)))  # [C] float32
+        self.weight = Parameter(_random.ones((num_features,)))  # [C]
+        self.bias = Parameter(_random.zeros((num_features,)))  # [C]
+        self.running_mean = Buffer(_random.zeros((num_features,)))  # [C] float32
+        self.running_var = Buffer(_random.ones((num_features,)))  # [C] float32
 
     def _layouts(self) -> str:
         c = f"C={self.num_features}"
@@ -164,8 +164,8 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(int(n) for n in normalized_shape)
         self.eps = eps
         affine = elementwise_affine
-        self.weight = Parameter(jnp.ones(self.normalized_shape)) if affine else None
-        self.bias = Parameter(jnp.zeros(self.normalized_shape)) if affine else None
+        self.weight = Parameter(_random.ones(self.normalized_shape)) if affine else None
+        self.bias = Parameter(_random.zeros(self.normalized_shape)) if affine else None
 
     def forward(self, x):
         n = len(self.normalized_shape)

@@ -19,6 +19,7 @@ import numpy as np
 
 from js import Module, Parameter
 
+from . import _random
 from ._checks import check_int
 from ._linear import uniform_fan_in
 from ._lstm_kernel import forward_mode, lstm_scan
@@ -150,7 +151,7 @@ class _Recurrent(Module):
                 self._init_biases(k)
 
     def _init_biases(self, k: int) -> None:
-        zeros = jnp.zeros(self._gates * self.hidden_size, jnp.float32)
+        zeros = _random.zeros((self._gates * self.hidden_size,))
         setattr(self, f"bias_ih_l{k}", Parameter(zeros))
         setattr(self, f"bias_hh_l{k}", Parameter(zeros))
 
@@ -377,9 +378,10 @@ class LSTM(_Recurrent):
 
     def _init_biases(self, k: int) -> None:
         hidden = self.hidden_size
-        forget = jnp.zeros(4 * hidden, jnp.float32).at[hidden : 2 * hidden].set(1.0)
+        forget = np.zeros(4 * hidden, np.float32)  # built on the host: .at[].set compiles
+        forget[hidden : 2 * hidden] = 1.0
         setattr(self, f"bias_ih_l{k}", Parameter(forget))
-        setattr(self, f"bias_hh_l{k}", Parameter(jnp.zeros(4 * hidden, jnp.float32)))
+        setattr(self, f"bias_hh_l{k}", Parameter(_random.zeros((4 * hidden,))))
 
     def _cell_kind(self) -> str:
         return "lstm"

@@ -17,6 +17,7 @@ import numpy as np
 
 from js import Module, Parameter
 
+from . import _random
 from ._checks import check_int
 from ._linear import Linear
 
@@ -179,10 +180,10 @@ class MultiheadAttention(Module):
             )
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
         bound = math.sqrt(6.0 / (embed_dim + 3 * embed_dim))  # xavier_uniform_ on [3D, D]
-        self.in_proj_weight = Parameter(jax.random.uniform(
-            rngs.next("params"), (3 * embed_dim, embed_dim), jnp.float32, -bound, bound))
+        self.in_proj_weight = Parameter(_random.uniform(
+            rngs.next("params"), (3 * embed_dim, embed_dim), -bound, bound))
         if bias:
-            self.in_proj_bias = Parameter(jnp.zeros(3 * embed_dim, jnp.float32))
+            self.in_proj_bias = Parameter(_random.zeros((3 * embed_dim,)))
         self.out_proj = _Projection(embed_dim, bias=bias, rngs=rngs)
 
     def extra_repr(self) -> str:
