@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -105,10 +105,19 @@ class Module(_Tracked, nnx.Module):
             if not name.startswith("_pytree__") and _holds_state(value):
                 yield name, value
 
-    def named_children(self) -> Iterator[tuple[str, Module]]:
+    def _child_modules(self) -> Iterator[tuple[str, Module]]:
+        # Every (name, child module), a child held under two names twice (torch's _modules).
         for name, value in self._named_members():
             if isinstance(value, Module):
                 yield name, value
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        """Yield ``(name, child)`` for each direct child module, a shared child once (as torch)."""
+        seen: set[int] = set()
+        for name, module in self._child_modules():
+            if id(module) not in seen:
+                seen.add(id(module))
+                yield name, module
 
     def children(self) -> Iterator[Module]:
         for _, module in self.named_children():
@@ -124,7 +133,7 @@ class Module(_Tracked, nnx.Module):
                 return
             memo.add(id(self))
         yield prefix, self
-        for name, child in self.named_children():
+        for name, child in self._child_modules():
             yield from child._walk(f"{prefix}.{name}" if prefix else name, memo)
 
     def modules(self) -> Iterator[Module]:
@@ -156,6 +165,29 @@ class Module(_Tracked, nnx.Module):
     def buffers(self) -> Iterator[Buffer]:
         for _, buffer in self.named_buffers():
             yield buffer
+
+    def apply(self, fn: Callable[[Module], object]) -> Module:
+        """Call ``fn`` on every child (recursively, children first), then on self; returns self.
+
+        PyTorch's ``Module.apply``: the usual way to re-initialise weights by layer type.
+        A child shared by two parents is visited once per parent, as in PyTorch. Run it
+        outside compiled code; ``fn`` may replace arrays (``js.nn.init``) and attributes.
+
+        Example:
+            >>> import jax.numpy as jnp, js
+            >>> class Pair(js.Module):
+            ...     def __init__(self):
+            ...         super().__init__()
+            ...         self.left, self.right = js.Module(), js.Module()
+            >>> visited = []
+            >>> _ = Pair().apply(lambda m: visited.append(type(m).__name__))
+            >>> visited
+            ['Module', 'Module', 'Pair']
+        """
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
 
     # -- modes -------------------------------------------------------------------------------
 

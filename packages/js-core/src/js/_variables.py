@@ -124,6 +124,21 @@ class _ValueMixin:
         # copy, hook and ref checks) reduces to this; the trace-level check stays.
         self.set_raw_value(_as_array(new_value))
 
+    @property
+    def data(self):
+        """The variable itself, so that torch's ``nn.init.normal_(m.weight.data, ...)`` ports.
+
+        PyTorch's ``.data`` is a tensor sharing the parameter's storage, written in place. JAX
+        arrays are immutable, so the in-place initialisers (``js.nn.init``) take the variable
+        and replace its array; ``.data`` hands them the variable. Assigning ``v.data = array``
+        sets the array, as ``v.value = array`` does.
+        """
+        return self
+
+    @data.setter
+    def data(self, new_value) -> None:
+        self.value = new_value
+
     def __repr__(self) -> str:
         raw = self.get_raw_value()
         shape = list(getattr(raw, "shape", ()))
