@@ -12,6 +12,7 @@ from js import Buffer, Module, ModuleDict, ModuleList, Parameter  # noqa: E402
 
 from . import attention as attention  # noqa: E402
 from . import functional as functional  # noqa: E402
+from . import init as init  # noqa: E402
 from ._activation import GELU as GELU  # noqa: E402
 from ._activation import ReLU as ReLU  # noqa: E402
 from ._activation import Sigmoid as Sigmoid  # noqa: E402
@@ -70,6 +71,7 @@ __all__ = [
     "__interface__",
     "__version__",
     "functional",
+    "init",
     "load_torch_state_dict",
     "summary",
     "torch_state_dict",

@@ -66,33 +66,37 @@ def ndtri(p: np.ndarray) -> np.ndarray:
     return np.where(tail < _P_LOW, np.where(p < 0.5, low, -low), central)
 
 
-def _to_device(values: np.ndarray, dtype) -> jax.Array:
+def _to_device(values: np.ndarray, dtype, sharding) -> jax.Array:
     # jax.device_put compiles nothing (jnp.asarray does); casting here keeps float32 under x64.
-    return jax.device_put(np.asarray(values, np.float64).astype(np.dtype(dtype)))
+    return jax.device_put(np.asarray(values, np.float64).astype(np.dtype(dtype)), sharding)
 
 
-def uniform(key, shape: Shape, low: float, high: float, dtype=jnp.float32) -> jax.Array:
-    """``U(low, high)`` of ``shape`` and ``dtype`` from a JAX key."""
+def uniform(key, shape: Shape, low: float, high: float, dtype=jnp.float32, sharding=None):
+    """``U(low, high)`` of ``shape`` and ``dtype`` from a JAX key, placed with ``sharding``."""
     if _is_traced(key):
         return jax.random.uniform(key, shape, dtype, low, high)
     size = math.prod(shape)
     unit = (_raw_words(key, size) >> np.uint64(11)) * 2.0**-53  # [0, 1)
-    return _to_device((low + (high - low) * unit).reshape(shape), dtype)
+    return _to_device((low + (high - low) * unit).reshape(shape), dtype, sharding)
 
 
-def normal(key, shape: Shape, mean: float = 0.0, std: float = 1.0, dtype=jnp.float32):
+def normal(key, shape: Shape, mean=0.0, std=1.0, dtype=jnp.float32, sharding=None):
     """``N(mean, std^2)`` of ``shape`` and ``dtype`` from a JAX key (inverse-CDF method)."""
     if _is_traced(key):
         return mean + std * jax.random.normal(key, shape, dtype)
-    values = ndtri(_open_unit(key, math.prod(shape)))
-    return _to_device((mean + std * values).reshape(shape), dtype)
+    return _to_device(mean + std * standard_normal(key, shape), dtype, sharding)
+
+
+def standard_normal(key, shape: Shape) -> np.ndarray:
+    """``N(0, 1)`` float64 NumPy values of ``shape`` from a concrete JAX key."""
+    return ndtri(_open_unit(key, math.prod(shape))).reshape(shape)
 
 
 def _phi(x: float) -> float:
     return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
 
 
-def truncated_normal(key, shape: Shape, mean: float, std: float, a: float, b: float, dtype):
+def truncated_normal(key, shape: Shape, mean, std, a, b, dtype=jnp.float32, sharding=None):
     """``N(mean, std^2)`` conditioned on ``[a, b]`` (absolute bounds, as torch's)."""
     if _is_traced(key):
         lo, hi = (a - mean) / std, (b - mean) / std
@@ -101,7 +105,7 @@ def truncated_normal(key, shape: Shape, mean: float, std: float, a: float, b: fl
     p_lo, p_hi = _phi((a - mean) / std), _phi((b - mean) / std)
     p = p_lo + (p_hi - p_lo) * _open_unit(key, math.prod(shape))
     values = mean + std * ndtri(np.clip(p, 2.0**-60, 1.0 - 2.0**-53))
-    return _to_device(np.clip(values, a, b).reshape(shape), dtype)
+    return _to_device(np.clip(values, a, b).reshape(shape), dtype, sharding)
 
 
 def zeros(shape: Shape, dtype=jnp.float32) -> jax.Array:
@@ -112,3 +116,8 @@ def zeros(shape: Shape, dtype=jnp.float32) -> jax.Array:
 def ones(shape: Shape, dtype=jnp.float32) -> jax.Array:
     """``jnp.ones`` built on the host, without a compilation."""
     return jax.device_put(np.ones(shape, np.dtype(dtype)))
+
+
+def full(shape: Shape, value: float, dtype=jnp.float32, sharding=None) -> jax.Array:
+    """``jnp.full`` built on the host and placed with ``sharding``, without a compilation."""
+    return jax.device_put(np.full(shape, value, np.dtype(dtype)), sharding)
