@@ -140,6 +140,9 @@ def test_layer_weights_are_drawn_without_x64_dtypes():
         "import jax, js, js.nn as nn\n"
         "lin = nn.Linear(300, 200, rngs=js.Rngs(params=0))\n"
         "emb = nn.Embedding(500, 64, rngs=js.Rngs(params=0))\n"
+        "others = [nn.BatchNorm2d(3), nn.LayerNorm(4), nn.LSTM(3, 4, rngs=js.Rngs(params=0)),\n"
+        "          nn.MultiheadAttention(4, 2, rngs=js.Rngs(params=0))]\n"
+        "assert all(a.dtype == 'float32' for m in others for a in m.state_dict().values())\n"
         "print(lin.weight.value.dtype, lin.bias.value.dtype, emb.weight.value.dtype,\n"
         "      float(abs(lin.weight.value).max()) <= 300 ** -0.5, float(emb.weight.value.std()))\n"
     )
@@ -260,3 +263,11 @@ def test_distributions_match_torch_samples():
             got, want, rtol=0.02, atol=0.02 * theirs.std(),
             err_msg=f"{name} {kwargs}",
         )  # fmt: skip
+
+
+def test_init_imports_as_a_module_like_torch():
+    import js.nn.init as imported
+    from js.nn.init import trunc_normal_
+
+    assert imported is nn.init and trunc_normal_ is nn.init.trunc_normal_
+    assert init._calculate_fan_in_and_fan_out is init.calculate_fan_in_and_fan_out

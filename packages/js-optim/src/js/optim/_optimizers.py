@@ -205,8 +205,9 @@ class AdamW(Optimizer):
         p = p - lr(t - 1) * (m_hat / (sqrt(v_hat) + eps) + weight_decay * p)
 
     optax chain: ``scale_by_adam(b1, b2, eps)`` (js's, as :class:`Adam`) ->
-    ``add_decayed_weights(weight_decay)`` -> ``scale_by_learning_rate(lr)``. PyTorch multiplies ``p`` by
-    ``1 - lr * weight_decay`` first; the result is the same to float32 rounding. Note optax's
+    ``add_decayed_weights(weight_decay)`` -> ``scale_by_learning_rate(lr)``. PyTorch
+    multiplies ``p`` by ``1 - lr * weight_decay`` first; the result is the same to float32
+    rounding. Note optax's
     own ``adamw`` default decay is 1e-4; this class uses PyTorch's 0.01. State dict keys as
     :class:`Adam`.
 
