@@ -124,7 +124,7 @@ def test_matches_pytorch(name, make_js, make_torch, shape, mode):
         out_shape = tuple(copy.deepcopy(module)(torch.from_numpy(np.array(x))).shape)
     cot = jax.random.normal(jax.random.key(2), out_shape)
     out, x_grad, grads = _js_forward_and_grads(layer, x, cot)
-    to_torch = getattr(type(layer), "to_torch", lambda key, array: array)
+    to_torch = getattr(layer, "to_torch", lambda key, array: array)
     grads = {key: to_torch(key, np.asarray(value)) for key, value in grads.items()}
     t_out, t_x_grad, t_grads = _torch_forward_and_grads(module, x, cot)
     pairs = [(out, t_out), *((grads[k], t_grads[k]) for k in t_grads)]
