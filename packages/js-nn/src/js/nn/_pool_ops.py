@@ -93,7 +93,25 @@ def max_pool(layer, input, kernel_size, stride, padding, dilation, ceil_mode):
     if n == 2 and whole and stride == kernel and max(padding) == 0 and max(dilation) == 1:
         return _max_pool_tiled(input, kernel)
     init = jnp.array(_lowest(input.dtype), input.dtype)  # padding never wins a maximum
+    if max(dilation) > 1:  # JAX has no gradient for a dilated reduce_window max
+        return _max_pool_windows(input, init, kernel, stride, dilation, pads, outs)
     return _reduce(input, init, lax.max, kernel, stride, dilation, pads, outs)
+
+
+def _max_pool_windows(input, init, kernel, stride, dilation, pads, outs):
+    """Max pooling as an explicit stack of the window taps, first maximum chosen (PyTorch's
+    gradient rule), for any dilation: ``[B, C, *outs, prod(kernel)]`` then a select."""
+    padded = lax.pad(input, init, [(0, 0, 0), (0, 0, 0), *((lo, hi, 0) for lo, hi in pads)])
+    taps = []
+    for offsets in np.ndindex(*kernel):
+        index = tuple(
+            slice(o * d, o * d + (n - 1) * s + 1, s)
+            for o, d, n, s in zip(offsets, dilation, outs, stride, strict=True)
+        )
+        taps.append(padded[(slice(None), slice(None), *index)])
+    windows = jnp.stack(taps, axis=-1)  # [B, C, *outs, K]
+    first = jnp.argmax(windows, axis=-1)[..., None] == jnp.arange(len(taps))
+    return jnp.sum(jnp.where(first, windows, jnp.zeros((), windows.dtype)), axis=-1)
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
