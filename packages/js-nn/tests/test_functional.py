@@ -118,9 +118,10 @@ def test_activations():
 
 
 def test_functional_option_errors():
-    with pytest.raises(NotImplementedError, match=r"supports only output_size \(1, 1\)"):
-        F.adaptive_avg_pool2d(jnp.ones((1, 1, 4, 4)), (2, 2))
-    with pytest.raises(ValueError, match=r"padding must be an int, a pair, 'SAME' or 'VALID'"):
+    with pytest.raises(NotImplementedError, match=r"adaptive_avg_pool2d: output_size \(3, 3\) "
+                       r"must divide the input's spatial size \[4, 4\] .*Fix:"):
+        F.adaptive_avg_pool2d(jnp.ones((1, 1, 4, 4)), 3)
+    with pytest.raises(ValueError, match=r"padding must be an int, a tuple, 'same' or 'valid'"):
         F.conv2d(jnp.ones((1, 1, 4, 4)), jnp.ones((1, 1, 3, 3)), padding="full")
 
 

@@ -13,60 +13,90 @@ from js import Buffer, Module, ModuleDict, ModuleList, Parameter  # noqa: E402
 from . import attention as attention  # noqa: E402
 from . import functional as functional  # noqa: E402
 from . import init as init  # noqa: E402
+from ._activation import ELU as ELU  # noqa: E402
 from ._activation import GELU as GELU  # noqa: E402
+from ._activation import Hardtanh as Hardtanh  # noqa: E402
+from ._activation import LeakyReLU as LeakyReLU  # noqa: E402
+from ._activation import LogSoftmax as LogSoftmax  # noqa: E402
 from ._activation import ReLU as ReLU  # noqa: E402
+from ._activation import ReLU6 as ReLU6  # noqa: E402
 from ._activation import Sigmoid as Sigmoid  # noqa: E402
+from ._activation import SiLU as SiLU  # noqa: E402
+from ._activation import Softmax as Softmax  # noqa: E402
 from ._activation import Tanh as Tanh  # noqa: E402
 from ._container import Flatten as Flatten  # noqa: E402
 from ._container import Sequential as Sequential  # noqa: E402
 from ._conv import Conv1d as Conv1d  # noqa: E402
 from ._conv import Conv2d as Conv2d  # noqa: E402
+from ._conv import ConvTranspose1d as ConvTranspose1d  # noqa: E402
 from ._conv import ConvTranspose2d as ConvTranspose2d  # noqa: E402
 from ._dropout import Dropout as Dropout  # noqa: E402
+from ._dropout import Dropout1d as Dropout1d  # noqa: E402
+from ._dropout import Dropout2d as Dropout2d  # noqa: E402
 from ._embedding import Embedding as Embedding  # noqa: E402
 from ._linear import Identity as Identity  # noqa: E402
 from ._linear import Linear as Linear  # noqa: E402
 from ._normalization import BatchNorm1d as BatchNorm1d  # noqa: E402
 from ._normalization import BatchNorm2d as BatchNorm2d  # noqa: E402
+from ._normalization import GroupNorm as GroupNorm  # noqa: E402
 from ._normalization import LayerNorm as LayerNorm  # noqa: E402
+from ._pooling import AdaptiveAvgPool1d as AdaptiveAvgPool1d  # noqa: E402
 from ._pooling import AdaptiveAvgPool2d as AdaptiveAvgPool2d  # noqa: E402
+from ._pooling import AvgPool1d as AvgPool1d  # noqa: E402
 from ._pooling import AvgPool2d as AvgPool2d  # noqa: E402
+from ._pooling import MaxPool1d as MaxPool1d  # noqa: E402
 from ._pooling import MaxPool2d as MaxPool2d  # noqa: E402
 from ._recurrent import LSTM as LSTM  # noqa: E402
 from ._recurrent import RNN as RNN  # noqa: E402
 from ._summary import summary as summary  # noqa: E402
 from ._torch import load_torch_state_dict as load_torch_state_dict  # noqa: E402
 from ._torch import torch_state_dict as torch_state_dict  # noqa: E402
+from ._upsample import Upsample as Upsample  # noqa: E402
 from .attention import MultiheadAttention as MultiheadAttention  # noqa: E402
 
 __all__ = [
+    "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
+    "AvgPool1d",
     "AvgPool2d",
     "BatchNorm1d",
     "BatchNorm2d",
     "Buffer",
     "Conv1d",
     "Conv2d",
+    "ConvTranspose1d",
     "ConvTranspose2d",
     "Dropout",
+    "Dropout1d",
+    "Dropout2d",
+    "ELU",
     "Embedding",
     "Flatten",
     "GELU",
+    "GroupNorm",
+    "Hardtanh",
     "Identity",
     "LSTM",
     "LayerNorm",
+    "LeakyReLU",
     "Linear",
+    "LogSoftmax",
+    "MaxPool1d",
     "MaxPool2d",
-    "MultiheadAttention",
     "Module",
     "ModuleDict",
     "ModuleList",
+    "MultiheadAttention",
     "Parameter",
     "RNN",
     "ReLU",
+    "ReLU6",
     "Sequential",
+    "SiLU",
     "Sigmoid",
+    "Softmax",
     "Tanh",
+    "Upsample",
     "attention",
     "__interface__",
     "__version__",

@@ -10,6 +10,7 @@ import numbers
 from collections.abc import Sequence
 
 import jax.numpy as jnp
+import numpy as np
 
 
 def shape_of(x) -> tuple[int, ...]:
@@ -63,11 +64,47 @@ def is_int(value) -> bool:
 
 
 def check_int(layer: str, name: str, value, minimum: int | None = 1) -> int:
-    """``value`` as an int, after refusing bools, non-integers and values below ``minimum``."""
-    if not is_int(value) or (minimum is not None and value < minimum):
-        bound = "" if minimum is None else f" >= {minimum}"
-        raise ValueError(f"{layer}: {name} must be an integer{bound}, got {value!r}")
+    """``value`` as a Python int when it is an integer (NumPy ones too) ``>= minimum``.
+
+    js-train's convention (``js.training._checks.check_int``): a bool (an int to Python, but
+    never meant as a count) or any non-integer raises TypeError naming its type; an integer
+    below ``minimum`` raises ValueError naming the bound.
+    """
+    bound = "" if minimum is None else f" >= {minimum}"
+    if not is_int(value):
+        raise TypeError(
+            f"{layer}: {name} must be an int{bound}, got {value!r} (a {type(value).__name__}). "
+            f"Fix: pass an integer, e.g. {name}={max(minimum or 1, 1)}"
+        )
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{layer}: {name} must be an int{bound}, got {value!r}")
     return int(value)
+
+
+def check_bool(layer: str, name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(
+            f"{layer}: {name} must be True or False, got {value!r} (a {type(value).__name__})"
+        )
+    return bool(value)
+
+
+def ints(layer: str, name: str, value, n: int, minimum: int | None = 0) -> tuple[int, ...]:
+    """An int or a sequence of ``n`` ints (PyTorch's ``_ntuple``) as an ``n``-tuple, each
+    ``>= minimum``: TypeError for another type or length, ValueError below the bound."""
+    if is_int(value):
+        value = (value,) * n
+    if not (isinstance(value, (tuple, list)) and len(value) == n and all(map(is_int, value))):
+        what = "an int" if n == 1 else f"an int or a tuple of {n} ints"
+        raise TypeError(f"{layer}: {name} must be {what}, got {value!r}")
+    if minimum is not None and any(v < minimum for v in value):
+        raise ValueError(f"{layer}: {name} must be >= {minimum}, got {tuple(value)!r}")
+    return tuple(int(v) for v in value)
+
+
+def as_tuple(value, n: int) -> tuple[int, ...]:
+    """An int repeated ``n`` times, or a sequence's ints (already checked by the caller)."""
+    return (int(value),) * n if is_int(value) else tuple(int(v) for v in value)
 
 
 def pair(value, name: str, layer: str) -> tuple[int, int]:
@@ -77,6 +114,14 @@ def pair(value, name: str, layer: str) -> tuple[int, int]:
     if isinstance(value, (tuple, list)) and len(value) == 2 and all(map(is_int, value)):
         return int(value[0]), int(value[1])
     raise TypeError(f"{layer}: {name} must be an int or a pair of ints, got {value!r}")
+
+
+def check_probability(layer: str, name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{layer}: {name} must be a float in [0, 1], got {value!r}")
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{layer}: {name} must be in [0, 1], got {value}")
+    return float(value)
 
 
 def check_positive(layer: str, **values) -> None:

@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-import math
-
-import jax
-import jax.numpy as jnp
-
 from js import Module, Parameter
 
-from . import _random
 from . import functional as F
 from ._checks import check_dim, check_int, check_min_rank, layout
+from ._factory import float_dtype, uniform_fan_in, zeros
 
-
-def uniform_fan_in(key, shape, fan_in: int, dtype=jnp.float32) -> jax.Array:
-    """``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``: the Linear/conv weight initialisation.
-
-    Drawn on the host from ``key`` (see ``_random``) in ``dtype``, float32 unless given, whether
-    or not ``jax_enable_x64`` is on.
-    """
-    bound = 1.0 / math.sqrt(fan_in)
-    return _random.uniform(key, tuple(shape), -bound, bound, dtype)
+__all__ = ["Identity", "Linear", "uniform_fan_in"]  # uniform_fan_in: kept importable from here
 
 
 class Linear(Module):
@@ -32,6 +19,7 @@ class Linear(Module):
         out_features: size O of each output's last dimension.
         bias: whether to add a learnable bias ``b``.
         rngs: ``js.Rngs`` with a ``params`` stream, for the weight.
+        dtype: the parameters' dtype (float32 by default, also under ``jax_enable_x64``).
 
     Shape:
         input ``[..., I]``, output ``[..., O]``.
@@ -46,13 +34,15 @@ class Linear(Module):
         (2, 3)
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, *, rngs):
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, *, rngs, dtype=None):
         super().__init__()
         self.in_features = in_features = check_int("Linear", "in_features", in_features)
         self.out_features = out_features = check_int("Linear", "out_features", out_features)
+        dtype = float_dtype("Linear", dtype)
         key = rngs.next("params")
-        self.weight = Parameter(uniform_fan_in(key, (out_features, in_features), in_features))
-        self.bias = Parameter(_random.zeros((out_features,))) if bias else None
+        shape = (out_features, in_features)
+        self.weight = Parameter(uniform_fan_in(key, shape, in_features, dtype))
+        self.bias = Parameter(zeros((out_features,), dtype)) if bias else None
 
     def forward(self, x):
         expected = layout("...", f"I={self.in_features}")
@@ -71,11 +61,17 @@ class Linear(Module):
 class Identity(Module):
     """Returns its input unchanged (a placeholder layer, as in PyTorch).
 
+    Args:
+        *args, **kwargs: accepted and ignored, as PyTorch's ``Identity`` does.
+
     Example:
         >>> import jax.numpy as jnp, js, js.nn
         >>> js.nn.Identity()(jnp.ones(2)).tolist()
         [1.0, 1.0]
     """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
 
     def forward(self, x):
         return x

@@ -1,16 +1,17 @@
-"""Normalization layers: BatchNorm1d, BatchNorm2d, LayerNorm."""
+"""Normalization layers: BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm."""
 
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
 from js import Buffer, Module, Parameter
 
-from . import _random
 from . import functional as F
 from ._checks import (
+    check_bool,
     check_dim,
     check_int,
     check_min_rank,
@@ -20,68 +21,106 @@ from ._checks import (
     layout,
     shape_of,
 )
+from ._factory import float_dtype, ones, zeros
+
+
+def _check_eps(layer: str, eps) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+        raise TypeError(f"{layer}: eps must be a float, got {eps!r}")
+    if not eps > 0:
+        raise ValueError(f"{layer}: eps must be positive, got {eps}")
+    return float(eps)
+
+
+def _affine(layer: Module, shape, affine: bool, dtype, bias: bool = True) -> None:
+    """``weight`` (ones) and ``bias`` (zeros) of ``shape``, or None where not learnt."""
+    layer.weight = Parameter(ones(shape, dtype)) if affine else None
+    layer.bias = Parameter(zeros(shape, dtype)) if affine and bias else None
 
 
 class _BatchNorm(Module):
     _name = "BatchNorm"
     _ranks: tuple[int, ...] = ()
 
-    def __init__(self, num_features: int, *, eps: float = 1e-5, momentum: float = 0.1):
+    def __init__(
+        self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+        affine: bool = True, track_running_stats: bool = True, *, dtype=None,
+    ):  # fmt: skip
         super().__init__()
+        name = self._name
+        num_features = check_int(name, "num_features", num_features)
+        if momentum is None:
+            raise NotImplementedError(
+                f"{name}: momentum=None (PyTorch's cumulative average of all batches) is not "
+                "supported. Fix: pass a momentum in [0, 1], e.g. 0.1"
+            )
+        if isinstance(momentum, bool) or not isinstance(momentum, numbers.Real):
+            raise TypeError(f"{name}: momentum must be a float in [0, 1], got {momentum!r}")
         if not 0.0 <= momentum <= 1.0:
-            raise ValueError(f"{self._name}: momentum must be in [0, 1], got {momentum}")
-        num_features = check_int(self._name, "num_features", num_features)
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.weight = Parameter(_random.ones((num_features,)))  # [C]
-        self.bias = Parameter(_random.zeros((num_features,)))  # [C]
-        self.running_mean = Buffer(_random.zeros((num_features,)))  # [C] float32
-        self.running_var = Buffer(_random.ones((num_features,)))  # [C] float32
+            raise ValueError(f"{name}: momentum must be in [0, 1], got {momentum}")
+        self.num_features, self.eps = num_features, _check_eps(name, eps)
+        self.momentum = float(momentum)
+        self.affine = check_bool(name, "affine", affine)
+        self.track_running_stats = check_bool(name, "track_running_stats", track_running_stats)
+        dtype = float_dtype(name, dtype)
+        _affine(self, (num_features,), self.affine, dtype)  # [C] each
+        tracked = self.track_running_stats
+        self.running_mean = Buffer(zeros((num_features,), dtype)) if tracked else None  # [C]
+        self.running_var = Buffer(ones((num_features,), dtype)) if tracked else None  # [C]
 
     def _layouts(self) -> str:
         c = f"C={self.num_features}"
         shapes = {2: ("B", c), 3: ("B", c, "L"), 4: ("B", c, "H", "W")}
         return " or ".join(layout(*shapes[r]) for r in self._ranks)
 
-    def forward(self, x):
+    def _check(self, x, batch_stats: bool) -> None:
         expected = self._layouts()
         check_rank(self._name, x, self._ranks, expected)
         check_dim(self._name, x, 1, self.num_features, "the channel count", expected)
         shape = shape_of(x)
-        if self.training and math.prod(shape) // shape[1] == 1:  # PyTorch raises here too
+        if batch_stats and math.prod(shape) // shape[1] == 1:  # PyTorch raises here too
             raise ValueError(
                 f"{self._name}: expected more than 1 value per channel when training, got input "
                 f"of shape {list(shape)} (its batch statistics would normalise everything to "
                 "zero). Fix: use a larger batch (or more positions), or call model.eval()"
             )
+
+    def forward(self, x):
+        tracked = self.running_mean is not None
+        self._check(x, self.training or not tracked)
         y, mean, var = F.batch_norm(
             x,
-            self.running_mean.value,
-            self.running_var.value,
-            self.weight.value,
-            self.bias.value,
+            self.running_mean.value if tracked else None,
+            self.running_var.value if tracked else None,
+            None if self.weight is None else self.weight.value,
+            None if self.bias is None else self.bias.value,
             training=self.training,
             momentum=self.momentum,
             eps=self.eps,
         )
-        if self.training:
+        if self.training and tracked:
             self.running_mean.value = mean
             self.running_var.value = var
         return y
 
     # PyTorch keeps a batch counter that js does not use (momentum is always set).
-    @classmethod
-    def from_torch(cls, name: str, array):
+    def from_torch(self, name: str, array):
         return None if name == "num_batches_tracked" else array
 
-    @classmethod
-    def torch_extras(cls) -> dict[str, np.ndarray]:
+    def torch_extras(self) -> dict[str, np.ndarray]:
+        if not self.track_running_stats:
+            return {}
         return {"num_batches_tracked": np.zeros((), np.int64)}
 
     def extra_repr(self) -> str:
-        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+            f"affine={self.affine}, track_running_stats={self.track_running_stats}"
+        )
 
 
-_BATCHNORM_DOC = """Batch normalization over the channel axis 1{what}.
+class BatchNorm1d(_BatchNorm):
+    """Batch normalization over the channel axis 1 of NC or NCL inputs.
 
     ``y = (x - mean) / sqrt(var + eps) * weight + bias``. In training ``mean`` and ``var``
     are the batch statistics over every axis but the channels, ``var`` the population
@@ -92,10 +131,14 @@ _BATCHNORM_DOC = """Batch normalization over the channel axis 1{what}.
 
     Args:
         num_features: C. eps: added to the variance (1e-5). momentum: running-statistic
-        update rate (0.1).
+            update rate (0.1; PyTorch's ``None``, a cumulative average, is refused).
+        affine: learn ``weight`` and ``bias`` (True).
+        track_running_stats: keep running statistics (True); with False there are no
+            buffers and the batch statistics normalise in evaluation too, as in PyTorch.
+        dtype: the parameters' and statistics' dtype (float32).
 
     Shape:
-        input {shapes}, output the same.
+        input ``[B, C]`` or ``[B, C, L]``, output the same.
 
     Weights:
         ``weight`` ``[C]`` ones, ``bias`` ``[C]`` zeros; Buffers ``running_mean`` ``[C]`` zeros
@@ -103,26 +146,47 @@ _BATCHNORM_DOC = """Batch normalization over the channel axis 1{what}.
 
     Example:
         >>> import jax.numpy as jnp, js, js.nn
-        >>> bn = js.nn.{name}(3)
-        >>> bn(jnp.ones({example})).shape
-        {example}
+        >>> bn = js.nn.BatchNorm1d(3, 1e-5, 0.1)
+        >>> bn(jnp.ones((4, 3, 5))).shape
+        (4, 3, 5)
     """
 
-
-class BatchNorm1d(_BatchNorm):
-    __doc__ = _BATCHNORM_DOC.format(
-        what=" of NC or NCL inputs", shapes="``[B, C]`` or ``[B, C, L]``",
-        name="BatchNorm1d", example="(4, 3, 5)",
-    )  # fmt: skip
     _name = "BatchNorm1d"
     _ranks = (2, 3)
 
 
 class BatchNorm2d(_BatchNorm):
-    __doc__ = _BATCHNORM_DOC.format(
-        what=" of NCHW inputs", shapes="``[B, C, H, W]``",
-        name="BatchNorm2d", example="(2, 3, 4, 4)",
-    )  # fmt: skip
+    """Batch normalization over the channel axis 1 of NCHW inputs.
+
+    ``y = (x - mean) / sqrt(var + eps) * weight + bias``. In training ``mean`` and ``var``
+    are the batch statistics over every axis but the channels, ``var`` the population
+    (biased) variance, and the running statistics become
+    ``(1 - momentum) * running + momentum * batch`` (PyTorch's momentum meaning; unlike
+    PyTorch, the running variance is updated with the population variance too). In
+    evaluation the running statistics normalise.
+
+    Args:
+        num_features: C. eps: added to the variance (1e-5). momentum: running-statistic
+            update rate (0.1; PyTorch's ``None``, a cumulative average, is refused).
+        affine: learn ``weight`` and ``bias`` (True).
+        track_running_stats: keep running statistics (True); with False there are no
+            buffers and the batch statistics normalise in evaluation too, as in PyTorch.
+        dtype: the parameters' and statistics' dtype (float32).
+
+    Shape:
+        input ``[B, C, H, W]``, output the same.
+
+    Weights:
+        ``weight`` ``[C]`` ones, ``bias`` ``[C]`` zeros; Buffers ``running_mean`` ``[C]`` zeros
+        and ``running_var`` ``[C]`` ones.
+
+    Example:
+        >>> import jax.numpy as jnp, js, js.nn
+        >>> bn = js.nn.BatchNorm2d(3, affine=False, track_running_stats=False)
+        >>> bn(jnp.ones((2, 3, 4, 4))).shape, list(bn.state_dict())
+        ((2, 3, 4, 4), [])
+    """
+
     _name = "BatchNorm2d"
     _ranks = (4,)
 
@@ -136,7 +200,9 @@ class LayerNorm(Module):
     Args:
         normalized_shape: an int or the tuple of trailing dimensions S.
         eps: added to the variance (1e-5, PyTorch's; flax uses 1e-6).
-        elementwise_affine: learn ``weight`` and ``bias``.
+        elementwise_affine: learn ``weight`` (and ``bias``, unless ``bias=False``).
+        bias: learn ``bias`` (True; PyTorch's ``bias`` argument).
+        dtype: the parameters' dtype (float32).
 
     Shape:
         input ``[..., *S]``, output the same.
@@ -146,26 +212,35 @@ class LayerNorm(Module):
 
     Example:
         >>> import jax.numpy as jnp, js, js.nn
-        >>> js.nn.LayerNorm(8)(jnp.ones((2, 5, 8))).shape
-        (2, 5, 8)
+        >>> ln = js.nn.LayerNorm(8, bias=False)
+        >>> ln(jnp.ones((2, 5, 8))).shape, list(ln.state_dict())
+        ((2, 5, 8), ['weight'])
     """
 
-    def __init__(self, normalized_shape, *, eps: float = 1e-5, elementwise_affine: bool = True):
+    def __init__(
+        self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
+        bias: bool = True, *, dtype=None,
+    ):  # fmt: skip
         super().__init__()
         if is_int(normalized_shape):
             normalized_shape = (normalized_shape,)
         if not isinstance(normalized_shape, (tuple, list)) or not all(
-            is_int(n) and n >= 1 for n in normalized_shape
+            map(is_int, normalized_shape)
         ):
-            raise ValueError(
-                "LayerNorm: normalized_shape must be an integer >= 1 or a tuple of them, "
+            raise TypeError(
+                "LayerNorm: normalized_shape must be an int or a tuple of ints, "
                 f"got {normalized_shape!r}"
             )
+        if not all(n >= 1 for n in normalized_shape):
+            raise ValueError(
+                f"LayerNorm: normalized_shape must hold ints >= 1, got {normalized_shape!r}"
+            )
         self.normalized_shape = tuple(int(n) for n in normalized_shape)
-        self.eps = eps
-        affine = elementwise_affine
-        self.weight = Parameter(_random.ones(self.normalized_shape)) if affine else None
-        self.bias = Parameter(_random.zeros(self.normalized_shape)) if affine else None
+        self.eps = _check_eps("LayerNorm", eps)
+        affine = check_bool("LayerNorm", "elementwise_affine", elementwise_affine)
+        has_bias = check_bool("LayerNorm", "bias", bias)
+        dtype = float_dtype("LayerNorm", dtype)
+        _affine(self, self.normalized_shape, affine, dtype, has_bias)
 
     def forward(self, x):
         n = len(self.normalized_shape)
@@ -178,4 +253,59 @@ class LayerNorm(Module):
         return F.layer_norm(x, self.normalized_shape, weight, bias, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.normalized_shape}, eps={self.eps}, affine={self.weight is not None}"
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, "
+            f"elementwise_affine={self.weight is not None}, bias={self.bias is not None}"
+        )
+
+
+class GroupNorm(Module):
+    """Group normalization: each example's channels split into ``num_groups`` groups, each
+    normalised over its channels and positions.
+
+    ``y = (x - mean_g) / sqrt(var_g + eps) * weight + bias`` with the mean and population
+    variance of group g, and per-channel ``weight``/``bias``.
+
+    Args:
+        num_groups: G, dividing C. num_channels: C. eps: added to the variance (1e-5).
+        affine: learn ``weight`` and ``bias`` (True). dtype: the parameters' dtype (float32).
+
+    Shape:
+        input ``[B, C, *]``, output the same.
+
+    Weights:
+        ``weight`` ``[C]`` ones, ``bias`` ``[C]`` zeros.
+
+    Example:
+        >>> import jax.numpy as jnp, js, js.nn
+        >>> js.nn.GroupNorm(2, 4)(jnp.ones((3, 4, 5))).shape
+        (3, 4, 5)
+    """
+
+    def __init__(
+        self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, *,
+        dtype=None,
+    ):  # fmt: skip
+        super().__init__()
+        num_groups = check_int("GroupNorm", "num_groups", num_groups)
+        num_channels = check_int("GroupNorm", "num_channels", num_channels)
+        if num_channels % num_groups:
+            raise ValueError(
+                f"GroupNorm: num_groups={num_groups} must divide num_channels={num_channels}. "
+                "Fix: choose a divisor of the channel count"
+            )
+        self.num_groups, self.num_channels = num_groups, num_channels
+        self.eps = _check_eps("GroupNorm", eps)
+        self.affine = check_bool("GroupNorm", "affine", affine)
+        _affine(self, (num_channels,), self.affine, float_dtype("GroupNorm", dtype))
+
+    def forward(self, x):
+        expected = layout("B", f"C={self.num_channels}", "*")
+        check_min_rank("GroupNorm", x, 2, expected)
+        check_dim("GroupNorm", x, 1, self.num_channels, "the channel count", expected)
+        weight = None if self.weight is None else self.weight.value
+        bias = None if self.bias is None else self.bias.value
+        return F.group_norm(x, self.num_groups, weight, bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"

@@ -1,7 +1,8 @@
 """Loading PyTorch state dicts into js models, and the reverse.
 
-Each layer whose PyTorch entries differ from its own says so through optional class methods,
-looked up by name, with names local to the layer (``'weight'``, not ``'0.conv.weight'``):
+Each layer whose PyTorch entries differ from its own says so through optional methods, looked
+up by name on the layer instance (class or instance methods: ConvTranspose's conversion needs
+its ``groups``), with names local to the layer (``'weight'``, not ``'0.conv.weight'``):
 
 - ``from_torch(name, array)``: PyTorch's array -> ours, or ``None`` to drop a PyTorch-only
   entry (BatchNorm's ``num_batches_tracked``);
@@ -33,7 +34,8 @@ def _converter(modules: dict, key: str, method: str):
     """``(convert, local_name)`` for a dotted state-dict key: the owning layer's ``method``
     (``from_torch``/``to_torch``), or the identity for a layer without one or no owner."""
     prefix, _, name = key.rpartition(".")
-    return getattr(type(modules.get(prefix)), method, _identity), name
+    owner = modules.get(prefix)
+    return (_identity if owner is None else getattr(owner, method, _identity)), name
 
 
 def load_torch_state_dict(model, state_dict, strict: bool = True):
@@ -85,7 +87,7 @@ def torch_state_dict(model) -> dict[str, np.ndarray]:
         convert, name = _converter(modules, key, "to_torch")
         out[key] = np.ascontiguousarray(convert(name, array))
     for path, module in modules.items():
-        extras = getattr(type(module), "torch_extras", None)
+        extras = getattr(module, "torch_extras", None)
         for name, array in (extras() if extras is not None else {}).items():
             out[f"{path}.{name}" if path else name] = array
     return out

@@ -19,7 +19,17 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._checks import pair
+from ._checks import as_tuple
+
+# Pooling (PyTorch's window arithmetic) and resizing live in their own files; these are their
+# public doors under PyTorch's names.
+from ._pool_ops import adaptive_avg_pool1d as adaptive_avg_pool1d
+from ._pool_ops import adaptive_avg_pool2d as adaptive_avg_pool2d
+from ._pool_ops import avg_pool1d as avg_pool1d
+from ._pool_ops import avg_pool2d as avg_pool2d
+from ._pool_ops import max_pool1d as max_pool1d
+from ._pool_ops import max_pool2d as max_pool2d
+from ._upsample import interpolate as interpolate
 
 _LOSSES = (
     "cross_entropy",
@@ -65,24 +75,40 @@ def linear(input, weight, bias=None):
     return y if bias is None else y + bias
 
 
-def _conv_padding(padding, n: int):
+def conv_padding(padding, sizes, kernel, stride, dilation) -> list[tuple[int, int]]:
+    """Explicit ``(low, high)`` zeros per spatial axis for an int, a tuple, ``'valid'`` or
+    ``'same'`` (either case).
+
+    ``'same'`` pads ``total = dilation * (kernel - 1)`` per axis at stride 1, the extra one of
+    an odd total on the high (right/bottom) side, exactly as PyTorch does for even kernels;
+    with a stride above 1 (which PyTorch refuses) it follows XLA's ``'SAME'``: the output is
+    ``ceil(size / stride)``.
+    """
+    n = len(sizes)
     if isinstance(padding, str):
-        upper = padding.upper()
-        if upper not in ("SAME", "VALID"):
-            raise ValueError(f"padding must be an int, a pair, 'SAME' or 'VALID', got {padding!r}")
-        return upper
-    pads = (padding,) * n if isinstance(padding, int) else tuple(padding)
-    return [(p, p) for p in pads]
+        mode = padding.lower()
+        if mode not in ("same", "valid"):
+            raise ValueError(f"padding must be an int, a tuple, 'same' or 'valid', got {padding!r}")
+        if mode == "valid":
+            return [(0, 0)] * n
+        pads = []
+        strides, dilations = as_tuple(stride, n), as_tuple(dilation, n)
+        for size, k, s, d in zip(sizes, kernel, strides, dilations, strict=True):
+            total = max((-(-size // s) - 1) * s + d * (k - 1) + 1 - size, 0)
+            pads.append((total // 2, total - total // 2))
+        return pads
+    return [(p, p) for p in as_tuple(padding, n)]
 
 
-def _conv(input, weight, bias, stride, padding, groups, spec):
+def _conv(input, weight, bias, stride, padding, dilation, groups, spec):
     n = input.ndim - 2
-    stride = (stride,) * n if isinstance(stride, int) else tuple(stride)
+    pads = conv_padding(padding, input.shape[2:], weight.shape[2:], stride, dilation)
     y = lax.conv_general_dilated(
         input,
         weight,
-        window_strides=stride,
-        padding=_conv_padding(padding, n),
+        window_strides=as_tuple(stride, n),
+        padding=pads,
+        rhs_dilation=as_tuple(dilation, n),
         dimension_numbers=spec,
         feature_group_count=groups,
     )
@@ -91,94 +117,68 @@ def _conv(input, weight, bias, stride, padding, groups, spec):
     return y
 
 
-def conv1d(input, weight, bias=None, stride=1, padding=0, groups=1):
-    """1-D cross-correlation: input ``[B, C_in, L]``, weight ``[C_out, C_in/groups, K]``."""
-    return _conv(input, weight, bias, stride, padding, groups, ("NCH", "OIH", "NCH"))
+_SPECS = {1: ("NCH", "OIH", "NCH"), 2: ("NCHW", "OIHW", "NCHW")}
 
 
-def conv2d(input, weight, bias=None, stride=1, padding=0, groups=1):
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D cross-correlation: input ``[B, C_in, L]``, weight ``[C_out, C_in/groups, K]``.
+
+    PyTorch's argument order; ``padding`` is an int, a 1-tuple, ``'same'`` or ``'valid'``.
+    """
+    return _conv(input, weight, bias, stride, padding, dilation, groups, _SPECS[1])
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D cross-correlation, NCHW: weight ``[C_out, C_in/groups, KH, KW]``.
 
-    ``padding`` is an int, a pair, or ``'SAME'``/``'VALID'`` (either case).
+    PyTorch's argument order; ``padding`` is an int, a pair, ``'same'`` or ``'valid'``.
     """
-    return _conv(input, weight, bias, stride, padding, groups, ("NCHW", "OIHW", "NCHW"))
+    return _conv(input, weight, bias, stride, padding, dilation, groups, _SPECS[2])
 
 
-def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0):
-    """Transposed 2-D convolution, NCHW, with weight ``[C_out, C_in, KH, KW]``.
-
-    Unlike PyTorch's ``[C_in, C_out, KH, KW]``: see ``docs/nn.md``. Each output spatial size is
-    ``(input - 1) * stride - 2 * padding + kernel_size + output_padding``.
-    """
-    stride = pair(stride, "stride", "conv_transpose2d")
-    padding = pair(padding, "padding", "conv_transpose2d")
-    output_padding = pair(output_padding, "output_padding", "conv_transpose2d")
-    kernel = weight.shape[2:]
+def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation):
+    n = input.ndim - 2
+    stride, padding = as_tuple(stride, n), as_tuple(padding, n)
+    output_padding, dilation = as_tuple(output_padding, n), as_tuple(dilation, n)
     # A transposed convolution is the convolution of the stride-dilated input with the
-    # spatially flipped kernel, padded by k - 1 - p (plus output_padding at the far end).
+    # spatially flipped kernel, padded by d * (k - 1) - p (plus output_padding at the far end).
     pads = [
-        (k - 1 - p, k - 1 - p + op)
-        for k, p, op in zip(kernel, padding, output_padding, strict=True)
+        (d * (k - 1) - p, d * (k - 1) - p + op)
+        for k, p, op, d in zip(weight.shape[2:], padding, output_padding, dilation, strict=True)
     ]
     y = lax.conv_general_dilated(
         input,
-        jnp.flip(weight, axis=(2, 3)),
-        window_strides=(1, 1),
+        jnp.flip(weight, axis=tuple(range(2, 2 + n))),
+        window_strides=(1,) * n,
         padding=pads,
         lhs_dilation=stride,
-        dimension_numbers=("NCHW", "OIHW", "NCHW"),
+        rhs_dilation=dilation,
+        dimension_numbers=_SPECS[n],
+        feature_group_count=groups,
     )
-    return y if bias is None else y + bias.reshape(1, -1, 1, 1)
+    return y if bias is None else y + bias.reshape((1, -1) + (1,) * n)
+
+
+def conv_transpose1d(
+    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+):
+    """Transposed 1-D convolution with weight ``[C_out, C_in/groups, K]`` (see conv_transpose2d)."""
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def conv_transpose2d(
+    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+):
+    """Transposed 2-D convolution, NCHW, with weight ``[C_out, C_in/groups, KH, KW]``.
+
+    PyTorch's argument order, but not its weight layout ``[C_in, C_out/groups, KH, KW]``: see
+    ``docs/nn.md``. Each output spatial size is
+    ``(input - 1) * stride - 2 * padding + dilation * (kernel_size - 1) + output_padding + 1``.
+    """
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation)
 
 
 # -- pooling --------------------------------------------------------------------------------
-
-
-def _pool(input, kernel_size, stride, init, op):
-    kernel = pair(kernel_size, "kernel_size", "pool")
-    stride = kernel if stride is None else pair(stride, "stride", "pool")
-    return lax.reduce_window(input, init, op, (1, 1) + kernel, (1, 1) + stride, "VALID")
-
-
-def _max_pool_tiled(input, kernel):
-    """Non-overlapping max pooling (stride == kernel) as a reshape, an argmax and a select.
-
-    Same values and gradients as ``reduce_window`` (the whole gradient goes to the first
-    maximum of a window, as in PyTorch), but the backward pass is an elementwise select instead
-    of XLA's ``select_and_scatter``, which is slow on the CPU (measured: a [64, 32, 28, 28]
-    ReLU + 2x2 pool forward and backward 40 ms -> 6.5 ms; see docs/benchmarks.md).
-    """
-    B, C, H, W = input.shape
-    kh, kw = kernel
-    ho, wo = H // kh, W // kw  # VALID windows: a remainder row or column is dropped
-    windows = input[:, :, : ho * kh, : wo * kw].reshape(B, C, ho, kh, wo, kw)
-    windows = windows.transpose(0, 1, 2, 4, 3, 5).reshape(B, C, ho, wo, kh * kw)
-    first = jnp.argmax(windows, axis=-1)[..., None] == jnp.arange(kh * kw)  # [B, C, ho, wo, k]
-    return jnp.sum(jnp.where(first, windows, jnp.zeros((), windows.dtype)), axis=-1)
-
-
-def max_pool2d(input, kernel_size, stride=None):
-    """Maximum over valid ``kernel_size`` windows of an NCHW input (``stride`` defaults to it)."""
-    kernel = pair(kernel_size, "kernel_size", "max_pool2d")
-    if (stride is None or pair(stride, "stride", "max_pool2d") == kernel) and input.ndim == 4:
-        return _max_pool_tiled(input, kernel)
-    return _pool(input, kernel_size, stride, -jnp.inf, lax.max)
-
-
-def avg_pool2d(input, kernel_size, stride=None):
-    """Mean over valid ``kernel_size`` windows of an NCHW input (``stride`` defaults to it)."""
-    kh, kw = pair(kernel_size, "kernel_size", "avg_pool2d")
-    return _pool(input, kernel_size, stride, 0.0, lax.add) / (kh * kw)
-
-
-def adaptive_avg_pool2d(input, output_size):
-    """Global spatial mean ``[B, C, H, W] -> [B, C, 1, 1]``; only ``output_size`` 1 or (1, 1)."""
-    if output_size not in (1, (1, 1), [1, 1]):
-        raise NotImplementedError(
-            f"adaptive_avg_pool2d supports only output_size (1, 1) (a global mean), got "
-            f"{output_size!r}. Fix: use avg_pool2d with an explicit window"
-        )
-    return jnp.mean(input, axis=(2, 3), keepdims=True)
 
 
 # -- normalization --------------------------------------------------------------------------
@@ -200,10 +200,12 @@ def batch_norm(
     batch mean and *population* (biased) variance, and the returned running statistics are
     ``(1 - momentum) * running + momentum * batch`` for both (the spec's rule; PyTorch updates
     the running variance with the unbiased estimate). In evaluation the running statistics
-    normalise and are returned unchanged. Pure: nothing is updated in place.
+    normalise and are returned unchanged; without them (``None``, a layer built with
+    ``track_running_stats=False``) the batch statistics normalise in both modes. Pure: nothing
+    is updated in place.
     """
     shape = (1, -1) + (1,) * (input.ndim - 2)
-    if training:
+    if training or running_mean is None:  # no running statistics: always the batch's (PyTorch)
         axes = (0,) + tuple(range(2, input.ndim))
         mean = jnp.mean(input, axis=axes)
         var = jnp.mean(jnp.square(input - mean.reshape(shape)), axis=axes)
@@ -233,44 +235,121 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return y if bias is None else y + bias
 
 
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalise each of ``num_groups`` channel groups of each example (population variance).
+
+    Input ``[B, C, *]`` with C divisible by ``num_groups``; ``weight``/``bias`` ``[C]``.
+    """
+    shape = input.shape
+    x = input.reshape(shape[0], num_groups, -1)  # [B, G, C / G * prod(*)]
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+    y = ((x - mean) * lax.rsqrt(var + eps)).reshape(shape)
+    channel = (1, -1) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        y = y * weight.reshape(channel)
+    return y if bias is None else y + bias.reshape(channel)
+
+
 # -- dropout and embedding ------------------------------------------------------------------
 
 
-def dropout(input, p=0.5, training=True, *, key=None):
-    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``.
-
-    ``key`` is a JAX random key (``rngs.next("dropout")``), needed when ``training`` and
-    ``p > 0``; otherwise the input is returned unchanged.
-    """
+def _check_dropout(p, training, key):
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability must be in [0, 1], got {p}")
-    if not training or p == 0.0:
-        return input
-    if key is None:
+    if training and p != 0.0 and key is None:
         raise ValueError(
             "dropout in training needs a random key. Fix: pass key=rngs.next('dropout'), "
             "or training=False"
         )
+    return training and p != 0.0
+
+
+def _drop(input, p, key, mask_shape):
     if p == 1.0:
         return jnp.zeros_like(input)
-    keep = jax.random.bernoulli(key, 1.0 - p, jnp.shape(input))
+    keep = jax.random.bernoulli(key, 1.0 - p, mask_shape)  # broadcast over the rest
     return jnp.where(keep, input / (1.0 - p), jnp.zeros((), jnp.result_type(input)))
 
 
-def embedding(input, weight):
+def dropout(input, p=0.5, training=True, inplace=False, *, key=None):
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``.
+
+    ``key`` is a JAX random key (``rngs.next("dropout")``), needed when ``training`` and
+    ``p > 0``; otherwise the input is returned unchanged. ``inplace`` is ignored.
+    """
+    if not _check_dropout(p, training, key):
+        return input
+    return _drop(input, p, key, jnp.shape(input))
+
+
+def _channel_dropout(input, p, training, key, spatial: int):
+    if not _check_dropout(p, training, key):
+        return input
+    shape = jnp.shape(input)
+    return _drop(input, p, key, shape[: len(shape) - spatial] + (1,) * spatial)
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False, *, key=None):
+    """Zero whole channels of ``[B, C, L]`` (or ``[C, L]``) with probability ``p``, scaling
+    the kept ones by ``1 / (1 - p)``; ``key`` as in ``dropout``."""
+    return _channel_dropout(input, p, training, key, 1)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False, *, key=None):
+    """Zero whole channels of ``[B, C, H, W]`` with probability ``p``, scaling the kept ones
+    by ``1 / (1 - p)``; ``key`` as in ``dropout``."""
+    return _channel_dropout(input, p, training, key, 2)
+
+
+def embedding(input, weight, padding_idx=None):
     """Rows of ``weight`` ``[V, D]`` at integer ``input`` ``[...]``: ``[..., D]``.
 
-    Indices must be in ``[0, V)``: a data precondition, not checked in compiled code.
+    Indices must be in ``[0, V)``: a data precondition, not checked in compiled code. Rows
+    looked up at ``padding_idx`` pass no gradient to ``weight`` (PyTorch's rule); their value
+    is the row as it is.
     """
-    return jnp.take(weight, input, axis=0)
+    rows = jnp.take(weight, input, axis=0)
+    if padding_idx is None:
+        return rows
+    padding = (jnp.asarray(input) == padding_idx)[..., None]
+    return jnp.where(padding, lax.stop_gradient(rows), rows)
 
 
 # -- activations ----------------------------------------------------------------------------
 
 
-def relu(input):
+# ``inplace`` is PyTorch's flag, accepted and ignored: JAX arrays are immutable.
+
+
+def relu(input, inplace=False):
     """``max(x, 0)``."""
     return jax.nn.relu(input)
+
+
+def relu6(input, inplace=False):
+    """``min(max(x, 0), 6)``."""
+    return jnp.clip(input, 0, 6)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """``x`` where ``x >= 0``, else ``negative_slope * x``."""
+    return jnp.where(input >= 0, input, input * negative_slope)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``."""
+    return jnp.where(input > 0, input, alpha * jnp.expm1(jnp.minimum(input, 0)))
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """``clip(x, min_val, max_val)``."""
+    return jnp.clip(input, min_val, max_val)
+
+
+def silu(input, inplace=False):
+    """``x * sigmoid(x)``."""
+    return jax.nn.silu(input)
 
 
 def gelu(input, approximate="none"):
