@@ -31,6 +31,7 @@ from ._normalization import LayerNorm as LayerNorm  # noqa: E402
 from ._pooling import AdaptiveAvgPool2d as AdaptiveAvgPool2d  # noqa: E402
 from ._pooling import AvgPool2d as AvgPool2d  # noqa: E402
 from ._pooling import MaxPool2d as MaxPool2d  # noqa: E402
+from ._recurrent import GRU as GRU  # noqa: E402
 from ._recurrent import LSTM as LSTM  # noqa: E402
 from ._recurrent import RNN as RNN  # noqa: E402
 from ._summary import summary as summary  # noqa: E402
@@ -51,6 +52,7 @@ __all__ = [
     "Embedding",
     "Flatten",
     "GELU",
+    "GRU",
     "Identity",
     "LSTM",
     "LayerNorm",

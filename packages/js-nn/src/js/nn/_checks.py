@@ -95,3 +95,20 @@ def check_window(layer: str, x, sizes: Sequence[int], window: Sequence[int], exp
             x,
             f"spatial size {list(sizes)} (after padding) is smaller than the window {list(window)}",
         )
+
+
+def check_float_dtype(layer: str, dtype) -> jnp.dtype:
+    """A layer's parameter dtype: float32 for None (whatever ``jax_enable_x64`` says), else
+    ``dtype`` after refusing non-floating ones (PyTorch's ``dtype`` factory argument)."""
+    if dtype is None:
+        return jnp.dtype(jnp.float32)
+    try:
+        dtype = jnp.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{layer}: dtype must be a floating dtype, got {dtype!r}") from None
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise TypeError(
+            f"{layer}: dtype must be a floating dtype, got {dtype}. Fix: pass jnp.float32, "
+            "jnp.bfloat16 or jnp.float64 (with jax_enable_x64)"
+        )
+    return dtype
