@@ -25,8 +25,11 @@ from ._recurrent_scan import recurrent
 
 def _check_options(name: str, bias, batch_first, dropout, bidirectional) -> float:
     """Refuse PyTorch options of the wrong type, value or an unsupported combination."""
-    for arg, value in (("bias", bias), ("batch_first", batch_first),
-                       ("bidirectional", bidirectional)):
+    for arg, value in (
+        ("bias", bias),
+        ("batch_first", batch_first),
+        ("bidirectional", bidirectional),
+    ):
         if not isinstance(value, bool):
             raise TypeError(f"{name}: {arg} must be a bool, got {value!r}")
     if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
@@ -49,20 +52,38 @@ class _Recurrent(Module):
     _state_names = ("h",)
     _cell = "tanh"
 
-    def __init__(self, input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                 bidirectional, *, unroll, dtype, rngs):
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers,
+        bias,
+        batch_first,
+        dropout,
+        bidirectional,
+        *,
+        unroll,
+        dtype,
+        rngs,
+    ):
         super().__init__()
         name = type(self).__name__
         input_size, hidden_size, num_layers, unroll = (
             check_int(name, arg, value)
-            for arg, value in (("input_size", input_size), ("hidden_size", hidden_size),
-                               ("num_layers", num_layers), ("unroll", unroll))
+            for arg, value in (
+                ("input_size", input_size),
+                ("hidden_size", hidden_size),
+                ("num_layers", num_layers),
+                ("unroll", unroll),
+            )
         )
         self.dropout = _check_options(name, bias, batch_first, dropout, bidirectional)
         if self.dropout and num_layers == 1:  # as PyTorch warns
             warnings.warn(
                 f"{name}: dropout acts between stacked layers, so dropout={dropout} with "
-                "num_layers=1 has no effect", stacklevel=3)
+                "num_layers=1 has no effect",
+                stacklevel=3,
+            )
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.unroll = bias, batch_first, unroll
         dtype = check_float_dtype(name, dtype)
@@ -77,9 +98,12 @@ class _Recurrent(Module):
                 self._init_biases(k, dtype)
 
     def _init_biases(self, k: int, dtype) -> None:
-        zeros = jnp.zeros(self._gates * self.hidden_size, dtype)
-        setattr(self, f"bias_ih_l{k}", Parameter(zeros))
-        setattr(self, f"bias_hh_l{k}", Parameter(zeros))
+        for kind in ("ih", "hh"):  # one buffer each: js.jit donates every parameter's buffer
+            setattr(
+                self,
+                f"bias_{kind}_l{k}",
+                Parameter(jnp.zeros(self._gates * self.hidden_size, dtype)),
+            )
 
     def extra_repr(self) -> str:
         text = f"{self.input_size}, {self.hidden_size}"
@@ -183,9 +207,18 @@ class _Recurrent(Module):
         x, layers = jnp.asarray(x, dtype), self._layers()
         # The fused backward has no forward-mode rule: under jax.jvp/jacfwd/hessian, the scan.
         fused = self._fused() and not forward_mode(x, carry, layers)
-        return recurrent(x, carry, layers, lengths, key, cell=self._cell_kind(),
-                         unroll=self.unroll, fused=fused, dropout=self.dropout,
-                         batch_first=self.batch_first)
+        return recurrent(
+            x,
+            carry,
+            layers,
+            lengths,
+            key,
+            cell=self._cell_kind(),
+            unroll=self.unroll,
+            fused=fused,
+            dropout=self.dropout,
+            batch_first=self.batch_first,
+        )
 
     def _cell_kind(self) -> str:
         return self._cell
@@ -248,16 +281,37 @@ class RNN(_Recurrent):
         ((3, 5, 8), (2, 3, 8))
     """
 
-    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
-                 nonlinearity: str = "tanh", bias: bool = True, batch_first: bool = True,
-                 dropout: float = 0.0, bidirectional: bool = False, *, unroll: int = 1,
-                 dtype=None, rngs):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        nonlinearity: str = "tanh",
+        bias: bool = True,
+        batch_first: bool = True,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        *,
+        unroll: int = 1,
+        dtype=None,
+        rngs,
+    ):
         if nonlinearity not in ("relu", "tanh"):
             raise ValueError(
                 f"RNN: nonlinearity must be one of ['relu', 'tanh'], got {nonlinearity!r}"
             )
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                         bidirectional, unroll=unroll, dtype=dtype, rngs=rngs)
+        super().__init__(
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            unroll=unroll,
+            dtype=dtype,
+            rngs=rngs,
+        )
         self.nonlinearity = nonlinearity
 
     def extra_repr(self) -> str:
@@ -348,10 +402,22 @@ class LSTM(_Recurrent):
     _state_names = ("h", "c")
     _cell = "lstm"
 
-    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
-                 bias: bool = True, batch_first: bool = True, dropout: float = 0.0,
-                 bidirectional: bool = False, proj_size: int = 0, *, unroll: int = 1,
-                 fused_backward: bool = True, dtype=None, rngs):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = True,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        proj_size: int = 0,
+        *,
+        unroll: int = 1,
+        fused_backward: bool = True,
+        dtype=None,
+        rngs,
+    ):
         if not isinstance(fused_backward, bool):
             raise TypeError(f"LSTM: fused_backward must be a bool, got {fused_backward!r}")
         if proj_size != 0:
@@ -360,8 +426,18 @@ class LSTM(_Recurrent):
                 "Fix: pass proj_size=0 and, if needed, a Linear on the output sequence (it "
                 "does not feed the projection back into the recurrence as PyTorch does)"
             )
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                         bidirectional, unroll=unroll, dtype=dtype, rngs=rngs)
+        super().__init__(
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            unroll=unroll,
+            dtype=dtype,
+            rngs=rngs,
+        )
         self.fused_backward = fused_backward
 
     def _fused(self) -> bool:
@@ -444,11 +520,32 @@ class GRU(_Recurrent):
     _gates = 3
     _cell = "gru"
 
-    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
-                 bias: bool = True, batch_first: bool = True, dropout: float = 0.0,
-                 bidirectional: bool = False, *, unroll: int = 1, dtype=None, rngs):
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                         bidirectional, unroll=unroll, dtype=dtype, rngs=rngs)
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = True,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        *,
+        unroll: int = 1,
+        dtype=None,
+        rngs,
+    ):
+        super().__init__(
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            unroll=unroll,
+            dtype=dtype,
+            rngs=rngs,
+        )
 
     def _split_bias(self, b_ih, b_hh) -> tuple:
         return b_ih, b_hh  # b_hn is multiplied by r inside the loop: b_hh stays there

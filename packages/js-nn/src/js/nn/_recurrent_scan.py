@@ -107,11 +107,20 @@ _CELLS = {  # (w_hh_t, b_hh) -> cell; only GRU has a bias inside the loop
 }
 
 
-@functools.partial(
-    jax.jit, static_argnames=("cell", "unroll", "fused", "dropout", "batch_first")
-)
-def recurrent(x, carry, layers, lengths=None, key=None, *, cell: str, unroll: int = 1,
-              fused: bool = True, dropout: float = 0.0, batch_first: bool = True):
+@functools.partial(jax.jit, static_argnames=("cell", "unroll", "fused", "dropout", "batch_first"))
+def recurrent(
+    x,
+    carry,
+    layers,
+    lengths=None,
+    key=None,
+    *,
+    cell: str,
+    unroll: int = 1,
+    fused: bool = True,
+    dropout: float = 0.0,
+    batch_first: bool = True,
+):
     """Pure stacked recurrence (unvalidated): ``(sequence, final carry)``.
 
     ``x`` is ``[B, T, I]`` (``[T, B, I]`` if not ``batch_first``; the sequence comes back in
