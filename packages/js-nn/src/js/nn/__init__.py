@@ -37,6 +37,8 @@ from ._recurrent import RNN as RNN  # noqa: E402
 from ._summary import summary as summary  # noqa: E402
 from ._torch import load_torch_state_dict as load_torch_state_dict  # noqa: E402
 from ._torch import torch_state_dict as torch_state_dict  # noqa: E402
+from ._transformer import TransformerEncoder as TransformerEncoder  # noqa: E402
+from ._transformer import TransformerEncoderLayer as TransformerEncoderLayer  # noqa: E402
 from .attention import MultiheadAttention as MultiheadAttention  # noqa: E402
 
 __all__ = [
@@ -68,6 +70,8 @@ __all__ = [
     "Sequential",
     "Sigmoid",
     "Tanh",
+    "TransformerEncoder",
+    "TransformerEncoderLayer",
     "attention",
     "__interface__",
     "__version__",
