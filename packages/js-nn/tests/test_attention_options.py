@@ -63,12 +63,15 @@ def _js_run(mha, inputs):
 
 @pytest.mark.torch
 @pytest.mark.parametrize("mode", ["train", "eval"])
-@pytest.mark.parametrize("kwargs", [
-    {"kdim": KDIM, "vdim": VDIM},
-    {"kdim": KDIM, "vdim": VDIM, "bias": False, "batch_first": False},
-    {"bias": False},
-    {"batch_first": False},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"kdim": KDIM, "vdim": VDIM},
+        {"kdim": KDIM, "vdim": VDIM, "bias": False, "batch_first": False},
+        {"bias": False},
+        {"batch_first": False},
+    ],
+)
 def test_matches_pytorch(kwargs, mode):
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
@@ -88,9 +91,18 @@ def test_separate_projection_state_dict_follows_pytorch():
     torch = pytest.importorskip("torch")
     ref = torch.nn.MultiheadAttention(D, HEADS, kdim=KDIM, vdim=VDIM, batch_first=True)
     mha = _mha(kdim=KDIM, vdim=VDIM)
-    assert list(mha.state_dict()) == list(ref.state_dict()) == [
-        "q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias", "out_proj.weight",
-        "out_proj.bias"]
+    assert (
+        list(mha.state_dict())
+        == list(ref.state_dict())
+        == [
+            "q_proj_weight",
+            "k_proj_weight",
+            "v_proj_weight",
+            "in_proj_bias",
+            "out_proj.weight",
+            "out_proj.bias",
+        ]
+    )
     for key, value in ref.state_dict().items():
         assert mha.state_dict()[key].shape == tuple(value.shape), key
     ref.load_state_dict({k: torch.from_numpy(v) for k, v in js.nn.torch_state_dict(mha).items()})
@@ -116,8 +128,11 @@ def test_dropout_drops_and_rescales_the_weights_in_training_only():
 
 
 def test_dropout_in_training_without_rngs_is_refused():
-    with pytest.raises(ValueError, match=r"MultiheadAttention: dropout=0.25 in training mode "
-                                         r"needs random keys. Fix: pass rngs=rngs"):
+    with pytest.raises(
+        ValueError,
+        match=r"MultiheadAttention: dropout=0.25 in training mode "
+        r"needs random keys. Fix: pass rngs=rngs",
+    ):
         _mha(dropout=0.25)(*_inputs())
 
 
@@ -143,7 +158,8 @@ def test_batch_first_false_is_the_transposed_batch_first_layer():
 def test_repr_shows_the_options():
     text = repr(_mha(dropout=0.1, bias=False, kdim=KDIM, vdim=VDIM, batch_first=False))
     assert text.splitlines()[0] == (
-        "MultiheadAttention(8, 2, dropout=0.1, bias=False, kdim=6, vdim=3, batch_first=False")
+        "MultiheadAttention(8, 2, dropout=0.1, bias=False, kdim=6, vdim=3, batch_first=False"
+    )
 
 
 def test_parameters_are_float32_under_x64_unless_given_dtype():
@@ -156,19 +172,39 @@ def test_parameters_are_float32_under_x64_unless_given_dtype():
 # -- refusals --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    ({"add_bias_kv": True}, NotImplementedError,
-     r"MultiheadAttention: add_bias_kv=True is not implemented. Fix: pass add_bias_kv=False"),
-    ({"add_zero_attn": True}, NotImplementedError,
-     r"MultiheadAttention: add_zero_attn=True is not implemented"),
-    ({"add_zero_attn": 1}, TypeError, r"MultiheadAttention: add_zero_attn must be a bool, got 1"),
-    ({"batch_first": None}, TypeError, r"MultiheadAttention: batch_first must be a bool"),
-    ({"bias": "yes"}, TypeError, r"MultiheadAttention: bias must be a bool, got 'yes'"),
-    ({"dropout": "0.1"}, TypeError,
-     r"MultiheadAttention: dropout must be a float in \[0, 1\], got '0.1'"),
-    ({"dropout": -0.1}, ValueError, r"MultiheadAttention: dropout must be in \[0, 1\], got -0.1"),
-    ({"dtype": jnp.int8}, TypeError, r"MultiheadAttention: dtype must be a floating dtype"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (
+            {"add_bias_kv": True},
+            NotImplementedError,
+            r"MultiheadAttention: add_bias_kv=True is not implemented. Fix: pass add_bias_kv=False",
+        ),
+        (
+            {"add_zero_attn": True},
+            NotImplementedError,
+            r"MultiheadAttention: add_zero_attn=True is not implemented",
+        ),
+        (
+            {"add_zero_attn": 1},
+            TypeError,
+            r"MultiheadAttention: add_zero_attn must be a bool, got 1",
+        ),
+        ({"batch_first": None}, TypeError, r"MultiheadAttention: batch_first must be a bool"),
+        ({"bias": "yes"}, TypeError, r"MultiheadAttention: bias must be a bool, got 'yes'"),
+        (
+            {"dropout": "0.1"},
+            TypeError,
+            r"MultiheadAttention: dropout must be a float in \[0, 1\], got '0.1'",
+        ),
+        (
+            {"dropout": -0.1},
+            ValueError,
+            r"MultiheadAttention: dropout must be in \[0, 1\], got -0.1",
+        ),
+        ({"dtype": jnp.int8}, TypeError, r"MultiheadAttention: dtype must be a floating dtype"),
+    ],
+)
 def test_bad_options_are_refused(kwargs, error, match):
     with pytest.raises(error, match=match):
         _mha(**kwargs)
@@ -176,23 +212,41 @@ def test_bad_options_are_refused(kwargs, error, match):
 
 @pytest.mark.parametrize("name", ["key_padding_mask", "attn_mask"])
 def test_pytorch_mask_keywords_are_refused_with_the_polarity_fix(name):
-    with pytest.raises(TypeError, match=rf"MultiheadAttention: {name} is PyTorch's mask \(True "
-                                        r"= blocked, .* True = allowed, passed as mask=. Fix: "
-                                        r"mask = padding_mask\(~key_padding_mask\)"):
+    with pytest.raises(
+        TypeError,
+        match=rf"MultiheadAttention: {name} is PyTorch's mask \(True "
+        r"= blocked, .* True = allowed, passed as mask=. Fix: "
+        r"mask = padding_mask\(~key_padding_mask\)",
+    ):
         _mha()(*_inputs(), **{name: ~VALID})
 
 
-@pytest.mark.parametrize("kwargs, shapes, match", [
-    ({"kdim": KDIM}, ((B, TQ, D), (B, TK, D), (B, TK, D)),
-     r"expected key \[B, Tk, Dk\] with Dk = kdim = 6, got shape \[2, 5, 8\]"),
-    ({"vdim": VDIM, "batch_first": False}, ((TQ, B, D), (TK, B, D), (TK, B, D)),
-     r"expected value \[Tk, B, Dv\] with Dv = vdim = 3, got shape \[5, 2, 8\]"),
-    ({"batch_first": False}, ((TQ, B, D), (TK, B, D), (TK, 1, D)),
-     r"expected key and value of one shape \[Tk, B, \.\.\.\] \(up to their feature sizes\) "
-     r"and query of the same B, got query \[4, 2, 8\], key \[5, 2, 8\], value \[5, 1, 8\]"),
-    ({"batch_first": False}, ((TQ, B, D), (TK, 3, D), (TK, 3, D)),
-     r"expected key and value .* query of the same B, got query \[4, 2, 8\]"),
-])
+@pytest.mark.parametrize(
+    "kwargs, shapes, match",
+    [
+        (
+            {"kdim": KDIM},
+            ((B, TQ, D), (B, TK, D), (B, TK, D)),
+            r"expected key \[B, Tk, Dk\] with Dk = kdim = 6, got shape \[2, 5, 8\]",
+        ),
+        (
+            {"vdim": VDIM, "batch_first": False},
+            ((TQ, B, D), (TK, B, D), (TK, B, D)),
+            r"expected value \[Tk, B, Dv\] with Dv = vdim = 3, got shape \[5, 2, 8\]",
+        ),
+        (
+            {"batch_first": False},
+            ((TQ, B, D), (TK, B, D), (TK, 1, D)),
+            r"expected key and value of one shape \[Tk, B, \.\.\.\] \(up to their feature sizes\) "
+            r"and query of the same B, got query \[4, 2, 8\], key \[5, 2, 8\], value \[5, 1, 8\]",
+        ),
+        (
+            {"batch_first": False},
+            ((TQ, B, D), (TK, 3, D), (TK, 3, D)),
+            r"expected key and value .* query of the same B, got query \[4, 2, 8\]",
+        ),
+    ],
+)
 def test_bad_inputs_are_refused_in_the_callers_layout(kwargs, shapes, match):
     with pytest.raises(ValueError, match=rf"MultiheadAttention: {match}"):
         _mha(**kwargs)(*(jnp.zeros(s) for s in shapes))

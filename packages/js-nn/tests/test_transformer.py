@@ -70,12 +70,15 @@ def _compare(want, got):
 
 @pytest.mark.torch
 @pytest.mark.parametrize("mode", ["train", "eval"])
-@pytest.mark.parametrize("kwargs", [
-    {"activation": "relu", "norm_first": False},
-    {"activation": "gelu", "norm_first": True},
-    {"activation": "gelu", "norm_first": False, "batch_first": False},
-    {"activation": "relu", "norm_first": True, "bias": False},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"activation": "relu", "norm_first": False},
+        {"activation": "gelu", "norm_first": True},
+        {"activation": "gelu", "norm_first": False, "batch_first": False},
+        {"activation": "relu", "norm_first": True, "bias": False},
+    ],
+)
 def test_layer_matches_pytorch(kwargs, mode):
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
@@ -96,9 +99,13 @@ def test_two_layer_encoder_loads_pytorch_weights_and_matches(mode):
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
     ref = torch.nn.TransformerEncoder(
-        torch.nn.TransformerEncoderLayer(D, HEADS, FF, dropout=0.0, batch_first=True,
-                                         norm_first=True),
-        2, norm=torch.nn.LayerNorm(D), enable_nested_tensor=False)
+        torch.nn.TransformerEncoderLayer(
+            D, HEADS, FF, dropout=0.0, batch_first=True, norm_first=True
+        ),
+        2,
+        norm=torch.nn.LayerNorm(D),
+        enable_nested_tensor=False,
+    )
     with torch.no_grad():  # PyTorch's copies start equal: make layer 1 differ from layer 0
         for p in ref.layers[1].parameters():
             p.add_(0.1 * torch.randn_like(p))
@@ -144,8 +151,11 @@ def _apply_sgd(model, grads):
 def test_dropout_in_training_needs_rngs_and_changes_the_output():
     layer = TransformerEncoderLayer(D, HEADS, FF, rngs=js.Rngs(params=0))  # dropout=0.1
     x = _x()
-    with pytest.raises(ValueError, match=r"TransformerEncoderLayer: dropout=0.1 in training mode"
-                                         r" needs random keys. Fix: pass rngs=rngs"):
+    with pytest.raises(
+        ValueError,
+        match=r"TransformerEncoderLayer: dropout=0.1 in training mode"
+        r" needs random keys. Fix: pass rngs=rngs",
+    ):
         layer(x)
     first = layer(x, rngs=js.Rngs(dropout=0))
     np.testing.assert_array_equal(first, layer(x, rngs=js.Rngs(dropout=0)))
@@ -158,7 +168,8 @@ def test_dropout_in_training_needs_rngs_and_changes_the_output():
 def test_callable_activations():
     x = _x()
     by_name, as_module, as_function = (
-        _layer(activation=a) for a in ("gelu", js.nn.GELU(), lambda v: js.nn.functional.gelu(v)))
+        _layer(activation=a) for a in ("gelu", js.nn.GELU(), lambda v: js.nn.functional.gelu(v))
+    )
     for other in (as_module, as_function):
         js.nn.load_torch_state_dict(other, by_name.state_dict())
         np.testing.assert_allclose(other(x), by_name(x), atol=1e-6)
@@ -176,25 +187,39 @@ def test_parameters_are_float32_under_x64_unless_given_dtype():
 # -- refusals --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    ({"activation": "tanh"}, ValueError, r"TransformerEncoderLayer: activation must be 'relu', "
-                                         r"'gelu' or a callable, got 'tanh'"),
-    ({"activation": 3}, TypeError, r"activation must be 'relu', 'gelu' or a callable, got int"),
-    ({"norm_first": 1}, TypeError, r"TransformerEncoderLayer: norm_first must be a bool, got 1"),
-    ({"batch_first": None}, TypeError, r"TransformerEncoderLayer: batch_first must be a bool"),
-    ({"dropout": 2.0}, ValueError, r"TransformerEncoderLayer: dropout must be in \[0, 1\]"),
-    ({"dtype": "int32"}, TypeError, r"TransformerEncoderLayer: dtype must be a floating dtype"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (
+            {"activation": "tanh"},
+            ValueError,
+            r"TransformerEncoderLayer: activation must be 'relu', "
+            r"'gelu' or a callable, got 'tanh'",
+        ),
+        ({"activation": 3}, TypeError, r"activation must be 'relu', 'gelu' or a callable, got int"),
+        (
+            {"norm_first": 1},
+            TypeError,
+            r"TransformerEncoderLayer: norm_first must be a bool, got 1",
+        ),
+        ({"batch_first": None}, TypeError, r"TransformerEncoderLayer: batch_first must be a bool"),
+        ({"dropout": 2.0}, ValueError, r"TransformerEncoderLayer: dropout must be in \[0, 1\]"),
+        ({"dtype": "int32"}, TypeError, r"TransformerEncoderLayer: dtype must be a floating dtype"),
+    ],
+)
 def test_bad_layer_options_are_refused(kwargs, error, match):
     with pytest.raises(error, match=match):
         _layer(**kwargs)
 
 
-@pytest.mark.parametrize("owner, name", [
-    ("TransformerEncoderLayer", "src_mask"),
-    ("TransformerEncoderLayer", "src_key_padding_mask"),
-    ("TransformerEncoder", "src_key_padding_mask"),
-])
+@pytest.mark.parametrize(
+    "owner, name",
+    [
+        ("TransformerEncoderLayer", "src_mask"),
+        ("TransformerEncoderLayer", "src_key_padding_mask"),
+        ("TransformerEncoder", "src_key_padding_mask"),
+    ],
+)
 def test_pytorch_mask_keywords_are_refused_with_the_polarity_fix(owner, name):
     model = _layer() if owner == "TransformerEncoderLayer" else TransformerEncoder(_layer(), 1)
     with pytest.raises(TypeError, match=rf"{owner}: {name} is PyTorch's mask \(True = blocked"):
@@ -203,20 +228,44 @@ def test_pytorch_mask_keywords_are_refused_with_the_polarity_fix(owner, name):
 
 def test_float_masks_are_refused():
     additive = jnp.where(jnp.asarray(CAUSAL), 0.0, -jnp.inf)  # PyTorch's square subsequent mask
-    with pytest.raises(TypeError, match=r"MultiheadAttention: mask must be boolean \(True = "
-                                        r"allowed\), got dtype float32"):
+    with pytest.raises(
+        TypeError,
+        match=r"MultiheadAttention: mask must be boolean \(True = "
+        r"allowed\), got dtype float32",
+    ):
         TransformerEncoder(_layer(), 2)(_x(), mask=additive)
 
 
-@pytest.mark.parametrize("args, kwargs, error, match", [
-    ((_layer, 2), {}, TypeError, r"TransformerEncoder: encoder_layer must be a Module \(a "
-                                 r"TransformerEncoderLayer\), got function"),
-    ((None, 0), {}, ValueError, r"TransformerEncoder: num_layers must be an integer >= 1, got 0"),
-    ((None, 2), {"norm": jnp.ones(D)}, TypeError,
-     r"TransformerEncoder: norm must be a Module or None, got ArrayImpl"),
-    ((None, 2), {"enable_nested_tensor": "no"}, TypeError,
-     r"TransformerEncoder: enable_nested_tensor must be a bool, got 'no'"),
-])
+@pytest.mark.parametrize(
+    "args, kwargs, error, match",
+    [
+        (
+            (_layer, 2),
+            {},
+            TypeError,
+            r"TransformerEncoder: encoder_layer must be a Module \(a "
+            r"TransformerEncoderLayer\), got function",
+        ),
+        (
+            (None, 0),
+            {},
+            ValueError,
+            r"TransformerEncoder: num_layers must be an integer >= 1, got 0",
+        ),
+        (
+            (None, 2),
+            {"norm": jnp.ones(D)},
+            TypeError,
+            r"TransformerEncoder: norm must be a Module or None, got ArrayImpl",
+        ),
+        (
+            (None, 2),
+            {"enable_nested_tensor": "no"},
+            TypeError,
+            r"TransformerEncoder: enable_nested_tensor must be a bool, got 'no'",
+        ),
+    ],
+)
 def test_bad_encoder_arguments_are_refused(args, kwargs, error, match):
     layer = args[0] if args[0] is not None else _layer()
     with pytest.raises(error, match=match):
