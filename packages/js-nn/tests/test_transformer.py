@@ -277,3 +277,8 @@ def test_deepcopy_of_a_layer_is_a_torch_style_clone():
     clone = copy.deepcopy(layer)
     clone.linear1.weight.value = clone.linear1.weight.value * 0
     assert np.abs(layer.linear1.weight.value).max() > 0
+
+
+def test_sequence_layers_are_exported():
+    names = {"GRU", "TransformerEncoder", "TransformerEncoderLayer"}
+    assert names <= set(js.nn.__all__) and all(hasattr(js.nn, n) for n in names)
