@@ -129,6 +129,24 @@ def test_state_dict_round_trips_with_pytorch(cls):
         ref.load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()})
 
 
+@pytest.mark.torch
+def test_gru_time_major_lengths_match_pytorch_packed_sequences():
+    torch = pytest.importorskip("torch")
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    ref, model = _pair(torch, GRU, 2, batch_first=False)
+    x, h0, lengths = _input(False), _state(GRU, 2), [5, 2, 4]  # PyTorch refuses zero lengths
+    packed = pack_padded_sequence(
+        torch.tensor(np.asarray(x)), torch.tensor(lengths), enforce_sorted=False
+    )
+    with torch.no_grad():
+        out, h = ref(packed, torch.tensor(np.asarray(h0)))
+    want, _ = pad_packed_sequence(out, total_length=T)  # [T, B, H], zeros past each length
+    seq, final = model(x, h0, lengths)
+    np.testing.assert_allclose(seq, want.numpy(), atol=TOLERANCE, rtol=0)
+    np.testing.assert_allclose(final, h.numpy(), atol=TOLERANCE, rtol=0)
+
+
 # -- GRU -------------------------------------------------------------------------------------
 
 
