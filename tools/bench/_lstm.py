@@ -41,9 +41,9 @@ class ForecasterBefore(Forecaster):
     """js-nn's LSTM before the speed work: the generic scan, differentiated by autodiff."""
 
     def forward(self, x):
-        from js.nn import _recurrent as R
+        from js.nn import _recurrent_scan as R
 
-        (w_ih, w_hh, bias), = self.lstm._layers()
+        (w_ih, w_hh, bias, _), = self.lstm._layers()
         proj = R._project(jnp.swapaxes(x, 0, 1), w_ih, bias)  # [T, B, 4H]
         zeros = jnp.zeros((x.shape[0], self.lstm.hidden_size), x.dtype)
         ys, _ = R.scan_layer(R._lstm_cell(w_hh.T), (zeros, zeros), proj)

@@ -7,7 +7,7 @@ import pytest
 
 import js
 from js._variables import flat_arrays
-from js.nn._recurrent import LSTM, RNN
+from js.nn._recurrent import GRU, LSTM, RNN
 
 B, T, IN, H = 3, 6, 4, 5
 
@@ -118,7 +118,7 @@ def test_jit_matches_eager():
 # -- lengths, streaming, truncated backpropagation --------------------------------------------
 
 
-@pytest.mark.parametrize("cls", [RNN, LSTM])
+@pytest.mark.parametrize("cls", [RNN, LSTM, GRU])
 def test_lengths_freeze_the_carry_and_zero_padded_outputs(cls):
     model, x, state = _make(cls, 2), _x(), _state(cls, 2)
     lengths = np.array([6, 2, 0])
@@ -142,7 +142,7 @@ def test_lengths_accept_lists_and_traced_arrays():
     jax.tree.map(lambda u, v: np.testing.assert_allclose(u, v, atol=1e-6), a, b)
 
 
-@pytest.mark.parametrize("cls", [RNN, LSTM])
+@pytest.mark.parametrize("cls", [RNN, LSTM, GRU])
 def test_streaming_chunks_equals_one_call(cls):
     model, x, state = _make(cls, 2), _x(shape=(B, 12, IN)), _state(cls, 2)
     whole_seq, whole = model(x, state)

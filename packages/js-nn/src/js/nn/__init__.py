@@ -46,11 +46,14 @@ from ._pooling import AvgPool1d as AvgPool1d  # noqa: E402
 from ._pooling import AvgPool2d as AvgPool2d  # noqa: E402
 from ._pooling import MaxPool1d as MaxPool1d  # noqa: E402
 from ._pooling import MaxPool2d as MaxPool2d  # noqa: E402
+from ._recurrent import GRU as GRU  # noqa: E402
 from ._recurrent import LSTM as LSTM  # noqa: E402
 from ._recurrent import RNN as RNN  # noqa: E402
 from ._summary import summary as summary  # noqa: E402
 from ._torch import load_torch_state_dict as load_torch_state_dict  # noqa: E402
 from ._torch import torch_state_dict as torch_state_dict  # noqa: E402
+from ._transformer import TransformerEncoder as TransformerEncoder  # noqa: E402
+from ._transformer import TransformerEncoderLayer as TransformerEncoderLayer  # noqa: E402
 from ._upsample import Upsample as Upsample  # noqa: E402
 from .attention import MultiheadAttention as MultiheadAttention  # noqa: E402
 
@@ -75,6 +78,7 @@ __all__ = [
     "GELU",
     "GroupNorm",
     "Hardtanh",
+    "GRU",
     "Identity",
     "LSTM",
     "LayerNorm",
@@ -97,6 +101,8 @@ __all__ = [
     "Softmax",
     "Tanh",
     "Upsample",
+    "TransformerEncoder",
+    "TransformerEncoderLayer",
     "attention",
     "__interface__",
     "__version__",

@@ -140,3 +140,4 @@ def check_window(layer: str, x, sizes: Sequence[int], window: Sequence[int], exp
             x,
             f"spatial size {list(sizes)} (after padding) is smaller than the window {list(window)}",
         )
+

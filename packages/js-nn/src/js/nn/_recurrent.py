@@ -1,17 +1,13 @@
-"""Recurrent layers: ``RNN`` and ``LSTM``, with PyTorch's parameter names, layout and gate order.
+"""Recurrent layers: ``RNN``, ``LSTM`` and ``GRU``, with PyTorch's names, layout and gate order.
 
-The time loop is one ``jax.lax.scan`` per layer, so compile time does not grow with the sequence
-length. The input projection of a layer (``x @ W_ih^T + b``) does not depend on the carry, so it
-is computed for every timestep at once, outside the loop, as one ``[T*B, I] x [I, gates*H]``
-matmul; the loop body only does the recurrent ``[B, H] x [H, gates*H]`` matmul and the gates.
-Everything runs time-major (``[T, B, ...]``) inside: the input is transposed once on the way in
-and once on the way out.
+The layers validate everything eagerly (shapes, state, lengths, options) and then call one
+compiled pure function, ``_recurrent_scan.recurrent``, with their weights as arrays.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
+import numbers
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -21,158 +17,118 @@ from js import Module, Parameter
 
 from . import _random
 from ._checks import check_int
+from ._factory import float_dtype
 from ._linear import uniform_fan_in
-from ._lstm_kernel import forward_mode, lstm_scan
-
-# -- functional core -------------------------------------------------------------------------
-
-
-def _rnn_cell(w_hh_t: jax.Array, activation: Callable) -> Callable:
-    def cell(carry, proj):
-        (h,) = carry  # [B, H]
-        return (activation(proj + h @ w_hh_t),)
-
-    return cell
-
-
-def _lstm_cell(w_hh_t: jax.Array) -> Callable:
-    hidden = w_hh_t.shape[0]
-
-    def cell(carry, proj):
-        h, c = carry  # [B, H] each
-        z = proj + h @ w_hh_t  # [B, 4H], PyTorch's gate order i, f, g, o
-        i = jax.nn.sigmoid(z[:, :hidden])
-        f = jax.nn.sigmoid(z[:, hidden : 2 * hidden])
-        g = jnp.tanh(z[:, 2 * hidden : 3 * hidden])
-        o = jax.nn.sigmoid(z[:, 3 * hidden :])
-        c = f * c + i * g
-        return (o * jnp.tanh(c), c)
-
-    return cell
-
-
-def scan_layer(cell: Callable, carry: tuple, proj: jax.Array, valid=None, unroll: int = 1):
-    """Run ``cell`` over the time axis of ``proj``; ``(outputs [T, B, H], final carry)``.
-
-    ``carry`` is a tuple whose first entry is the hidden state ``h`` ``[B, H]``; ``proj`` is the
-    projected input ``[T, B, gates*H]``. Where ``valid`` (``[T, B, 1]`` bool) is False the carry
-    is frozen and the output is zero.
-    """
-    if valid is None:
-
-        def step(carry, p):
-            carry = cell(carry, p)
-            return carry, carry[0]
-
-        final, ys = jax.lax.scan(step, carry, proj, unroll=unroll)
-        return ys, final
-
-    def masked_step(carry, inputs):
-        p, m = inputs  # [B, gates*H], [B, 1]
-        new = cell(carry, p)
-        kept = tuple(jnp.where(m, n, old) for n, old in zip(new, carry, strict=True))
-        return kept, jnp.where(m, new[0], 0)
-
-    final, ys = jax.lax.scan(masked_step, carry, (proj, valid), unroll=unroll)
-    return ys, final
-
-
-def _project(xs: jax.Array, w_ih: jax.Array, bias) -> jax.Array:
-    """``xs [T, B, I] @ w_ih^T + bias`` for every timestep at once: ``[T, B, gates*H]``."""
-    proj = xs @ w_ih.T
-    return proj if bias is None else proj + bias
-
-
-_CELLS = {
-    "lstm": _lstm_cell,
-    "tanh": lambda w_hh_t: _rnn_cell(w_hh_t, jnp.tanh),
-    "relu": lambda w_hh_t: _rnn_cell(w_hh_t, jax.nn.relu),
-}
-
-
-@functools.partial(jax.jit, static_argnames=("cell", "unroll", "fused"))
-def recurrent(x, carry, layers, lengths=None, *, cell: str, unroll: int = 1, fused: bool = True):
-    """Pure stacked recurrence (unvalidated): ``(sequence [B, T, H], final carry)``.
-
-    ``x`` is ``[B, T, I]``; ``carry`` a tuple (``(h,)`` or ``(h, c)``) of ``[layers, B, H]``
-    arrays in the computation dtype; ``layers`` a tuple of ``(w_ih, w_hh, bias)`` per layer,
-    ``bias = b_ih + b_hh`` or None; ``lengths`` ``[B]`` int32 or None; ``cell`` one of
-    ``'lstm'``, ``'tanh'``, ``'relu'``; ``fused`` whether an unmasked LSTM layer uses the
-    hand-written backward of ``lstm_scan`` (reverse mode only) or the plain scan. Compiled as
-    one program, so that eager calls (and their gradients) do not dispatch operation by
-    operation; inside ``js.jit`` it is inlined.
-    """
-    steps = x.shape[1]
-    valid = None
-    if lengths is not None:
-        valid = (jnp.arange(steps)[:, None] < lengths[None, :])[..., None]  # [T, B, 1]
-    xs = jnp.swapaxes(x, 0, 1)  # [T, B, I]
-    finals = []
-    for k, (w_ih, w_hh, bias) in enumerate(layers):
-        proj = _project(xs, w_ih.astype(xs.dtype), bias).astype(xs.dtype)  # [T, B, gates*H]
-        w_hh_t = w_hh.T.astype(xs.dtype)  # [H, gates*H]
-        layer_carry = tuple(part[k] for part in carry)
-        if fused and cell == "lstm" and valid is None:  # hand-written backward (lstm_scan)
-            xs, final = lstm_scan(proj, w_hh_t, *layer_carry, unroll)
-        else:
-            xs, final = scan_layer(_CELLS[cell](w_hh_t), layer_carry, proj, valid, unroll)
-        finals.append(final)
-    state = tuple(jnp.stack(parts) for parts in zip(*finals, strict=True))  # [layers, B, H]
-    return jnp.swapaxes(xs, 0, 1), state  # [B, T, H]
-
+from ._lstm_kernel import forward_mode
+from ._recurrent_scan import recurrent
 
 # -- modules ---------------------------------------------------------------------------------
 
 
+def _check_options(name: str, bias, batch_first, dropout, bidirectional) -> float:
+    """Refuse PyTorch options of the wrong type, value or an unsupported combination."""
+    for arg, value in (
+        ("bias", bias),
+        ("batch_first", batch_first),
+        ("bidirectional", bidirectional),
+    ):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name}: {arg} must be a bool, got {value!r}")
+    if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
+        raise TypeError(f"{name}: dropout must be a float in [0, 1], got {dropout!r}")
+    if not 0.0 <= dropout <= 1.0:
+        raise ValueError(f"{name}: dropout must be in [0, 1], got {dropout!r}")
+    if bidirectional:
+        raise NotImplementedError(
+            f"{name}: bidirectional=True is not implemented. Fix: pass bidirectional=False; "
+            f"for a backward direction run a second {name} over the time-reversed input and "
+            "concatenate the two sequences on the feature axis"
+        )
+    return float(dropout)
+
+
 class _Recurrent(Module):
-    """Shared construction, validation and layer loop of ``RNN`` and ``LSTM``."""
+    """Shared construction, validation and layer loop of ``RNN``, ``LSTM`` and ``GRU``."""
 
     _gates = 1
     _state_names = ("h",)
+    _cell = "tanh"
 
-    def __init__(self, input_size, hidden_size, num_layers=1, *, bias=True, unroll=1, rngs):
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers,
+        bias,
+        batch_first,
+        dropout,
+        bidirectional,
+        *,
+        unroll,
+        dtype,
+        rngs,
+    ):
         super().__init__()
         name = type(self).__name__
         input_size, hidden_size, num_layers, unroll = (
             check_int(name, arg, value)
-            for arg, value in (("input_size", input_size), ("hidden_size", hidden_size),
-                               ("num_layers", num_layers), ("unroll", unroll))
+            for arg, value in (
+                ("input_size", input_size),
+                ("hidden_size", hidden_size),
+                ("num_layers", num_layers),
+                ("unroll", unroll),
+            )
         )
+        self.dropout = _check_options(name, bias, batch_first, dropout, bidirectional)
+        if self.dropout and num_layers == 1:  # as PyTorch warns
+            warnings.warn(
+                f"{name}: dropout acts between stacked layers, so dropout={dropout} with "
+                "num_layers=1 has no effect",
+                stacklevel=3,
+            )
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
-        self.bias, self.unroll = bool(bias), unroll
+        self.bias, self.batch_first, self.unroll = bias, batch_first, unroll
+        dtype = float_dtype(name, dtype)
         gates = self._gates * hidden_size
         for k in range(num_layers):
             cols_ih = input_size if k == 0 else hidden_size
             for kind, cols in (("ih", cols_ih), ("hh", hidden_size)):
                 # U(-1/sqrt(H), 1/sqrt(H)) as in PyTorch: the bound comes from H, not the columns.
-                w = uniform_fan_in(rngs.next("params"), (gates, cols), hidden_size)
+                w = uniform_fan_in(rngs.next("params"), (gates, cols), hidden_size, dtype)
                 setattr(self, f"weight_{kind}_l{k}", Parameter(w))
             if self.bias:
-                self._init_biases(k)
+                self._init_biases(k, dtype)
 
-    def _init_biases(self, k: int) -> None:
-        zeros = _random.zeros((self._gates * self.hidden_size,))
-        setattr(self, f"bias_ih_l{k}", Parameter(zeros))
-        setattr(self, f"bias_hh_l{k}", Parameter(zeros))
+    def _init_biases(self, k: int, dtype) -> None:
+        for kind in ("ih", "hh"):  # one buffer each: js.jit donates every parameter's buffer
+            setattr(
+                self,
+                f"bias_{kind}_l{k}",
+                Parameter(_random.zeros((self._gates * self.hidden_size,), dtype)),
+            )
 
     def extra_repr(self) -> str:
         text = f"{self.input_size}, {self.hidden_size}"
         if self.num_layers != 1:
             text += f", num_layers={self.num_layers}"
-        return text + ("" if self.bias else ", bias=False")
+        text += "" if self.bias else ", bias=False"
+        text += "" if self.batch_first else ", batch_first=False"
+        return text + (f", dropout={self.dropout}" if self.dropout else "")
 
     # -- validation (static shapes and, when concrete, values: before anything is compiled) --
 
     def _check_input(self, x) -> tuple[int, int]:
+        """``(B, T)`` of an input ``[B, T, I]`` (``[T, B, I]`` if not batch_first)."""
         name, size = type(self).__name__, self.input_size
         shape = list(jnp.shape(x))
         if len(shape) != 3 or shape[2] != size:
+            dims = "[B, T, I]" if self.batch_first else "[T, B, I] (batch_first=False)"
             raise ValueError(
-                f"{name}: expected input [B, T, I] with I = input_size = {size}, got shape {shape}"
+                f"{name}: expected input {dims} with I = input_size = {size}, got shape {shape}"
             )
         if not jnp.issubdtype(jnp.result_type(x), jnp.floating):
             raise TypeError(f"{name}: expected a floating-point input, got {jnp.result_type(x)}")
-        return shape[0], shape[1]
+        return (shape[0], shape[1]) if self.batch_first else (shape[1], shape[0])
 
     def _initial_state(self, state, batch: int, dtype) -> tuple[jax.Array, ...]:
         name, count = type(self).__name__, len(self._state_names)
@@ -214,50 +170,72 @@ class _Recurrent(Module):
             lengths = lengths.astype(np.int32)
         return jnp.asarray(lengths, jnp.int32)
 
+    def _dropout_key(self, rngs):
+        """One key per call for the dropout between layers, or None where none applies."""
+        if not (self.training and self.dropout and self.num_layers > 1):
+            return None
+        if rngs is None:
+            name = type(self).__name__
+            raise ValueError(
+                f"{name}: dropout={self.dropout} between layers in training mode needs random "
+                f"keys. Fix: call it as {name.lower()}(x, rngs=rngs) with "
+                "js.Rngs(dropout=seed), or call model.eval()"
+            )
+        return rngs.next("dropout")
+
     # -- forward ------------------------------------------------------------------------------
 
     def _layers(self) -> tuple:
-        """``(w_ih, w_hh, b_ih + b_hh or None)`` per layer."""
+        """``(w_ih, w_hh, projection bias, loop bias)`` per layer (see ``recurrent``)."""
         layers = []
         for k in range(self.num_layers):
             w_ih, w_hh = (getattr(self, f"weight_{kind}_l{k}").value for kind in ("ih", "hh"))
-            bias = None
+            biases = (None, None)
             if self.bias:
-                bias = getattr(self, f"bias_ih_l{k}").value + getattr(self, f"bias_hh_l{k}").value
-            layers.append((w_ih, w_hh, bias))
+                b_ih, b_hh = (getattr(self, f"bias_{kind}_l{k}").value for kind in ("ih", "hh"))
+                biases = self._split_bias(b_ih, b_hh)
+            layers.append((w_ih, w_hh, *biases))
         return tuple(layers)
 
-    def _run(self, x, state, lengths):
+    def _split_bias(self, b_ih, b_hh) -> tuple:
+        return b_ih + b_hh, None  # both outside the loop: one add for all timesteps
+
+    def _run(self, x, state, lengths, rngs):
         batch, steps = self._check_input(x)
         dtype = jnp.result_type(x, self.weight_ih_l0.value)
         carry = self._initial_state(state, batch, dtype)  # each [layers, B, H]
         lengths = self._check_lengths(lengths, batch, steps)  # [B] int32 or None
+        key = self._dropout_key(rngs)
         x, layers = jnp.asarray(x, dtype), self._layers()
         # The fused backward has no forward-mode rule: under jax.jvp/jacfwd/hessian, the scan.
         fused = self._fused() and not forward_mode(x, carry, layers)
-        return recurrent(x, carry, layers, lengths, cell=self._cell_kind(), unroll=self.unroll,
-                         fused=fused)
+        return recurrent(
+            x,
+            carry,
+            layers,
+            lengths,
+            key,
+            cell=self._cell_kind(),
+            unroll=self.unroll,
+            fused=fused,
+            dropout=self.dropout,
+            batch_first=self.batch_first,
+        )
+
+    def _cell_kind(self) -> str:
+        return self._cell
 
     def _fused(self) -> bool:
         return False
-
-
-_SHARED_CALL = """
-    Call ``({sig})``. ``state=None`` starts from zeros. ``lengths`` (``[B]`` integers in
-    ``[0, T]``) freezes each example's carry after its valid steps and zeros its padded outputs;
-    a zero-length example keeps its initial carry. Concrete lengths are checked eagerly; traced
-    lengths only for dtype and shape (their values are then a data precondition). To stream a
-    long sequence, pass the returned state to the next chunk; for truncated backpropagation,
-    pass ``js.stop_gradient(state)`` instead. The state is cast to the computation dtype
-    (that of input and weights), which a scan carry keeps throughout.
-"""
 
 
 class RNN(_Recurrent):
     r"""Elman recurrent network: ``h_t = act(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)``.
 
     ``num_layers`` layers are stacked; layer ``k > 0`` reads the hidden sequence of layer
-    ``k - 1``. Bidirectionality is not implemented.
+    ``k - 1`` (after dropout, in training, when ``dropout > 0``). Bidirectionality is not
+    implemented. The positional order is PyTorch's; ``batch_first`` defaults to True here
+    (PyTorch: False), so ported code with time-major input passes ``batch_first=False``.
 
     Args:
         input_size: ``I``, features per timestep of the input.
@@ -265,21 +243,38 @@ class RNN(_Recurrent):
         num_layers: stacked layers, ``>= 1``.
         nonlinearity: ``'tanh'`` or ``'relu'``.
         bias: whether to add ``bias_ih_l{k}`` and ``bias_hh_l{k}``.
+        batch_first: input and sequence ``[B, T, ...]`` (True) or ``[T, B, ...]`` (False).
+            The state is ``[layers, B, H]`` either way, as in PyTorch.
+        dropout: probability of zeroing each output of every layer but the last, in training
+            only (it then needs ``rngs`` in the call).
+        bidirectional: only False (True raises NotImplementedError).
         unroll: timesteps per loop iteration (``jax.lax.scan``'s ``unroll``); larger can be
             faster for small ``H`` and compiles a larger body.
+        dtype: parameter dtype (default float32, whatever ``jax_enable_x64`` says).
         rngs: ``js.Rngs`` with a ``params`` stream.
 
     Shape:
-        - input ``x``: ``[B, T, I]`` (batch first).
+        - input ``x``: ``[B, T, I]`` (``[T, B, I]`` with ``batch_first=False``).
         - ``state``: ``[layers, B, H]`` or None.
         - ``lengths``: ``[B]`` or None.
-        - output: ``(sequence [B, T, H], h [layers, B, H])``; the sequence is the last layer's.
+        - output: ``(sequence [B, T, H], h [layers, B, H])`` (sequence ``[T, B, H]`` with
+          ``batch_first=False``); the sequence is the last layer's.
 
     Weights (PyTorch's names and layout, so ``load_state_dict`` takes PyTorch's arrays):
         ``weight_ih_l{k}``: ``[H, I]`` for ``k = 0``, ``[H, H]`` above, and ``weight_hh_l{k}``
         ``[H, H]``, both ``U(-1/sqrt(H), 1/sqrt(H))`` as in PyTorch. ``bias_ih_l{k}``,
         ``bias_hh_l{k}``: ``[H]``, zeros (the spec's zero biases; PyTorch draws them uniformly).
-    {call}
+
+    Call ``rnn(x, state=None, lengths=None, *, rngs=None)``. ``state=None`` starts from zeros.
+    ``lengths`` (``[B]`` integers in ``[0, T]``) freezes each example's carry after its valid
+    steps and zeros its padded outputs; a zero-length example keeps its initial carry. Concrete
+    lengths are checked eagerly; traced lengths only for dtype and shape (their values are then
+    a data precondition). To stream a long sequence, pass the returned state to the next chunk;
+    for truncated backpropagation, pass ``js.stop_gradient(state)`` instead. The state is cast
+    to the computation dtype (that of input and weights), which a scan carry keeps throughout.
+    ``rngs`` (a ``js.Rngs`` with a ``dropout`` stream, one key drawn per call) is needed only
+    in training mode with ``dropout > 0`` and ``num_layers > 1``.
+
     Example:
         >>> import jax.numpy as jnp, js, js.nn
         >>> rnn = js.nn.RNN(4, 8, num_layers=2, rngs=js.Rngs(params=0))
@@ -288,13 +283,37 @@ class RNN(_Recurrent):
         ((3, 5, 8), (2, 3, 8))
     """
 
-    def __init__(self, input_size, hidden_size, num_layers=1, *, nonlinearity="tanh", bias=True,
-                 unroll=1, rngs):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        nonlinearity: str = "tanh",
+        bias: bool = True,
+        batch_first: bool = True,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        *,
+        unroll: int = 1,
+        dtype=None,
+        rngs,
+    ):
         if nonlinearity not in ("relu", "tanh"):
             raise ValueError(
                 f"RNN: nonlinearity must be one of ['relu', 'tanh'], got {nonlinearity!r}"
             )
-        super().__init__(input_size, hidden_size, num_layers, bias=bias, unroll=unroll, rngs=rngs)
+        super().__init__(
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            unroll=unroll,
+            dtype=dtype,
+            rngs=rngs,
+        )
         self.nonlinearity = nonlinearity
 
     def extra_repr(self) -> str:
@@ -304,8 +323,8 @@ class RNN(_Recurrent):
     def _cell_kind(self) -> str:
         return self.nonlinearity
 
-    def forward(self, x, state=None, lengths=None):
-        sequence, (h,) = self._run(x, state, lengths)
+    def forward(self, x, state=None, lengths=None, *, rngs=None) -> tuple[jax.Array, jax.Array]:
+        sequence, (h,) = self._run(x, state, lengths, rngs)
         return sequence, h
 
 
@@ -317,13 +336,22 @@ class LSTM(_Recurrent):
         h_t = o * tanh(c_t)
 
     ``num_layers`` layers are stacked; layer ``k > 0`` reads the hidden sequence of layer
-    ``k - 1``. Bidirectionality and projections (``proj_size``) are not implemented.
+    ``k - 1`` (after dropout, in training, when ``dropout > 0``). Bidirectionality and
+    projections (``proj_size``) are not implemented. The positional order is PyTorch's;
+    ``batch_first`` defaults to True here (PyTorch: False), so ported code with time-major
+    input passes ``batch_first=False``.
 
     Args:
         input_size: ``I``, features per timestep of the input.
         hidden_size: ``H``, features of the hidden and cell states.
         num_layers: stacked layers, ``>= 1``.
         bias: whether to add ``bias_ih_l{k}`` and ``bias_hh_l{k}``.
+        batch_first: input and sequence ``[B, T, ...]`` (True) or ``[T, B, ...]`` (False).
+            The state is ``[layers, B, H]`` either way, as in PyTorch.
+        dropout: probability of zeroing each output of every layer but the last, in training
+            only (it then needs ``rngs`` in the call).
+        bidirectional: only False (True raises NotImplementedError).
+        proj_size: only 0 (other values raise NotImplementedError).
         unroll: timesteps per loop iteration (``jax.lax.scan``'s ``unroll``); larger can be
             faster for small ``H`` and compiles a larger body.
         fused_backward: without ``lengths``, differentiate each layer with a hand-written
@@ -335,13 +363,15 @@ class LSTM(_Recurrent):
             visible while ``f`` is traced and fails with JAX's "can't apply forward-mode
             autodiff (jvp) to a custom_vjp function": build the layer with
             ``fused_backward=False`` for that. Calls with ``lengths`` always use autodiff.
+        dtype: parameter dtype (default float32, whatever ``jax_enable_x64`` says).
         rngs: ``js.Rngs`` with a ``params`` stream.
 
     Shape:
-        - input ``x``: ``[B, T, I]`` (batch first).
+        - input ``x``: ``[B, T, I]`` (``[T, B, I]`` with ``batch_first=False``).
         - ``state``: a pair ``(h, c)``, each ``[layers, B, H]``, or None.
         - ``lengths``: ``[B]`` or None.
-        - output: ``(sequence [B, T, H], (h, c))``; the sequence is the last layer's.
+        - output: ``(sequence [B, T, H], (h, c))`` (sequence ``[T, B, H]`` with
+          ``batch_first=False``); the sequence is the last layer's.
 
     Weights (PyTorch's names and layout, so ``load_state_dict`` takes PyTorch's arrays):
         ``weight_ih_l{k}``: ``[4H, I]`` for ``k = 0``, ``[4H, H]`` above, and ``weight_hh_l{k}``
@@ -349,7 +379,17 @@ class LSTM(_Recurrent):
         PyTorch. ``bias_ih_l{k}``, ``bias_hh_l{k}``: ``[4H]``; the spec's "forget bias is one"
         is ``bias_ih_l{k}[H:2H] = 1`` with every other entry zero, so the forget gate's total
         bias is one (PyTorch draws all biases uniformly). With ``bias=False`` there are none.
-    {call}
+
+    Call ``lstm(x, state=None, lengths=None, *, rngs=None)``. ``state=None`` starts from
+    zeros. ``lengths`` (``[B]`` integers in ``[0, T]``) freezes each example's carry after its
+    valid steps and zeros its padded outputs; a zero-length example keeps its initial carry.
+    Concrete lengths are checked eagerly; traced lengths only for dtype and shape (their values
+    are then a data precondition). To stream a long sequence, pass the returned state to the
+    next chunk; for truncated backpropagation, pass ``js.stop_gradient(state)`` instead. The
+    state is cast to the computation dtype (that of input and weights), which a scan carry
+    keeps throughout. ``rngs`` (a ``js.Rngs`` with a ``dropout`` stream, one key drawn per
+    call) is needed only in training mode with ``dropout > 0`` and ``num_layers > 1``.
+
     Example:
         >>> import jax.numpy as jnp, js, js.nn
         >>> lstm = js.nn.LSTM(4, 8, rngs=js.Rngs(params=0))
@@ -362,12 +402,44 @@ class LSTM(_Recurrent):
 
     _gates = 4
     _state_names = ("h", "c")
+    _cell = "lstm"
 
-    def __init__(self, input_size, hidden_size, num_layers=1, *, bias=True, unroll=1,
-                 fused_backward=True, rngs):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = True,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        proj_size: int = 0,
+        *,
+        unroll: int = 1,
+        fused_backward: bool = True,
+        dtype=None,
+        rngs,
+    ):
         if not isinstance(fused_backward, bool):
             raise TypeError(f"LSTM: fused_backward must be a bool, got {fused_backward!r}")
-        super().__init__(input_size, hidden_size, num_layers, bias=bias, unroll=unroll, rngs=rngs)
+        if proj_size != 0:
+            raise NotImplementedError(
+                f"LSTM: proj_size={proj_size!r} (projected hidden state) is not implemented. "
+                "Fix: pass proj_size=0 and, if needed, a Linear on the output sequence (it "
+                "does not feed the projection back into the recurrence as PyTorch does)"
+            )
+        super().__init__(
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            unroll=unroll,
+            dtype=dtype,
+            rngs=rngs,
+        )
         self.fused_backward = fused_backward
 
     def _fused(self) -> bool:
@@ -376,20 +448,112 @@ class LSTM(_Recurrent):
     def extra_repr(self) -> str:
         return super().extra_repr() + ("" if self.fused_backward else ", fused_backward=False")
 
-    def _init_biases(self, k: int) -> None:
+    def _init_biases(self, k: int, dtype) -> None:
         hidden = self.hidden_size
-        forget = np.zeros(4 * hidden, np.float32)  # built on the host: .at[].set compiles
+        forget = np.zeros(4 * hidden, np.dtype(dtype))  # built on the host: .at[].set compiles
         forget[hidden : 2 * hidden] = 1.0
+        forget = jax.device_put(forget)
         setattr(self, f"bias_ih_l{k}", Parameter(forget))
-        setattr(self, f"bias_hh_l{k}", Parameter(_random.zeros((4 * hidden,))))
+        setattr(self, f"bias_hh_l{k}", Parameter(_random.zeros((4 * hidden,), dtype)))
 
-    def _cell_kind(self) -> str:
-        return "lstm"
-
-    def forward(self, x, state=None, lengths=None):
-        return self._run(x, state, lengths)  # (sequence, (h, c))
+    def forward(self, x, state=None, lengths=None, *, rngs=None) -> tuple:
+        return self._run(x, state, lengths, rngs)  # (sequence, (h, c))
 
 
-for _cls, _sig in ((RNN, "rnn(x, state=None, lengths=None)"),
-                   (LSTM, "lstm(x, state=None, lengths=None)")):
-    _cls.__doc__ = _cls.__doc__.replace("{call}", _SHARED_CALL.replace("{sig}", _sig))
+class GRU(_Recurrent):
+    r"""Gated recurrent unit, PyTorch's formulation and gate order ``r, z, n``::
+
+        r = sigmoid(x_t W_ir^T + b_ir + h_{t-1} W_hr^T + b_hr)
+        z = sigmoid(x_t W_iz^T + b_iz + h_{t-1} W_hz^T + b_hz)
+        n = tanh(x_t W_in^T + b_in + r * (h_{t-1} W_hn^T + b_hn))
+        h_t = (1 - z) * n + z * h_{t-1}
+
+    ``b_hn`` sits inside the reset product, as in PyTorch and cuDNN (the original paper applies
+    ``r`` before the matmul). ``num_layers`` layers are stacked; layer ``k > 0`` reads the
+    hidden sequence of layer ``k - 1`` (after dropout, in training, when ``dropout > 0``).
+    Bidirectionality is not implemented. The positional order is PyTorch's; ``batch_first``
+    defaults to True here (PyTorch: False), so ported code with time-major input passes
+    ``batch_first=False``.
+
+    Args:
+        input_size: ``I``, features per timestep of the input.
+        hidden_size: ``H``, features of the hidden state.
+        num_layers: stacked layers, ``>= 1``.
+        bias: whether to add ``bias_ih_l{k}`` and ``bias_hh_l{k}``.
+        batch_first: input and sequence ``[B, T, ...]`` (True) or ``[T, B, ...]`` (False).
+            The state is ``[layers, B, H]`` either way, as in PyTorch.
+        dropout: probability of zeroing each output of every layer but the last, in training
+            only (it then needs ``rngs`` in the call).
+        bidirectional: only False (True raises NotImplementedError).
+        unroll: timesteps per loop iteration (``jax.lax.scan``'s ``unroll``); larger can be
+            faster for small ``H`` and compiles a larger body.
+        dtype: parameter dtype (default float32, whatever ``jax_enable_x64`` says).
+        rngs: ``js.Rngs`` with a ``params`` stream.
+
+    Shape:
+        - input ``x``: ``[B, T, I]`` (``[T, B, I]`` with ``batch_first=False``).
+        - ``state``: ``[layers, B, H]`` or None.
+        - ``lengths``: ``[B]`` or None.
+        - output: ``(sequence [B, T, H], h [layers, B, H])`` (sequence ``[T, B, H]`` with
+          ``batch_first=False``); the sequence is the last layer's.
+
+    Weights (PyTorch's names and layout, so ``load_state_dict`` takes PyTorch's arrays):
+        ``weight_ih_l{k}``: ``[3H, I]`` for ``k = 0``, ``[3H, H]`` above, and ``weight_hh_l{k}``
+        ``[3H, H]``, rows in gate order ``r, z, n``, all ``U(-1/sqrt(H), 1/sqrt(H))`` as in
+        PyTorch. ``bias_ih_l{k}``, ``bias_hh_l{k}``: ``[3H]``, zeros (the spec's zero biases;
+        PyTorch draws them uniformly). With ``bias=False`` there are none.
+
+    Call ``gru(x, state=None, lengths=None, *, rngs=None)``. ``state=None`` starts from zeros.
+    ``lengths`` (``[B]`` integers in ``[0, T]``) freezes each example's carry after its valid
+    steps and zeros its padded outputs; a zero-length example keeps its initial carry. Concrete
+    lengths are checked eagerly; traced lengths only for dtype and shape (their values are then
+    a data precondition). To stream a long sequence, pass the returned state to the next chunk;
+    for truncated backpropagation, pass ``js.stop_gradient(state)`` instead. The state is cast
+    to the computation dtype (that of input and weights), which a scan carry keeps throughout.
+    ``rngs`` (a ``js.Rngs`` with a ``dropout`` stream, one key drawn per call) is needed only
+    in training mode with ``dropout > 0`` and ``num_layers > 1``.
+
+    Example:
+        >>> import jax.numpy as jnp, js, js.nn
+        >>> gru = js.nn.GRU(4, 8, 2, batch_first=False, rngs=js.Rngs(params=0))
+        >>> seq, h = gru(jnp.ones((5, 3, 4)))  # [T, B, I]
+        >>> seq.shape, h.shape
+        ((5, 3, 8), (2, 3, 8))
+    """
+
+    _gates = 3
+    _cell = "gru"
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = True,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        *,
+        unroll: int = 1,
+        dtype=None,
+        rngs,
+    ):
+        super().__init__(
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            unroll=unroll,
+            dtype=dtype,
+            rngs=rngs,
+        )
+
+    def _split_bias(self, b_ih, b_hh) -> tuple:
+        return b_ih, b_hh  # b_hn is multiplied by r inside the loop: b_hh stays there
+
+    def forward(self, x, state=None, lengths=None, *, rngs=None) -> tuple[jax.Array, jax.Array]:
+        sequence, (h,) = self._run(x, state, lengths, rngs)
+        return sequence, h

@@ -18,7 +18,9 @@ import numpy as np
 from js import Module, Parameter
 
 from . import _random
+from . import functional as F
 from ._checks import check_int
+from ._factory import float_dtype
 from ._linear import Linear
 
 
@@ -105,8 +107,9 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     return _attend(q, k, v, mask)
 
 
-def _attend(q, k, v, mask):
-    """``scaled_dot_product_attention`` for a mask already checked (or None)."""
+def _attend(q, k, v, mask, *, dropout: float = 0.0, key=None):
+    """``scaled_dot_product_attention`` for a mask already checked (or None); with a ``key``,
+    the weights are dropped out (``dropout``) before they weigh ``v`` and are returned so."""
     scores = q @ jnp.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])  # [..., Tq, Tk]
     if mask is None:
         weights = jax.nn.softmax(scores, axis=-1)
@@ -115,110 +118,247 @@ def _attend(q, k, v, mask):
         # its weights are zeroed, and no NaN enters the forward or backward pass.
         scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
         weights = jnp.where(mask, jax.nn.softmax(scores, axis=-1), 0)
+    if key is not None:  # PyTorch drops the weights themselves, and returns them dropped
+        weights = F.dropout(weights, dropout, True, key=key)
     return weights @ v, weights
+
+
+def refuse_torch_masks(owner: str, **masks) -> None:
+    """Refuse PyTorch's mask keywords, whose polarity (True = blocked) is the opposite of ours."""
+    for name, value in masks.items():
+        if value is not None:
+            raise TypeError(
+                f"{owner}: {name} is PyTorch's mask (True = blocked, or additive floats); js "
+                "masks are boolean with True = allowed, passed as mask=. Fix: mask = "
+                "padding_mask(~key_padding_mask) for a key padding mask [B, Tk], "
+                "~attn_mask for a boolean attn_mask [Tq, Tk] (attn_mask == 0 for a float one), "
+                "combined with & (see docs/porting.md)"
+            )
+
+
+def dropout_key(owner: str, p: float, training: bool, rngs):
+    """One ``dropout`` key for a layer that drops out with probability ``p``, or None."""
+    if not (training and p):
+        return None
+    if rngs is None:
+        raise ValueError(
+            f"{owner}: dropout={p} in training mode needs random keys. Fix: pass rngs=rngs "
+            "with js.Rngs(dropout=seed) in the call, or call model.eval()"
+        )
+    return rngs.next("dropout")
+
+
+def _check_flag(owner: str, name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{owner}: {name} must be a bool, got {value!r}")
+    return value
+
+
+def check_probability(owner: str, name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{owner}: {name} must be a float in [0, 1], got {value!r}")
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{owner}: {name} must be in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _xavier_uniform(key, rows: int, cols: int, dtype) -> jax.Array:
+    bound = math.sqrt(6.0 / (rows + cols))  # torch.nn.init.xavier_uniform_ on [rows, cols]
+    return _random.uniform(key, (rows, cols), -bound, bound, dtype)
 
 
 class _Projection(Linear):
     """MultiheadAttention's ``out_proj``: a square ``Linear`` (PyTorch's layout and init)."""
 
-    def __init__(self, features: int, *, bias: bool, rngs):
-        super().__init__(features, features, bias, rngs=rngs)
+    def __init__(self, features: int, *, bias: bool, dtype, rngs):
+        super().__init__(features, features, bias, rngs=rngs, dtype=dtype)
 
 
 class MultiheadAttention(Module):
-    r"""Multi-head attention with PyTorch's parameters (``batch_first=True``)::
+    r"""Multi-head attention with PyTorch's parameters and argument order::
 
-        q, k, v = query W_q^T + b_q, key W_k^T + b_k, value W_v^T + b_v   (W = in_proj_weight)
-        head_i  = softmax(q_i k_i^T / sqrt(D / heads), masked) v_i
+        q, k, v = query W_q^T + b_q, key W_k^T + b_k, value W_v^T + b_v
+        head_i  = dropout(softmax(q_i k_i^T / sqrt(D / heads), masked)) v_i
         output  = concat(head_1, ..., head_heads) out_proj.weight^T + out_proj.bias
 
     A query row whose mask allows no key, in any head, outputs exactly zero (``out_proj.bias``
     included) with zero weights and finite gradients. Padded *query* positions are not zeroed
-    by a padding mask (it masks keys): mask them out of the loss. Dropout on the weights,
-    ``kdim``/``vdim`` and bias_k/zero_attn are not implemented.
+    by a padding mask (it masks keys): mask them out of the loss. ``add_bias_kv`` and
+    ``add_zero_attn`` are not implemented.
+
+    **Masks are True = allowed** (PyTorch's ``attn_mask``/``key_padding_mask`` are True =
+    blocked): PyTorch's ``mha(q, k, v, key_padding_mask=pad, attn_mask=causal)`` is
+    ``mha(q, k, v, mask=padding_mask(~pad) & ~causal)`` here; passing PyTorch's keywords
+    raises a TypeError that says so. PyTorch always returns a pair and by default averages
+    the weights over heads; here ``need_weights=False`` (the default) returns the output
+    alone and ``need_weights=True`` the pair with per-head weights (``weights.mean(1)`` is
+    PyTorch's default).
 
     Args:
-        embed_dim: ``D``, features of query, key, value and output.
+        embed_dim: ``D``, features of query and output.
         num_heads: ``heads``; must divide ``D``, each head has ``D / heads`` features.
+        dropout: probability of zeroing each attention weight, in training only (the call
+            then needs ``rngs``); the returned weights are the dropped ones, as in PyTorch.
         bias: whether to add ``in_proj_bias`` and ``out_proj.bias``.
+        add_bias_kv: only False (True raises NotImplementedError).
+        add_zero_attn: only False (True raises NotImplementedError).
+        kdim: features of key (default ``D``).
+        vdim: features of value (default ``D``).
+        batch_first: inputs and output ``[B, T, ...]`` (True, the default here; PyTorch's is
+            False) or ``[T, B, ...]`` (False). Masks and weights are batch first either way.
+        dtype: parameter dtype (default float32, whatever ``jax_enable_x64`` says).
         rngs: ``js.Rngs`` with a ``params`` stream.
 
-    Call ``mha(query, key, value, mask=None, need_weights=False)``. ``mask`` is boolean,
-    True = allowed, broadcasting to ``[B, heads, Tq, Tk]`` (see :func:`causal_mask`,
-    :func:`padding_mask`). ``need_weights`` is a Python bool, static under compilation
-    (``js.jit(..., static_argnames="need_weights")``).
+    Call ``mha(query, key, value, mask=None, need_weights=False, *, rngs=None)``. ``mask``
+    is boolean, True = allowed, broadcasting to ``[B, heads, Tq, Tk]`` (see
+    :func:`causal_mask`, :func:`padding_mask`). ``need_weights`` is a Python bool, static
+    under compilation (``js.jit(..., static_argnames="need_weights")``). ``rngs`` (with a
+    ``dropout`` stream, one key per call) is needed only in training with ``dropout > 0``.
 
     Shape:
-        - query: ``[B, Tq, D]``; key and value: ``[B, Tk, D]``.
-        - output: ``[B, Tq, D]``, or ``(output, weights [B, heads, Tq, Tk])`` with
-          ``need_weights=True`` (per head; PyTorch's default averages them over heads).
+        - query: ``[B, Tq, D]``; key: ``[B, Tk, kdim]``; value: ``[B, Tk, vdim]``
+          (time first, ``[Tq, B, D]`` etc., with ``batch_first=False``).
+        - output: ``[B, Tq, D]`` (``[Tq, B, D]``), or ``(output, weights [B, heads, Tq, Tk])``
+          with ``need_weights=True``.
 
     Weights (PyTorch's names and layout; init as PyTorch):
-        ``in_proj_weight``: ``[3D, D]``, rows ``q, k, v``, Xavier uniform
-        ``U(-sqrt(6 / 4D), sqrt(6 / 4D))``. ``in_proj_bias``: ``[3D]``, zeros.
-        ``out_proj.weight``: ``[D, D]``, ``U(-1/sqrt(D), 1/sqrt(D))``. ``out_proj.bias``:
-        ``[D]``, zeros.
+        With ``kdim = vdim = D``: ``in_proj_weight`` ``[3D, D]``, rows ``q, k, v``, Xavier
+        uniform ``U(-sqrt(6 / 4D), sqrt(6 / 4D))``. Otherwise ``q_proj_weight`` ``[D, D]``,
+        ``k_proj_weight`` ``[D, kdim]``, ``v_proj_weight`` ``[D, vdim]``, each Xavier uniform
+        over its own shape. ``in_proj_bias``: ``[3D]``, zeros. ``out_proj.weight``: ``[D, D]``,
+        ``U(-1/sqrt(D), 1/sqrt(D))``. ``out_proj.bias``: ``[D]``, zeros.
 
     Example:
         >>> import jax.numpy as jnp, js, js.nn
         >>> from js.nn.attention import causal_mask
-        >>> mha = js.nn.MultiheadAttention(8, 2, rngs=js.Rngs(params=0))
-        >>> x = jnp.ones((3, 5, 8))  # [B, T, D]
-        >>> out, weights = mha(x, x, x, mask=causal_mask(5), need_weights=True)
+        >>> mha = js.nn.MultiheadAttention(8, 2, kdim=6, rngs=js.Rngs(params=0))
+        >>> x, memory = jnp.ones((3, 5, 8)), jnp.ones((3, 4, 6))  # [B, Tq, D], [B, Tk, kdim]
+        >>> out, weights = mha(x, memory, x[:, :4], need_weights=True)
         >>> out.shape, weights.shape
-        ((3, 5, 8), (3, 2, 5, 5))
+        ((3, 5, 8), (3, 2, 5, 4))
     """
 
-    def __init__(self, embed_dim: int, num_heads: int, *, bias: bool = True, rngs):
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        add_bias_kv: bool = False,
+        add_zero_attn: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        batch_first: bool = True,
+        *,
+        dtype=None,
+        rngs,
+    ):
         super().__init__()
-        embed_dim = check_int("MultiheadAttention", "embed_dim", embed_dim)
-        num_heads = check_int("MultiheadAttention", "num_heads", num_heads)
+        name = "MultiheadAttention"
+        embed_dim = check_int(name, "embed_dim", embed_dim)
+        num_heads = check_int(name, "num_heads", num_heads)
         if embed_dim % num_heads:
             raise ValueError(
                 f"MultiheadAttention: embed_dim {embed_dim} is not divisible by num_heads "
                 f"{num_heads}. Fix: choose num_heads among the divisors of embed_dim"
             )
+        for flag, value in (("add_bias_kv", add_bias_kv), ("add_zero_attn", add_zero_attn)):
+            if _check_flag(name, flag, value):
+                raise NotImplementedError(
+                    f"MultiheadAttention: {flag}=True is not implemented. Fix: pass {flag}=False"
+                )
+        self.dropout = check_probability(name, "dropout", dropout)
+        self.batch_first = _check_flag(name, "batch_first", batch_first)
+        _check_flag(name, "bias", bias)
+        self.kdim = embed_dim if kdim is None else check_int(name, "kdim", kdim)
+        self.vdim = embed_dim if vdim is None else check_int(name, "vdim", vdim)
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
-        bound = math.sqrt(6.0 / (embed_dim + 3 * embed_dim))  # xavier_uniform_ on [3D, D]
-        self.in_proj_weight = Parameter(_random.uniform(
-            rngs.next("params"), (3 * embed_dim, embed_dim), -bound, bound))
+        dtype = float_dtype(name, dtype)
+        self._init_projections(rngs, bias, dtype)
+        self.out_proj = _Projection(embed_dim, bias=bias, dtype=dtype, rngs=rngs)
+
+    def _init_projections(self, rngs, bias: bool, dtype) -> None:
+        D = self.embed_dim
+        if self._same_dims:  # PyTorch's one packed [3D, D] matrix
+            self.in_proj_weight = Parameter(_xavier_uniform(rngs.next("params"), 3 * D, D, dtype))
+        else:  # PyTorch's q_proj_weight, k_proj_weight, v_proj_weight (in this order)
+            for part, cols in (("q", D), ("k", self.kdim), ("v", self.vdim)):
+                w = _xavier_uniform(rngs.next("params"), D, cols, dtype)
+                setattr(self, f"{part}_proj_weight", Parameter(w))
         if bias:
-            self.in_proj_bias = Parameter(_random.zeros((3 * embed_dim,)))
-        self.out_proj = _Projection(embed_dim, bias=bias, rngs=rngs)
+            self.in_proj_bias = Parameter(_random.zeros((3 * D,), dtype))
+
+    @property
+    def _same_dims(self) -> bool:
+        return self.kdim == self.embed_dim and self.vdim == self.embed_dim
 
     def extra_repr(self) -> str:
-        bias = "" if hasattr(self, "in_proj_bias") else ", bias=False"
-        return f"{self.embed_dim}, {self.num_heads}{bias}"
+        text = f"{self.embed_dim}, {self.num_heads}"
+        text += f", dropout={self.dropout}" if self.dropout else ""
+        text += "" if hasattr(self, "in_proj_bias") else ", bias=False"
+        text += "" if self.kdim == self.embed_dim else f", kdim={self.kdim}"
+        text += "" if self.vdim == self.embed_dim else f", vdim={self.vdim}"
+        return text + ("" if self.batch_first else ", batch_first=False")
 
     def _check_inputs(self, query, key, value) -> tuple[int, int, int]:
-        D = self.embed_dim
-        shapes = {name: list(jnp.shape(x)) for name, x in
-                  (("query", query), ("key", key), ("value", value))}
+        """``(B, Tq, Tk)`` after checking the three inputs' shapes (in the caller's layout)."""
+        sizes = {
+            "query": ("Tq", self.embed_dim),
+            "key": ("Tk", self.kdim),
+            "value": ("Tk", self.vdim),
+        }
+        labels = {"query": ("D", "embed_dim"), "key": ("Dk", "kdim"), "value": ("Dv", "vdim")}
+        shapes = {
+            name: list(jnp.shape(x))
+            for name, x in (("query", query), ("key", key), ("value", value))
+        }
         for name, shape in shapes.items():
-            if len(shape) != 3 or shape[2] != D:
-                dims = "[B, Tq, D]" if name == "query" else "[B, Tk, D]"
+            steps, size = sizes[name]
+            label, arg = ("D", "embed_dim") if size == self.embed_dim else labels[name]
+            if len(shape) != 3 or shape[2] != size:
+                dims = f"[B, {steps}, {label}]" if self.batch_first else f"[{steps}, B, {label}]"
                 raise ValueError(
-                    f"MultiheadAttention: expected {name} {dims} with D = embed_dim = {D}, "
-                    f"got shape {shape}"
+                    f"MultiheadAttention: expected {name} {dims} with {label} = {arg} = "
+                    f"{size}, got shape {shape}"
                 )
-        if shapes["key"] != shapes["value"] or shapes["query"][0] != shapes["key"][0]:
+        b, t = (0, 1) if self.batch_first else (1, 0)
+        q, k, v = shapes["query"], shapes["key"], shapes["value"]
+        if k[:2] != v[:2] or q[b] != k[b]:
+            dims = "[B, Tk, ...]" if self.batch_first else "[Tk, B, ...]"
             raise ValueError(
-                "MultiheadAttention: expected key and value of one shape [B, Tk, D] and query "
-                f"of the same B, got query {shapes['query']}, key {shapes['key']}, "
-                f"value {shapes['value']}"
+                f"MultiheadAttention: expected key and value of one shape {dims} (up to their "
+                f"feature sizes) and query of the same B, got query {q}, key {k}, value {v}"
             )
-        return shapes["query"][0], shapes["query"][1], shapes["key"][1]
+        return q[b], q[t], k[t]
 
     def _split_heads(self, x, index: int):
-        """``x [B, T, D]`` projected by in_proj slice ``index`` (q, k, v): ``[B, heads, T, d]``."""
+        """``x [B, T, ·]`` projected for part ``index`` (q, k, v): ``[B, heads, T, d]``."""
         D = self.embed_dim
-        y = x @ self.in_proj_weight.value[index * D : (index + 1) * D].T
+        if self._same_dims:
+            w = self.in_proj_weight.value[index * D : (index + 1) * D]  # [D, D]
+        else:
+            w = getattr(self, "qkv"[index] + "_proj_weight").value  # [D, D], [D, kdim], [D, vdim]
+        y = x @ w.T
         if hasattr(self, "in_proj_bias"):
             y = y + self.in_proj_bias.value[index * D : (index + 1) * D]
         B, T, _ = y.shape
         return y.reshape(B, T, self.num_heads, self.head_dim).transpose(0, 2, 1, 3)
 
-    def forward(self, query, key, value, mask=None, need_weights=False):
+    def forward(
+        self,
+        query,
+        key,
+        value,
+        mask=None,
+        need_weights: bool = False,
+        *,
+        rngs=None,
+        key_padding_mask=None,
+        attn_mask=None,
+    ):
+        refuse_torch_masks(
+            "MultiheadAttention", key_padding_mask=key_padding_mask, attn_mask=attn_mask
+        )
         B, Tq, Tk = self._check_inputs(query, key, value)
         if not isinstance(need_weights, bool):
             raise TypeError(
@@ -229,10 +369,15 @@ class MultiheadAttention(Module):
         scores_shape = (B, self.num_heads, Tq, Tk)
         if mask is not None:
             mask = _check_mask(mask, scores_shape, "MultiheadAttention")
+        drop = dropout_key("MultiheadAttention", self.dropout, self.training, rngs)
+        if not self.batch_first:  # [T, B, ·] -> [B, T, ·]
+            query, key, value = (jnp.swapaxes(x, 0, 1) for x in (query, key, value))
         q, k, v = (self._split_heads(x, i) for i, x in enumerate((query, key, value)))
-        heads, weights = _attend(q, k, v, mask)  # [B, heads, Tq, d]
+        heads, weights = _attend(q, k, v, mask, dropout=self.dropout, key=drop)  # [B, h, Tq, d]
         output = self.out_proj(heads.transpose(0, 2, 1, 3).reshape(B, Tq, self.embed_dim))
         if mask is not None:  # a query row with no allowed key in any head outputs zero
             alive = jnp.any(jnp.broadcast_to(mask, scores_shape), axis=(1, 3))  # [B, Tq]
             output = jnp.where(alive[..., None], output, 0)
+        if not self.batch_first:
+            output = jnp.swapaxes(output, 0, 1)  # [Tq, B, D]
         return (output, weights) if need_weights else output
