@@ -62,12 +62,12 @@ def test_host_keys_equal_jax_key_and_fold_in(seed):
 def test_host_threefry_matches_jax_on_many_inputs():
     from js._rngs import threefry2x32
 
-    counts = np.arange(0, 2**32 - 1, 2**32 // 97, dtype=np.uint32)
-    key = jax.random.wrap_key_data(np.array([0x12345678, 0x9ABCDEF0], np.uint32))
-    for count in counts[:8]:
-        got = threefry2x32(0x12345678, 0x9ABCDEF0, 0, count)
-        want = jax.random.key_data(jax.random.fold_in(key, int(count)))
-        np.testing.assert_array_equal(np.array(got, np.uint32), want)
+    counts = np.arange(0, 2**32 - 2**26, 2**32 // 97, dtype=np.uint32)  # 97 counts, vectorized
+    k1, k2 = 0x12345678, 0x9ABCDEF0
+    key = jax.random.wrap_key_data(np.array([k1, k2], np.uint32))
+    want = jax.vmap(lambda c: jax.random.key_data(jax.random.fold_in(key, c)))(counts)
+    got = np.stack(threefry2x32(k1, k2, np.zeros_like(counts), counts), axis=1)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_next_under_jit_takes_the_device_path_and_agrees():
@@ -101,3 +101,13 @@ def test_streams_keep_flax_semantics_for_keys_defaults_and_splits():
         jax.random.key_data(copy.params.key.get_raw_value()),
         jax.random.key_data(jax.random.key(1)),
     )
+
+
+def test_a_counter_at_its_limit_wraps_as_jax():
+    rngs = js.Rngs(params=0)
+    rngs.params.count.set_value(jax.numpy.asarray(2**32 - 1, jax.numpy.uint32))
+    expected = jax.random.fold_in(jax.random.key(0), 2**32 - 1)
+    np.testing.assert_array_equal(
+        jax.random.key_data(rngs.next("params")), jax.random.key_data(expected)
+    )
+    assert int(rngs.params.count[...]) == 0

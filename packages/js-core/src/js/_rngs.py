@@ -133,7 +133,7 @@ class Rngs(_Tracked, nnx.Rngs):
         k1, k2 = np.asarray(jax.random.key_data(key))
         n = np.asarray(count)
         y1, y2 = threefry2x32(k1, k2, np.uint32(0), n)
-        stream.count.set_value(jax.device_put(n + np.uint32(1)))
+        stream.count.set_value(jax.device_put(np.uint32((int(n) + 1) % 2**32)))  # wraps, as jax
         return jax.random.wrap_key_data(np.array([y1, y2], np.uint32), impl="threefry2x32")
 
     def state_dict(self) -> dict[str, np.ndarray]:
