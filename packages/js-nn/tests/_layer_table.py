@@ -73,6 +73,41 @@ CASES = [
     Case("Identity", lambda r: nn.Identity(), _normal(3, 4), (3, 4)),
     Case("Flatten", lambda r: nn.Flatten(), _normal(2, 3, 4, 5), (2, 60)),
     Case("Flatten-middle", lambda r: nn.Flatten(1, 2), _normal(2, 3, 4, 5), (2, 12, 5)),
+    # PyTorch arguments a port needs (issue 12)
+    Case("Conv2d-dilation", lambda r: nn.Conv2d(3, 4, 3, 1, 2, 2, rngs=r), _normal(2, 3, 6, 6),
+         (2, 4, 6, 6)),
+    Case("Conv1d-same-even", lambda r: nn.Conv1d(3, 4, 4, padding="same", rngs=r),
+         _normal(2, 3, 7), (2, 4, 7)),
+    Case("ConvTranspose2d-groups", lambda r: nn.ConvTranspose2d(4, 6, 3, 2, 1, 1, 2, rngs=r),
+         _normal(2, 4, 3, 3), (2, 6, 6, 6)),
+    Case("ConvTranspose1d", lambda r: nn.ConvTranspose1d(3, 2, 4, 2, 1, rngs=r),
+         _normal(2, 3, 5), (2, 2, 10)),
+    Case("MaxPool2d-stem", lambda r: nn.MaxPool2d(3, 2, 1), _normal(2, 3, 8, 8), (2, 3, 4, 4)),
+    Case("MaxPool1d-dilation", lambda r: nn.MaxPool1d(2, 1, 0, 2), _normal(2, 3, 6), (2, 3, 4)),
+    Case("AvgPool2d-ceil", lambda r: nn.AvgPool2d(3, 2, 1, True, False), _normal(2, 3, 6, 6),
+         (2, 3, 4, 4)),
+    Case("AvgPool1d", lambda r: nn.AvgPool1d(2), _normal(2, 3, 6), (2, 3, 3)),
+    Case("AdaptiveAvgPool2d-2x2", lambda r: nn.AdaptiveAvgPool2d(2), _normal(2, 3, 4, 6),
+         (2, 3, 2, 2)),
+    Case("AdaptiveAvgPool1d", lambda r: nn.AdaptiveAvgPool1d(3), _normal(2, 3, 6), (2, 3, 3)),
+    Case("BatchNorm2d-untracked", lambda r: nn.BatchNorm2d(3, track_running_stats=False),
+         _normal(4, 3, 2, 2), (4, 3, 2, 2)),
+    Case("BatchNorm1d-noaffine", lambda r: nn.BatchNorm1d(3, affine=False), _normal(6, 3),
+         (6, 3)),
+    Case("LayerNorm-nobias", lambda r: nn.LayerNorm(8, bias=False), _normal(2, 8), (2, 8)),
+    Case("GroupNorm", lambda r: nn.GroupNorm(2, 4), _normal(2, 4, 3, 3), (2, 4, 3, 3)),
+    Case("Embedding-padding", lambda r: nn.Embedding(10, 4, padding_idx=0, rngs=r), _ints(2, 5),
+         (2, 5, 4)),
+    Case("Dropout1d", lambda r: nn.Dropout1d(0.3), _normal(4, 8, 5), (4, 8, 5), stochastic=True),
+    Case("Dropout2d", lambda r: nn.Dropout2d(0.3), _normal(2, 8, 3, 3), (2, 8, 3, 3),
+         stochastic=True),
+    Case("LeakyReLU", lambda r: nn.LeakyReLU(0.2, True), _normal(3, 4), (3, 4)),
+    Case("SiLU", lambda r: nn.SiLU(True), _normal(3, 4), (3, 4)),
+    Case("Softmax", lambda r: nn.Softmax(dim=-1), _normal(3, 4), (3, 4)),
+    Case("Upsample-bilinear", lambda r: nn.Upsample(scale_factor=2, mode="bilinear"),
+         _normal(2, 3, 3, 4), (2, 3, 6, 8)),
+    Case("Upsample-nearest", lambda r: nn.Upsample(size=(5, 3)), _normal(2, 3, 3, 4),
+         (2, 3, 5, 3)),
     Case("Sequential",
          lambda r: nn.Sequential(nn.Linear(4, 8, rngs=r), nn.GELU(), nn.Linear(8, 2, rngs=r)),
          _normal(3, 4), (3, 2)),
@@ -80,8 +115,8 @@ CASES = [
 
 
 def call(layer, x, rngs=None):
-    """Call a layer, passing ``rngs`` only to the stochastic ones (Dropout)."""
-    if isinstance(layer, nn.Dropout):
+    """Call a layer, passing ``rngs`` only to the stochastic ones (the dropouts)."""
+    if isinstance(layer, (nn.Dropout, nn.Dropout1d, nn.Dropout2d)):
         return layer(x, rngs=rngs)
     return layer(x)
 

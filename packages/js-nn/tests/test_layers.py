@@ -88,6 +88,12 @@ KEYS = {
     "LayerNorm": ["weight", "bias"],
     "Embedding": ["weight"],
     "Sequential": ["0.weight", "0.bias", "2.weight", "2.bias"],
+    "BatchNorm2d-untracked": ["weight", "bias"],
+    "BatchNorm1d-noaffine": ["running_mean", "running_var"],
+    "LayerNorm-nobias": ["weight"],
+    "GroupNorm": ["weight", "bias"],
+    "ConvTranspose2d-groups": ["weight", "bias"],
+    "Upsample-bilinear": [],
     "ReLU": [],
 }
 
@@ -105,7 +111,10 @@ def test_buffers_and_parameters_of_batchnorm():
 
 
 def test_public_names_are_exported():
-    names = {"Linear", "Identity", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d",
+    names = {"Linear", "Identity", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d",
+             "MaxPool1d", "MaxPool2d", "AvgPool1d", "AdaptiveAvgPool1d", "GroupNorm",
+             "Dropout1d", "Dropout2d", "Upsample", "LeakyReLU", "SiLU", "ELU", "Hardtanh",
+             "ReLU6", "Softmax", "LogSoftmax",
              "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm",
              "Dropout", "Embedding", "RNN", "LSTM", "MultiheadAttention", "ReLU", "GELU", "Tanh",
              "Sigmoid", "Flatten", "Sequential", "functional", "attention", "summary",

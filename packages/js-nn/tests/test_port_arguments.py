@@ -179,3 +179,13 @@ def test_layers_create_float32_under_jax_enable_x64():
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["dtypes"] == {name: ["float32"] for name in result["dtypes"]}
     assert result["loaded"] == [[], []]  # a float32 state dict loads strictly
+
+
+def test_pytorch_only_keywords_are_refused_as_porting_md_says():
+    with pytest.raises(TypeError, match="device"):
+        nn.Linear(2, 3, rngs=R, device="cpu")
+    with pytest.raises(TypeError, match="_weight"):
+        nn.Embedding(5, 3, rngs=R, _weight=np.zeros((5, 3)))
+    up = nn.ConvTranspose2d(2, 2, 3, 2, rngs=R)
+    with pytest.raises(TypeError, match="output_size"):
+        up(jnp.ones((1, 2, 4, 4)), output_size=(9, 9))

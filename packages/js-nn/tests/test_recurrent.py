@@ -198,15 +198,15 @@ def test_program_size_does_not_grow_with_T(lengths):
 # -- errors ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"input_size": 0}, r"LSTM: input_size must be an integer >= 1, got 0"),
-    ({"hidden_size": 2.0}, r"LSTM: hidden_size must be an integer >= 1, got 2.0"),
-    ({"num_layers": 0}, r"LSTM: num_layers must be an integer >= 1, got 0"),
-    ({"unroll": True}, r"LSTM: unroll must be an integer >= 1, got True"),
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"input_size": 0}, ValueError, r"LSTM: input_size must be an int >= 1, got 0"),
+    ({"hidden_size": 2.0}, TypeError, r"LSTM: hidden_size must be an int >= 1, got 2.0"),
+    ({"num_layers": 0}, ValueError, r"LSTM: num_layers must be an int >= 1, got 0"),
+    ({"unroll": True}, TypeError, r"LSTM: unroll must be an int >= 1, got True"),
 ])
-def test_bad_construction_is_refused(kwargs, match):
+def test_bad_construction_is_refused(kwargs, error, match):
     args = {"input_size": IN, "hidden_size": H, "num_layers": 1, "unroll": 1} | kwargs
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(error, match=match):
         LSTM(args.pop("input_size"), args.pop("hidden_size"), rngs=js.Rngs(params=0), **args)
 
 
