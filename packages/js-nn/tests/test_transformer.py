@@ -250,7 +250,7 @@ def test_float_masks_are_refused():
             (None, 0),
             {},
             ValueError,
-            r"TransformerEncoder: num_layers must be an integer >= 1, got 0",
+            r"TransformerEncoder: num_layers must be an int >= 1, got 0",
         ),
         (
             (None, 2),
