@@ -164,6 +164,10 @@ def test_sharding_is_kept():
         "for fn in (nn.init.kaiming_uniform_, nn.init.orthogonal_, nn.init.trunc_normal_):\n"
         "    assert fn(w, seed=0).value.sharding == sharding, fn\n"
         "assert nn.init.zeros_(w).value.sharding == sharding\n"
+        "one = jax.device_put(jnp.zeros((3, 2)), jax.devices()[1])\n"
+        "assert nn.init.normal_(js.Parameter(one), seed=0).value.devices() == {jax.devices()[1]}\n"
+        "free = nn.init.normal_(js.Parameter(jnp.zeros((3, 2))), seed=0).value\n"
+        "assert not free.committed\n"
         "print('ok')\n"
     )
     env = dict(os.environ, JAX_PLATFORMS="cpu")

@@ -143,8 +143,9 @@ def _key(name: str, rngs, seed) -> jax.Array:
 
 def _placement(tensor: nnx.Variable) -> tuple[np.dtype, object]:
     current = tensor.get_raw_value()
-    sharding = None if isinstance(current, jax.core.Tracer) else current.sharding
-    return current.dtype, sharding
+    # An uncommitted array (the default device's, placed by no one) stays uncommitted.
+    placed = not isinstance(current, jax.core.Tracer) and current.committed
+    return current.dtype, current.sharding if placed else None
 
 
 def _write(tensor: nnx.Variable, array: jax.Array) -> nnx.Variable:
