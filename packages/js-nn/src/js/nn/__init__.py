@@ -36,6 +36,10 @@ from ._recurrent import RNN as RNN  # noqa: E402
 from ._summary import summary as summary  # noqa: E402
 from ._torch import load_torch_state_dict as load_torch_state_dict  # noqa: E402
 from ._torch import torch_state_dict as torch_state_dict  # noqa: E402
+from ._weights import WeightsInfo as WeightsInfo  # noqa: E402
+from ._weights import load_weights as load_weights  # noqa: E402
+from ._weights import save_weights as save_weights  # noqa: E402
+from ._weights import weights_info as weights_info  # noqa: E402
 from .attention import MultiheadAttention as MultiheadAttention  # noqa: E402
 
 __all__ = [
@@ -66,11 +70,15 @@ __all__ = [
     "Sequential",
     "Sigmoid",
     "Tanh",
+    "WeightsInfo",
     "attention",
     "__interface__",
     "__version__",
     "functional",
     "load_torch_state_dict",
+    "load_weights",
+    "save_weights",
     "summary",
     "torch_state_dict",
+    "weights_info",
 ]
