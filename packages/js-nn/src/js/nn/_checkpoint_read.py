@@ -55,7 +55,7 @@ def read_model_state(path: Path, step: int | None, name: str) -> dict[str, np.nd
     """``{key: array}`` of the module entry ``name`` at ``step`` (best when None), via orbax."""
     import orbax.checkpoint as ocp
 
-    options = ocp.CheckpointManagerOptions(best_fn=_score, best_mode="max", read_only=True)
+    options = ocp.CheckpointManagerOptions(best_fn=_score, best_mode="max", create=False)
     manager = ocp.CheckpointManager(path.absolute(), item_names=("state", "meta"), options=options)
     try:
         chosen = _pick(manager, path, step)
