@@ -15,6 +15,7 @@ versions next to the user's ``{str: str}`` entries; :func:`weights_info` reads i
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
@@ -120,7 +121,10 @@ def save_weights(
             f" got {type(model).__name__}. Fix: pass the model itself"
         )
     tensors = {prefix + key: np.asarray(array, order="C") for key, array in arrays.items()}
-    safetensors.numpy.save_file(tensors, str(path), metadata=header)
+    # Written beside the target and renamed: a crash never leaves a half-written file at path.
+    partial = Path(f"{path}.partial")
+    safetensors.numpy.save_file(tensors, str(partial), metadata=header)
+    os.replace(partial, path)
 
 
 def _open_error(path: Path, error: Exception) -> ValueError:
