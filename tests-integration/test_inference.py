@@ -129,6 +129,7 @@ def trained(work, wheelhouse, tmp_path_factory, third_party_constraints):
     full = _venv(tmp_path_factory, "full", third_party_constraints, [*THIRD_PARTY, "scikit-learn"])
     full.install("js", find_links=[wheelhouse])
     output = full.python_code(TRAIN.format(work=str(work))).stdout
+    print(output)  # the accuracy and the best step, shown with pytest -s
     accuracy = float(output.split("accuracy ")[1].split()[0])
     assert accuracy > 0.8, output
     return work
@@ -192,6 +193,7 @@ def test_c_an_environment_with_only_jax_runs_the_exported_model(
         """
     )
     output = venv.python_code(script.format(work=str(trained))).stdout
+    print(output)
     assert float(output.split("c: max diff ")[1]) < 1e-5, output
 
 
@@ -222,4 +224,5 @@ def test_d_a_file_pytorch_wrote_loads_with_the_torch_layout(work, inference):
         """
     )
     output = inference.python_code(script.format(work=str(work))).stdout
+    print(output)
     assert float(output.split("d: max diff ")[1]) < 1e-5, output

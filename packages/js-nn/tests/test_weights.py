@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import sys
 import zipfile
 
 import jax
@@ -202,3 +203,10 @@ def test_zero_dimensional_and_integer_buffers_round_trip(tmp_path):
     assert int(back.count.value) == 7 and nn.weights_info(tmp_path / "c.safetensors").tensors[
         "count"
     ] == ((), "I32")
+
+
+def test_checkpoint_reading_falls_back_to_orbax_without_js_train(monkeypatch):
+    from js.nn import _checkpoint_read
+
+    monkeypatch.setitem(sys.modules, "js.training", None)  # as if js-train were not installed
+    assert _checkpoint_read._training() is None

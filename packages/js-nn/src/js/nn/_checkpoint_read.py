@@ -26,7 +26,11 @@ def _training():
     """``js.training`` when installed with partial restore, else None."""
     try:
         import js.training as training
-    except ModuleNotFoundError:
+    except ModuleNotFoundError as error:
+        # js-core's install-hint finder names the distribution; a plain miss the module. Any
+        # other missing module comes from inside an installed js-train: raise it.
+        if error.name not in ("js-train", "js.training"):
+            raise
         return None
     return training if hasattr(training, "checkpoint_info") else None
 
