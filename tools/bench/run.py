@@ -26,17 +26,18 @@ from ._harness import Result, measure
 SIZES = {
     "full": dict(mlp_batch=128, mlp=(784, 512, 512, 10), cnn=(64, 28, 32, 64),
                  lstm=(32, 100, 128), lstm_T=(10, 100, 1000), tr=(16, 128, 256), ks=(8, 32),
-                 digits=dict(batch=64), rounds=11, target_s=0.1),
+                 digits=dict(batch=64), inference=dict(cnn=(32, 64), tr=(128, 256)), rounds=11,
+                 target_s=0.1),
     "smoke": dict(mlp_batch=8, mlp=(16, 8, 8, 4), cnn=(4, 8, 2, 4), lstm=(2, 5, 8), ks=(4,),
                   lstm_T=(3,), tr=(2, 8, 16), digits=dict(batch=16, c1=2, c2=4, limit=48, ks=(2,)),
-                  rounds=1, target_s=0.0),
+                  inference=dict(cnn=(2, 4), tr=(8, 16)), rounds=1, target_s=0.0),
 }
 # Workloads whose js and hand-written first losses must agree (no dropout: same computation).
 DETERMINISTIC = {"tiny MLP", "MLP 784-512-512-10", "LSTM", "transformer block"}
 
 
 def workloads(size: dict):
-    from . import _cnn, _digits, _lstm, _mlp, _transformer
+    from . import _cnn, _digits, _inference, _lstm, _mlp, _transformer
 
     yield "tiny MLP", lambda: _mlp.variants((10, 16, 16, 4), 8)
     yield "tiny MLP, K steps/dispatch", lambda: _mlp.scan_variants((10, 16, 16, 4), 8, size["ks"])
@@ -45,6 +46,7 @@ def workloads(size: dict):
     yield "LSTM", lambda: _lstm.variants(*size["lstm"])
     yield "transformer block", lambda: _transformer.variants(*size["tr"])
     yield "digits epoch", lambda: _digits.variants(**size["digits"])
+    yield from _inference.workloads(size["inference"])
 
 
 def machine() -> dict:

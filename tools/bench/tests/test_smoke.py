@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
+INFERENCE = {f"inference {model} B={batch}" for model in ("digits CNN", "transformer")
+             for batch in (1, 256)}  # fmt: skip
 
 
 def test_smoke_run_writes_table_chart_and_agrees_with_hand_written(tmp_path):
@@ -28,10 +30,12 @@ def test_smoke_run_writes_table_chart_and_agrees_with_hand_written(tmp_path):
     workloads = {r["workload"] for r in report["results"]}
     assert workloads == {
         "tiny MLP", "tiny MLP, K steps/dispatch", "MLP 784-512-512-10", "CNN 28x28", "LSTM",
-        "transformer block", "digits epoch",
+        "transformer block", "digits epoch", *INFERENCE,
     }
     variants = {(r["workload"], r["variant"]) for r in report["results"]}
-    for workload in workloads - {"digits epoch", "tiny MLP, K steps/dispatch"}:
+    for workload in INFERENCE:  # each variant's output was checked against hand-written JAX
+        assert {(workload, "js"), (workload, "jax"), (workload, "exported")} <= variants
+    for workload in workloads - {"digits epoch", "tiny MLP, K steps/dispatch", *INFERENCE}:
         assert {(workload, "js"), (workload, "jax"), (workload, "nnx")} <= variants
     assert {("digits epoch", "js Trainer.fit"), ("digits epoch", "js Trainer K=2")} <= variants
     assert ("tiny MLP, K steps/dispatch", "js K=4") in variants

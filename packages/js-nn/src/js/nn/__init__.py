@@ -55,6 +55,10 @@ from ._torch import torch_state_dict as torch_state_dict  # noqa: E402
 from ._transformer import TransformerEncoder as TransformerEncoder  # noqa: E402
 from ._transformer import TransformerEncoderLayer as TransformerEncoderLayer  # noqa: E402
 from ._upsample import Upsample as Upsample  # noqa: E402
+from ._weights import WeightsInfo as WeightsInfo  # noqa: E402
+from ._weights import load_weights as load_weights  # noqa: E402
+from ._weights import save_weights as save_weights  # noqa: E402
+from ._weights import weights_info as weights_info  # noqa: E402
 from .attention import MultiheadAttention as MultiheadAttention  # noqa: E402
 
 __all__ = [
@@ -103,12 +107,16 @@ __all__ = [
     "Upsample",
     "TransformerEncoder",
     "TransformerEncoderLayer",
+    "WeightsInfo",
     "attention",
     "__interface__",
     "__version__",
     "functional",
     "init",
     "load_torch_state_dict",
+    "load_weights",
+    "save_weights",
     "summary",
     "torch_state_dict",
+    "weights_info",
 ]

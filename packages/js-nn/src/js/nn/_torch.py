@@ -65,7 +65,7 @@ def load_torch_state_dict(model, state_dict, strict: bool = True):
         convert, name = _converter(modules, key, "from_torch")
         array = convert(name, _to_numpy(value))
         if array is not None:
-            converted[key] = np.ascontiguousarray(array)
+            converted[key] = np.asarray(array, order="C")  # 0-d stays 0-d
     return model.load_state_dict(converted, strict=strict)
 
 
@@ -85,7 +85,7 @@ def torch_state_dict(model) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for key, array in model.state_dict().items():
         convert, name = _converter(modules, key, "to_torch")
-        out[key] = np.ascontiguousarray(convert(name, array))
+        out[key] = np.asarray(convert(name, array), order="C")
     for path, module in modules.items():
         extras = getattr(module, "torch_extras", None)
         for name, array in (extras() if extras is not None else {}).items():

@@ -66,7 +66,7 @@ def _check_mask(mask, scores_shape: tuple[int, ...], owner: str):
         )
     try:
         fits = mask.ndim <= len(scores_shape) and (
-            np.broadcast_shapes(mask.shape, scores_shape) == tuple(scores_shape)
+            jnp.broadcast_shapes(mask.shape, scores_shape) == tuple(scores_shape)  # symbolic B too
         )
     except ValueError:
         fits = False

@@ -1,0 +1,212 @@
+"""save_weights / load_weights / weights_info: safetensors files in the js layout, no torch."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import zipfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import js
+import js.nn as nn
+
+
+class Net(js.Module):
+    def __init__(self, rngs):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1, rngs=rngs)
+        self.bn = nn.BatchNorm2d(4)
+        self.up = nn.ConvTranspose2d(4, 2, 2, stride=2, rngs=rngs)
+        self.head = nn.Linear(2 * 8 * 8, 3, rngs=rngs)
+
+    def forward(self, x):
+        h = self.up(jax.nn.relu(self.bn(self.conv(x))))  # [B, 2, 8, 8]
+        return self.head(h.reshape(h.shape[0], -1))  # [B, 3]
+
+
+X = jax.random.normal(jax.random.key(0), (2, 1, 4, 4))
+
+
+def _trained(seed=0) -> Net:
+    model = Net(js.Rngs(params=seed))
+    model(X)  # one train-mode call moves BatchNorm's running statistics off their init
+    return model.eval()
+
+
+def _same_state(a: js.Module, b: js.Module) -> None:
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys()
+    for key in sa:
+        np.testing.assert_array_equal(sa[key], sb[key], err_msg=key)
+
+
+def test_round_trip_is_bit_identical_and_keeps_buffers(tmp_path):
+    model = _trained()
+    path = tmp_path / "net.safetensors"
+    nn.save_weights(Net(js.Rngs(params=3)), path)
+    nn.save_weights(model, path)  # replaces the file, through a renamed temporary one
+    assert [p.name for p in tmp_path.iterdir()] == ["net.safetensors"]
+    fresh = Net(js.Rngs(params=1)).eval()
+    assert nn.load_weights(fresh, path) == js.IncompatibleKeys([], [])
+    _same_state(model, fresh)
+    assert not np.allclose(fresh.bn.running_mean.value, 0.0)  # buffers travelled too
+    np.testing.assert_array_equal(fresh(X), model(X))
+
+
+def test_metadata_records_layout_and_version_and_keeps_the_users(tmp_path):
+    path = tmp_path / "net.safetensors"
+    nn.save_weights(_trained(), path, metadata={"epoch": "2", "data": "digits"})
+    info = nn.weights_info(path)
+    assert info.layout == "js" and info.js_version == js.__version__
+    assert info.metadata == {"epoch": "2", "data": "digits"}
+    assert info.tensors["conv.weight"] == ((4, 1, 3, 3), "F32")
+    assert info.tensors["bn.running_var"] == ((4,), "F32")
+
+
+def test_a_state_dict_saves_like_its_module(tmp_path):
+    model = _trained()
+    nn.save_weights(model.state_dict(), tmp_path / "sd.safetensors")
+    fresh = Net(js.Rngs(params=2))
+    nn.load_weights(fresh, tmp_path / "sd.safetensors")
+    _same_state(model, fresh)
+
+
+def test_prefix_is_added_on_save_and_stripped_on_load(tmp_path):
+    model, path = _trained(), tmp_path / "nested.safetensors"
+    nn.save_weights(model, path, prefix="model.")
+    assert all(name.startswith("model.") for name in nn.weights_info(path).tensors)
+    fresh = Net(js.Rngs(params=1))
+    nn.load_weights(fresh, path, prefix="model.")
+    _same_state(model, fresh)
+    with pytest.raises(KeyError, match=r"no tensor .* starts with prefix 'encoder\.'.*'model\.'"):
+        nn.load_weights(fresh, path, prefix="encoder.")
+
+
+def test_names_outside_the_prefix_are_unexpected(tmp_path):
+    sd = {f"model.{k}": v for k, v in _trained().state_dict().items()}
+    sd["lm_head.weight"] = np.zeros((2, 2), np.float32)
+    nn.save_weights(sd, tmp_path / "hf.safetensors")
+    fresh = Net(js.Rngs(params=1))
+    with pytest.raises(ValueError, match=r"unexpected keys: 'lm_head\.weight'"):
+        nn.load_weights(fresh, tmp_path / "hf.safetensors", prefix="model.")
+    keys = nn.load_weights(fresh, tmp_path / "hf.safetensors", prefix="model.", strict=False)
+    assert keys == js.IncompatibleKeys([], ["lm_head.weight"])
+    sd["head.bias"] = np.zeros(3, np.float32)  # both 'model.head.bias' and 'head.bias'
+    nn.save_weights(sd, tmp_path / "both.safetensors")
+    with pytest.raises(ValueError, match=r"holds both 'model\.head\.bias' and 'head\.bias'"):
+        nn.load_weights(fresh, tmp_path / "both.safetensors", prefix="model.")
+
+
+def test_strict_load_reports_everything_and_loads_nothing(tmp_path):
+    sd = _trained().state_dict()
+    sd.pop("head.bias")
+    sd["head.extra"] = np.zeros(1, np.float32)
+    sd["conv.weight"] = np.zeros((4, 1, 5, 5), np.float32)
+    sd["bn.running_mean"] = sd["bn.running_mean"].astype(np.float16)
+    nn.save_weights(sd, tmp_path / "bad.safetensors")
+    model = Net(js.Rngs(params=1))
+    with pytest.raises(
+        ValueError,
+        match=(
+            r"(?s)nothing was loaded.*missing keys: 'head\.bias'.*unexpected keys: 'head\.extra'.*"
+            r"'conv\.weight': expected \[4, 1, 3, 3\] float32, got \[4, 1, 5, 5\] float32.*"
+            r"'bn\.running_mean': expected \[4\] float32, got \[4\] float16"
+        ),
+    ):
+        nn.load_weights(model, tmp_path / "bad.safetensors")
+    _same_state(model, Net(js.Rngs(params=1)))
+
+
+def test_strict_false_returns_missing_and_unexpected(tmp_path):
+    model = _trained()
+    sd = model.state_dict()
+    sd.pop("head.bias")
+    sd["extra.weight"] = np.ones(2, np.float32)
+    nn.save_weights(sd, tmp_path / "partial.safetensors")
+    fresh = Net(js.Rngs(params=1))
+    keys = nn.load_weights(fresh, tmp_path / "partial.safetensors", strict=False)
+    assert keys == js.IncompatibleKeys(["head.bias"], ["extra.weight"])
+    np.testing.assert_array_equal(fresh.head.weight.value, model.head.weight.value)
+
+
+def test_files_that_are_not_safetensors_are_refused_and_never_executed(tmp_path):
+    good = tmp_path / "good.safetensors"
+    nn.save_weights(_trained(), good)
+    data = good.read_bytes()
+    (tmp_path / "truncated").write_bytes(data[: len(data) - 7])
+    (tmp_path / "empty").write_bytes(b"")
+    (tmp_path / "header").write_bytes(data[:8] + b"{not json" + data[17:])
+
+    class Boom:
+        def __reduce__(self):  # unpickling this would call exit()
+            return (exit, (3,))
+
+    (tmp_path / "pickle").write_bytes(pickle.dumps(Boom()))
+    with zipfile.ZipFile(tmp_path / "archive", "w") as archive:
+        archive.writestr("archive/data.pkl", pickle.dumps({}))
+    model = Net(js.Rngs(params=1))
+    for name in ("truncated", "empty", "header"):
+        with pytest.raises(ValueError, match=r"not a readable safetensors file \(damaged or trunc"):
+            nn.load_weights(model, tmp_path / name)
+    with pytest.raises(ValueError, match=r"is a Python pickle, not a safetensors file; js never "):
+        nn.load_weights(model, tmp_path / "pickle")
+    with pytest.raises(ValueError, match=r"is a zip archive \(torch\.save's format\)"):
+        nn.weights_info(tmp_path / "archive")
+    with pytest.raises(FileNotFoundError, match=r"no weight file at .*missing\.safetensors"):
+        nn.load_weights(model, tmp_path / "missing.safetensors")
+    _same_state(model, Net(js.Rngs(params=1)))
+
+
+def test_bad_arguments_are_clear_errors(tmp_path):
+    model, path = _trained(), tmp_path / "w.safetensors"
+    with pytest.raises(ValueError, match=r"layout must be one of \('js', 'torch'\), got 'tf'"):
+        nn.save_weights(model, path, layout="tf")
+    with pytest.raises(ValueError, match=r"prefix must be '' or a dotted name ending in '\.'"):
+        nn.save_weights(model, path, prefix="model")
+    with pytest.raises(
+        TypeError,
+        match=r"metadata must be a dict\[str, str\], got entries "
+        r"\[\"'epoch': int\"\]",
+    ):
+        nn.save_weights(model, path, metadata={"epoch": 2})
+    with pytest.raises(ValueError, match=r"metadata keys \['js\.layout'\] are written by js"):
+        nn.save_weights(model, path, metadata={"js.layout": "x"})
+    with pytest.raises(TypeError, match=r"expects a js\.Module \(or, with layout='js', a state"):
+        nn.save_weights(model.state_dict(), path, layout="torch")
+    with pytest.raises(TypeError, match=r"load_weights expects a js\.Module to fill, got dict"):
+        nn.load_weights({}, path)
+    assert not path.exists()  # nothing was written by the refused calls
+    nn.save_weights(model, path)
+    with pytest.raises(ValueError, match=r"written with layout='js', but layout='torch' was"):
+        nn.load_weights(model, path, layout="torch")
+    with pytest.raises(ValueError, match=r"step= and name= select inside a checkpoint directory"):
+        nn.load_weights(model, path, step=3)
+    with pytest.raises(NotImplementedError, match=r"is a checkpoint directory, which holds js"):
+        nn.load_weights(model, tmp_path, layout="torch")
+
+
+def test_zero_dimensional_and_integer_buffers_round_trip(tmp_path):
+    class Counter(js.Module):
+        def __init__(self):
+            super().__init__()
+            self.count = js.Buffer(jnp.asarray(7, jnp.int32))
+            self.scale = js.Parameter(jnp.asarray(0.5))
+
+    nn.save_weights(Counter(), tmp_path / "c.safetensors")
+    back = Counter()
+    back.count.value = jnp.asarray(0, jnp.int32)
+    nn.load_weights(back, tmp_path / "c.safetensors")
+    assert int(back.count.value) == 7 and nn.weights_info(tmp_path / "c.safetensors").tensors[
+        "count"
+    ] == ((), "I32")
+
+
+def test_checkpoint_reading_falls_back_to_orbax_without_js_train(monkeypatch):
+    from js.nn import _checkpoint_read
+
+    monkeypatch.setitem(sys.modules, "js.training", None)  # as if js-train were not installed
+    assert _checkpoint_read._training() is None
