@@ -181,7 +181,26 @@ def lay_out(transform: str, objects, key: tuple) -> tuple[CallLayout, list[nnx.V
     variables = state_variables(flat, transform)
     paths = tuple(path for path, _ in flat)
     shardings = tuple(_sharding(variable.get_raw_value()) for variable in variables)
-    return CallLayout(_without_ids(key, objects), graphdef, paths, shardings), variables
+    layout = CallLayout(_without_ids(key, objects), graphdef, paths, shardings)
+    if layout.placement is not None:
+        _check_one_placement(transform, layout)
+    return layout, variables
+
+
+def _check_one_placement(transform: str, layout: CallLayout) -> None:
+    """Refuse state on one device next to state on a mesh: one program runs on one mesh."""
+    alone = [
+        f"{'.'.join(map(str, path[1:]))!r} of stateful argument {path[0]} on "
+        f"{next(iter(sharding.device_set))}"
+        for path, sharding in zip(layout.paths, layout.shardings, strict=True)
+        if isinstance(sharding, SingleDeviceSharding)
+    ]
+    if alone:
+        raise ValueError(
+            f"{transform}: some state is on a mesh (js.shard) and some on a single device: "
+            f"{'; '.join(alone[:4])}{' ...' if len(alone) > 4 else ''}. Fix: js.shard(obj, "
+            "mesh) every module and js.Rngs passed to the step (and build optimizers after)."
+        )
 
 
 def lay_out_call(transform: str, args, kwargs):
