@@ -30,7 +30,8 @@ BLOCK_FSDP = [("ln*", P()), ("*weight", P("data", None)), ("*bias", P("data"))]
 
 
 def largest_difference(a, b) -> float:
-    return float(max(np.max(np.abs(np.asarray(x) - np.asarray(y))) for x, y in zip(a, b, strict=True)))
+    pairs = zip(a, b, strict=True)
+    return float(max(np.max(np.abs(np.asarray(x) - np.asarray(y))) for x, y in pairs))
 
 
 def train(step, objects, batches, mesh=None) -> list[float]:
@@ -83,7 +84,8 @@ def fully_sharded() -> dict:
         assert (spec != P()) == (path in split), (path, spec)
         if path in split:
             assert all(s.data.size * 8 == p.value.size for s in p.value.addressable_shards), path
-    moments = [v for k, v in zip(opt8._keys, opt8._state, strict=True) if k.startswith(("adam.mu", "adam.nu"))]
+    state = zip(opt8._keys, opt8._state, strict=True)
+    moments = [v for k, v in state if k.startswith(("adam.mu", "adam.nu"))]
     assert sum(len(v[...].sharding.spec) > 0 for v in moments) == 2 * len(split)
     batches = block_batches(20, 16)
     one = train(block_step, (single, opt1), batches)
