@@ -22,14 +22,12 @@ def test_csv_run_adds_late_columns_and_resumes(tmp_path):
     run.log({"epoch": 0.0, "train/loss": 3.0}, step=0)
     run.log({"epoch": 1.0, "train/loss": 2.0, "val/loss": 2.5}, step=1)
     run.log({"epoch": 2.0, "train/loss": 1.0, "val/loss": 1.5}, step=2)
-    assert run.path.read_text().splitlines()[:2] == ["step,epoch,train/loss,val/loss", "0,0.0,3.0,"]
+    assert run.path.read_text().splitlines()[:2] == ["step,epoch,train/loss,val/loss",
+                                                     "0,0.0,3.0,"]
     resumed = CSVRun(tmp_path, resume=True)  # continue after epoch 1: epoch 2 is replaced
     resumed.log({"epoch": 2.0, "train/loss": 0.5, "val/loss": 0.7}, step=2)
-    assert resumed.path.read_text().splitlines()[1:] == [
-        "0,0.0,3.0,",
-        "1,1.0,2.0,2.5",
-        "2,2.0,0.5,0.7",
-    ]
+    assert resumed.path.read_text().splitlines()[1:] == ["0,0.0,3.0,", "1,1.0,2.0,2.5",
+                                                         "2,2.0,0.5,0.7"]
     assert CSVRun(tmp_path).rows == []  # without resume, a new run starts empty
 
 
@@ -50,16 +48,8 @@ def test_one_csv_run_serves_several_fits_without_listing_a_step_twice(tmp_path):
 def test_plot_run_writes_a_png_per_run(tmp_path):
     run = CSVRun(tmp_path)
     for epoch in range(3):
-        run.log(
-            {
-                "epoch": float(epoch),
-                "train/loss": 1.0 / (epoch + 1),
-                "val/loss": 1.2,
-                "train/accuracy": 0.5,
-                "val/accuracy": 0.6,
-            },
-            step=epoch,
-        )
+        run.log({"epoch": float(epoch), "train/loss": 1.0 / (epoch + 1), "val/loss": 1.2,
+                 "train/accuracy": 0.5, "val/accuracy": 0.6}, step=epoch)
     png = plot_run(tmp_path, tmp_path / "plots" / "curves.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert plot_run(run.path, tmp_path / "again.png").exists()
@@ -70,11 +60,8 @@ def test_plot_run_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatc
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib.* now fails
-    with pytest.raises(
-        ImportError,
-        match=r"plot_run needs matplotlib: pip install "
-        r"'js-train\[plot\]'",
-    ):
+    with pytest.raises(ImportError, match=r"plot_run needs matplotlib: pip install "
+                       r"'js-train\[plot\]'"):
         plot_run(tmp_path, tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()
 

@@ -66,16 +66,8 @@ def test_phases_callbacks_and_run_get_the_same_metrics(capsys):
     x, y = np.ones(4, np.float32), np.ones(4, np.int32)
     history = Trainer(2, callbacks=[recorder], run=run).fit(task, [(x, y)], [(x, y)])
     assert task.phases == ["train", "eval", "train", "eval"]
-    assert recorder.calls == [
-        "fit_start",
-        "epoch_start 0",
-        "validation_end",
-        "epoch_end",
-        "epoch_start 1",
-        "validation_end",
-        "epoch_end",
-        "fit_end",
-    ]
+    assert recorder.calls == ["fit_start", "epoch_start 0", "validation_end", "epoch_end",
+                              "epoch_start 1", "validation_end", "epoch_end", "fit_end"]
     assert recorder.metrics == history == [m for _, m in run.logged]
     assert [step for step, _ in run.logged] == [0, 1] and run.closed
     lines = capsys.readouterr().out.strip().splitlines()
@@ -110,9 +102,8 @@ def test_early_stopping_stops_and_says_why(capsys):
     history = Trainer(10, callbacks=[stopper]).fit(ValLosses(range(1, 11)), [(x, x)], [(x, x)])
     assert len(history) == 2 and stopper.stopped_epoch == 1  # Lightning: epoch 1 is 1 too many
     out = capsys.readouterr().out
-    assert (
-        "stopping: EarlyStopping: val/loss did not improve for 1 epoch (best 1, patience 1)" in out
-    )
+    assert ("stopping: EarlyStopping: val/loss did not improve for 1 epoch (best 1, patience 1)"
+            in out)
 
 
 @pytest.mark.parametrize("patience, stopped", [(0, 2), (1, 2), (2, 3), (3, 4), (4, None)])
@@ -122,9 +113,8 @@ def test_early_stopping_counts_epochs_without_improvement_like_lightning(patienc
     losses = [3.0, 1.0, 2.0, 1.0, 1.5, 0.5, 9.0]
     stopper = EarlyStopping("val/loss", patience=patience)
     x = np.ones(2, np.float32)
-    history = Trainer(6, callbacks=[stopper], verbose=False).fit(
-        ValLosses(losses), [(x, x)], [(x, x)]
-    )
+    history = Trainer(6, callbacks=[stopper], verbose=False).fit(ValLosses(losses), [(x, x)],
+                                                                 [(x, x)])
     assert stopper.stopped_epoch == stopped
     assert len(history) == (6 if stopped is None else stopped + 1)
 
@@ -160,14 +150,11 @@ def test_progress_reads_the_device_at_most_once_per_interval(capsys, interval, r
 # -- errors --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "epochs, error, message",
-    [
-        (0, ValueError, "got 0$"),
-        (1.5, TypeError, r"got 1\.5 \(a float\)\. Fix: pass an integer, e\.g\. max_epochs=1"),
-        (True, TypeError, r"got True \(a bool\)"),  # an int to Python, never meant as a count
-    ],
-)
+@pytest.mark.parametrize("epochs, error, message", [
+    (0, ValueError, "got 0$"),
+    (1.5, TypeError, r"got 1\.5 \(a float\)\. Fix: pass an integer, e\.g\. max_epochs=1"),
+    (True, TypeError, r"got True \(a bool\)"),  # an int to Python, never meant as a count
+])
 def test_max_epochs_must_be_a_positive_int(epochs, error, message):
     with pytest.raises(error, match="Trainer max_epochs must be an int >= 1, " + message):
         Trainer(epochs)
@@ -183,14 +170,10 @@ def test_numpy_integers_count_as_ints():
     assert [h["epoch"] for h in history] == [1.0]
 
 
-@pytest.mark.parametrize(
-    "start, error, message",
-    [
-        (-1, ValueError, "got -1$"),
-        (True, TypeError, r"got True \(a bool\)"),
-        (1.0, TypeError, r"got 1\.0 \(a float\)"),
-    ],
-)
+@pytest.mark.parametrize("start, error, message", [
+    (-1, ValueError, "got -1$"), (True, TypeError, r"got True \(a bool\)"),
+    (1.0, TypeError, r"got 1\.0 \(a float\)"),
+])
 def test_start_epoch_must_be_an_int(start, error, message):
     x = np.ones(2, np.float32)
     with pytest.raises(error, match="fit start_epoch must be an int >= 0, " + message):
@@ -260,11 +243,8 @@ def test_a_monitor_that_cannot_exist_fails_before_training(tmp_path, monitor):
     from js.training import ModelCheckpoint
 
     x = np.ones(2, np.float32)
-    with pytest.raises(
-        KeyError,
-        match=rf"EarlyStopping monitors '{monitor}', but the epoch's "
-        r"metrics are \['epoch', .*'train/loss'.*val/\.\.\. needs val_data",
-    ):
+    with pytest.raises(KeyError, match=rf"EarlyStopping monitors '{monitor}', but the epoch's "
+                       r"metrics are \['epoch', .*'train/loss'.*val/\.\.\. needs val_data"):
         Trainer(2, callbacks=[EarlyStopping(monitor)], verbose=False).fit(NoSteps(), [(x, x)])
     checkpoint = ModelCheckpoint(tmp_path / "ck", monitor=monitor)
     with pytest.raises(KeyError, match=rf"ModelCheckpoint monitors '{monitor}'"):
@@ -276,8 +256,7 @@ def test_a_monitor_missing_at_the_epoch_end_names_what_exists():
     x = np.ones(2, np.float32)  # train/accuracy exists only when steps return 'correct'
     with pytest.raises(KeyError, match=r"EarlyStopping monitors 'val/accuracy'.*'val/loss'"):
         Trainer(2, callbacks=[EarlyStopping("val/accuracy")], verbose=False).fit(
-            FixedTask(), [(x, x)], [(x, x)]
-        )
+            FixedTask(), [(x, x)], [(x, x)])
 
 
 def test_task_checks_its_arguments(make_task):
