@@ -1,0 +1,36 @@
+"""A job for ``js.training.launch``: 20 Adam steps of the transformer block, data-parallel over
+every device of every process; process 0 prints the losses as one JSON line.
+
+Each process passes its own rows of every global batch to ``js.shard_batch``. Run alone (one
+process, 8 devices) it trains on the same global batches, so the losses must agree.
+"""
+
+import json
+import sys
+
+from js.training import init_distributed
+
+init_distributed()  # before any JAX computation
+
+import jax  # noqa: E402
+from jax.sharding import AxisType  # noqa: E402
+from scaling_models import Block, adam, block_batches, block_step  # noqa: E402
+
+import js  # noqa: E402
+
+if sys.argv[1:] == ["fail"]:  # the failure path: process 1 raises, process 0 waits
+    if jax.process_index() == 1:
+        raise RuntimeError("process 1 failed on purpose")
+    print(f"pid {__import__('os').getpid()}", flush=True)
+    __import__("time").sleep(600)
+
+mesh = jax.make_mesh((jax.device_count(),), ("data",), axis_types=(AxisType.Auto,))
+model = js.shard(Block(rngs=js.Rngs(params=0)), mesh)
+optimizer = adam(model)
+rows = 16 // jax.process_count()
+mine = slice(jax.process_index() * rows, (jax.process_index() + 1) * rows)
+losses = []
+for x, y in block_batches(20, 16):
+    losses.append(float(block_step(model, optimizer, *js.shard_batch((x[mine], y[mine]), mesh))))
+if jax.process_index() == 0:
+    print(json.dumps({"devices": jax.device_count(), "losses": losses}), flush=True)
