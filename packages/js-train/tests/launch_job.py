@@ -6,31 +6,38 @@ process, 8 devices) it trains on the same global batches, so the losses must agr
 """
 
 import json
+import os
 import sys
+import time
 
+import jax
+from jax.sharding import AxisType
+from scaling_models import Block, adam, block_batches, block_step
+
+import js
 from js.training import init_distributed
 
-init_distributed()  # before any JAX computation
 
-import jax  # noqa: E402
-from jax.sharding import AxisType  # noqa: E402
-from scaling_models import Block, adam, block_batches, block_step  # noqa: E402
+def main() -> None:
+    init_distributed()  # before any JAX computation
+    if sys.argv[1:] == ["fail"]:  # the failure path: process 1 raises, process 0 waits
+        if jax.process_index() == 1:
+            raise RuntimeError("process 1 failed on purpose")
+        print(f"pid {os.getpid()}", flush=True)
+        time.sleep(600)
 
-import js  # noqa: E402
+    mesh = jax.make_mesh((jax.device_count(),), ("data",), axis_types=(AxisType.Auto,))
+    model = js.shard(Block(rngs=js.Rngs(params=0)), mesh)
+    optimizer = adam(model)
+    rows = 16 // jax.process_count()
+    mine = slice(jax.process_index() * rows, (jax.process_index() + 1) * rows)
+    losses = []
+    for x, y in block_batches(20, 16):
+        batch = js.shard_batch((x[mine], y[mine]), mesh)
+        losses.append(float(block_step(model, optimizer, *batch)))
+    if jax.process_index() == 0:
+        print(json.dumps({"devices": jax.device_count(), "losses": losses}), flush=True)
 
-if sys.argv[1:] == ["fail"]:  # the failure path: process 1 raises, process 0 waits
-    if jax.process_index() == 1:
-        raise RuntimeError("process 1 failed on purpose")
-    print(f"pid {__import__('os').getpid()}", flush=True)
-    __import__("time").sleep(600)
 
-mesh = jax.make_mesh((jax.device_count(),), ("data",), axis_types=(AxisType.Auto,))
-model = js.shard(Block(rngs=js.Rngs(params=0)), mesh)
-optimizer = adam(model)
-rows = 16 // jax.process_count()
-mine = slice(jax.process_index() * rows, (jax.process_index() + 1) * rows)
-losses = []
-for x, y in block_batches(20, 16):
-    losses.append(float(block_step(model, optimizer, *js.shard_batch((x[mine], y[mine]), mesh))))
-if jax.process_index() == 0:
-    print(json.dumps({"devices": jax.device_count(), "losses": losses}), flush=True)
+if __name__ == "__main__":
+    main()

@@ -25,7 +25,12 @@ from scaling_models import (
 import js
 from js.training import ArrayLoader, Task, Trainer
 
-MESH = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Auto,))
+
+def eight_device_mesh():
+    return jax.make_mesh((8,), ("data",), axis_types=(AxisType.Auto,))
+
+
+MESH = None  # set in __main__: importing this file (doctest collection) must not need 8 devices
 BLOCK_FSDP = [("ln*", P()), ("*weight", P("data", None)), ("*bias", P("data"))]
 
 
@@ -129,6 +134,7 @@ def trainer_on_mesh() -> dict:
 
 if __name__ == "__main__":
     assert jax.device_count() == 8
+    MESH = eight_device_mesh()
     checks = {"dp": data_parallel, "fsdp": fully_sharded, "trainer": trainer_on_mesh}
     for name in sys.argv[1:]:
         print(json.dumps({name: checks[name]()}), flush=True)

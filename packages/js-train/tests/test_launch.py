@@ -85,3 +85,16 @@ def test_init_distributed_outside_a_launched_job(monkeypatch):
     monkeypatch.setenv("JS_PROCESS_ID", "2")
     with pytest.raises(ValueError, match="JS_PROCESS_ID=2 is not below JS_NUM_PROCESSES=2"):
         init_distributed()
+
+
+def test_the_data_parallel_digits_example_runs_under_the_launcher():
+    example = HERE.parents[2] / "docs" / "examples" / "digits_parallel.py"
+    process = launch(
+        "--processes", "2", "--devices-per-process", "2", str(example), "--epochs", "1"
+    )
+    status, output = finish(process)
+    assert status == 0, output[-4000:]
+    line = next(line for line in output.splitlines() if "test accuracy" in line)
+    assert line.startswith("[0] 2 processes, 4 devices: test accuracy"), line
+    assert float(line.split("accuracy")[1].split()[0]) > 0.5  # one epoch learns something
+    assert not any(line.startswith("[1] epoch") for line in output.splitlines())  # rank 0 reports
