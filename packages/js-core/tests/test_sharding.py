@@ -181,3 +181,18 @@ def test_one_device_mesh_trains_like_no_mesh():
     x, y = jnp.ones((4, 10)), jnp.zeros((4, 4))
     loss = grad(model, *js.shard_batch((x, y), mesh))
     np.testing.assert_allclose(loss, grad(reference, x, y), rtol=1e-6)
+
+
+def test_grad_and_scan_steps_refuse_a_structure_change_like_jit():
+    model = MLP(rngs=js.Rngs(params=0))
+
+    def switch(model, x, y):
+        model.eval()
+        return mse(model, x, y)
+
+    x, y = jnp.ones((2, 10)), jnp.zeros((2, 4))
+    with pytest.raises(RuntimeError, match="js.value_and_grad: .*switch changed the structure"):
+        js.value_and_grad(switch)(model, x, y)
+    with pytest.raises(RuntimeError, match="js.scan_steps: .*switch changed the structure"):
+        js.scan_steps(switch)(model, x[None], y[None])
+    assert model.training

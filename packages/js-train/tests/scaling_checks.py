@@ -112,6 +112,27 @@ def fully_sharded() -> dict:
     }
 
 
+def two_axes() -> dict:
+    """The block on a ("data", "model") mesh, Megatron-style rules (docs/scaling.md recipe 3)."""
+    mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
+    rules = [
+        ("fc1.weight", P("model", None)),
+        ("fc1.bias", P("model")),
+        ("fc2.weight", P(None, "model")),
+        ("attn.in_proj_weight", P("model", None)),
+    ]
+    single, sharded = Block(rngs=js.Rngs(params=0)), Block(rngs=js.Rngs(params=0))
+    js.shard(sharded, mesh, rules, batch_axis="data")
+    assert sharded.fc2.weight.value.addressable_shards[0].data.shape == (32, 32)
+    batches = block_batches(20, 16)
+    one = train(block_step, (single, adam(single)), batches)
+    eight = train(block_step, (sharded, adam(sharded)), batches, mesh)
+    return {
+        "loss_diff": largest_difference(one, eight),
+        "param_diff": largest_difference(comparable(single), comparable(sharded)),
+    }
+
+
 def trainer_on_mesh() -> dict:
     """Trainer(mesh=) with 2 steps per dispatch and validation equals Trainer() on one device."""
     (x, y), _, _ = digits_batches(1, 256)[0], None, None
@@ -135,6 +156,11 @@ def trainer_on_mesh() -> dict:
 if __name__ == "__main__":
     assert jax.device_count() == 8
     MESH = eight_device_mesh()
-    checks = {"dp": data_parallel, "fsdp": fully_sharded, "trainer": trainer_on_mesh}
+    checks = {
+        "dp": data_parallel,
+        "fsdp": fully_sharded,
+        "tp": two_axes,
+        "trainer": trainer_on_mesh,
+    }
     for name in sys.argv[1:]:
         print(json.dumps({name: checks[name]()}), flush=True)

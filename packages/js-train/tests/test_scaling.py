@@ -36,7 +36,7 @@ def run_checks(*names: str, devices: int = 8) -> dict:
 
 @pytest.fixture(scope="module")
 def eight_devices() -> dict:
-    return run_checks("dp", "fsdp", "trainer")
+    return run_checks("dp", "fsdp", "tp", "trainer")
 
 
 @pytest.mark.parametrize("model", ["cnn", "block"])
@@ -51,6 +51,11 @@ def test_fully_sharded_state_is_an_eighth_per_device_and_trains_the_same(eight_d
     assert result["loss_diff"] <= 1e-5 and result["param_diff"] <= 1e-5, result
     sharded, replicated = result["sharded_bytes_1"], result["replicated_bytes"]
     assert result["state_bytes_8"] <= replicated + sharded / 8 * 1.1, result
+
+
+def test_two_axes_megatron_rules_train_the_same(eight_devices):
+    result = eight_devices["tp"]
+    assert result["loss_diff"] <= 1e-5 and result["param_diff"] <= 1e-5, result
 
 
 def test_trainer_on_a_mesh_equals_the_trainer_on_one_device(eight_devices):
