@@ -224,7 +224,7 @@ def shard_batch(batch, mesh: Mesh, axis: str = "data"):
         >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(AxisType.Auto,))
         >>> x, y = js.shard_batch((np.zeros((4, 2)), np.zeros(4)), mesh)
         >>> x.sharding.spec
-        PartitionSpec('data',)
+        P('data',)
     """
     _check_mesh("js.shard_batch", mesh)
     _check_axis("js.shard_batch", mesh, axis)
