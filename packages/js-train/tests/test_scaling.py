@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import pytest
+from jax.sharding import AxisType
+
+from js.training import Trainer
 
 HERE = Path(__file__).parent
 
@@ -60,3 +64,15 @@ def test_two_axes_megatron_rules_train_the_same(eight_devices):
 
 def test_trainer_on_a_mesh_equals_the_trainer_on_one_device(eight_devices):
     assert eight_devices["trainer"]["history_diff"] <= 1e-5
+
+
+def test_trainer_refuses_a_bad_mesh_when_built():
+    with pytest.raises(TypeError, match="Trainer mesh must be a jax.sharding.Mesh or None, got"):
+        Trainer(1, mesh=(8,))
+    mesh = jax.make_mesh((1,), ("data",), axis_types=(AxisType.Auto,))
+    with pytest.raises(KeyError, match=r"batch_axis 'batch' is not an axis of the mesh; its axes"):
+        Trainer(1, mesh=mesh, batch_axis="batch")
+    explicit = jax.make_mesh((1,), ("data",), axis_types=(AxisType.Explicit,))
+    with pytest.raises(NotImplementedError, match="are not AxisType.Auto"):
+        Trainer(1, mesh=explicit)
+    assert Trainer(1, mesh=mesh).mesh is mesh
