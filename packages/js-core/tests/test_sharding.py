@@ -144,6 +144,10 @@ now = [v[...].sharding for v in entry.variables]
 assert all(a.is_equivalent_to(b, 2) for a, b in zip(state_in, now)), state_in
 assert all(a.is_equivalent_to(b, 2) for a, b in zip(state_out, now)), state_out
 
+model.load_state_dict(reference.state_dict())  # loaded values keep the mesh placement
+assert {path: p.value.sharding.spec for path, p in model.named_parameters()} == specs
+assert step(model, opt, gx, gy).shape == ()
+
 rngs = js.shard(js.Rngs(noise=0), mesh)
 draw = js.jit(lambda rngs, x: x + jax.random.normal(rngs.next("noise"), x.shape))
 assert draw(rngs, gx).sharding.spec == P("data") and int(rngs.noise.count[...]) == 1
