@@ -92,10 +92,8 @@ def _spec_problems(path: str, shape: tuple, spec: PartitionSpec, mesh: Mesh) -> 
     return problems
 
 
-def _plan(obj, mesh: Mesh, rules: Sequence[Rule]) -> list[tuple[nnx.Variable, PartitionSpec]]:
-    """Every variable's spec, after checking every rule against every array (nothing moves)."""
-    state = _state_of(obj)
-    used, plan, unknown, problems = set(), [], [], []
+def _check_rule_axes(rules: Sequence[Rule], mesh: Mesh) -> None:
+    unknown = []
     for pattern, spec in rules:
         unknown += [f"{pattern!r}: {a!r}" for a in _spec_axes(spec) if a not in mesh.axis_names]
     if unknown:
@@ -103,6 +101,13 @@ def _plan(obj, mesh: Mesh, rules: Sequence[Rule]) -> list[tuple[nnx.Variable, Pa
             f"js.shard: rules name axes that are not axes of the mesh ({list(mesh.axis_names)}): "
             f"{'; '.join(unknown)}. Fix: use the mesh's axis names in the PartitionSpecs."
         )
+
+
+def _plan(obj, mesh: Mesh, rules: Sequence[Rule]) -> list[tuple[nnx.Variable, PartitionSpec]]:
+    """Every variable's spec, after checking every rule against every array (nothing moves)."""
+    _check_rule_axes(rules, mesh)
+    state = _state_of(obj)
+    used, plan, problems = set(), [], []
     for path, variable, ruled in state:
         spec = PartitionSpec()
         for index, (pattern, rule_spec) in enumerate(rules if ruled else ()):

@@ -80,24 +80,26 @@ def run(script: str, args: list[str], processes: int, devices: int) -> int:
         children.append(child)
         readers.append(threading.Thread(target=_forward, args=(rank, child.stdout, lock)))
         readers[-1].start()
-    status = 0
     try:
-        while status == 0:
-            codes = [child.poll() for child in children]  # every child, so each is reaped
-            failed = [(rank, code) for rank, code in enumerate(codes) if code]
-            if failed:
-                rank, status = failed[0]
-                print(
-                    f"[launch] process {rank} exited with {status}; stopping the others", flush=True
-                )
-            elif all(code == 0 for code in codes):
-                break
-            time.sleep(0.05)
-    finally:
+        return _watch(children)
+    finally:  # also on Ctrl-C: no process outlives the launcher
         _stop(children)
         for reader in readers:
             reader.join()
-    return status
+
+
+def _watch(children: list[subprocess.Popen]) -> int:
+    """Wait until every process succeeded (0) or one failed (its status)."""
+    while True:
+        codes = [child.poll() for child in children]  # every child, so each is reaped
+        failed = [(rank, code) for rank, code in enumerate(codes) if code]
+        if failed:
+            rank, status = failed[0]
+            print(f"[launch] process {rank} exited with {status}; stopping the others", flush=True)
+            return status
+        if all(code == 0 for code in codes):
+            return 0
+        time.sleep(0.05)
 
 
 def main(argv: list[str] | None = None) -> int:
