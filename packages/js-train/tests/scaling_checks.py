@@ -91,7 +91,9 @@ def fully_sharded() -> dict:
             assert all(s.data.size * 8 == p.value.size for s in p.value.addressable_shards), path
     state = zip(opt8._keys, opt8._state, strict=True)
     moments = [v for k, v in state if k.startswith(("adam.mu", "adam.nu"))]
-    assert sum(len(v[...].sharding.spec) > 0 for v in moments) == 2 * len(split)
+    split_moments = [v[...] for v in moments if len(v[...].sharding.spec) > 0]
+    assert len(split_moments) == 2 * len(split)  # mu and nu of every split parameter
+    assert all(s.data.size * 8 == m.size for m in split_moments for s in m.addressable_shards)
     batches = block_batches(20, 16)
     one = train(block_step, (single, opt1), batches)
     eight = train(block_step, (sharded, opt8), batches, MESH)
