@@ -20,6 +20,7 @@ from ._missing import install_hint_finder as _install_hint_finder  # noqa: E402
 from ._module import IncompatibleKeys, Module, ModuleDict, ModuleList  # noqa: E402
 from ._rngs import Rngs  # noqa: E402
 from ._scan import scan_steps  # noqa: E402
+from ._sharding import shard, shard_batch  # noqa: E402
 from ._transforms import apply, merge, split, stop_gradient, update  # noqa: E402
 from ._variables import Buffer, Object, Parameter, ParameterSelection  # noqa: E402
 from ._version import INTERFACE as __interface__  # noqa: E402
@@ -44,6 +45,8 @@ __all__ = [
     "merge",
     "random",
     "scan_steps",
+    "shard",
+    "shard_batch",
     "split",
     "stop_gradient",
     "update",

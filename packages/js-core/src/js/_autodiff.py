@@ -7,7 +7,7 @@ import functools
 import jax
 from flax import nnx
 
-from ._stateful import StatefulCall, new_leaves
+from ._stateful import lay_out_call, read, write_back
 from ._variables import Parameter
 
 
@@ -22,7 +22,7 @@ def _check_module(transform: str, module) -> None:
 def _differentiate(fn, has_aux: bool, transform: str):
     """``(module, *args) -> ((loss, aux), grads)``: differentiate the module's Parameters.
 
-    The module and every stateful argument are flattened together (shared variables once), the
+    The call is laid out by ``_stateful`` (the module first, shared variables once), the
     module's Parameters become the differentiated input of a pure function, everything else
     (buffers, RNG counters, other modules) a passed-through input whose new values are written
     back afterwards. Attribute order is left as it was, so ``named_parameters`` keeps its order.
@@ -30,28 +30,31 @@ def _differentiate(fn, has_aux: bool, transform: str):
 
     def run(module, *args, **kwargs):
         _check_module(transform, module)
-        call = StatefulCall(f"js.{transform}", args, kwargs, leading=(module,))
-        wrt = [p[0] == 0 and isinstance(v, Parameter) for p, v in call.flat]
+        layout, variables, dyn_args, dyn_kwargs = lay_out_call(
+            f"js.{transform}", (module, *args), kwargs
+        )
+        pairs = zip(layout.paths, variables, strict=True)
+        wrt = [path[0] == 0 and isinstance(v, Parameter) for path, v in pairs]
 
         def pure(diff, rest):
             diff_it, rest_it = iter(diff), iter(rest)
             ordered = [next(diff_it) if w else next(rest_it) for w in wrt]
-            merged, call_args, call_kwargs = call.rebuild(ordered, args, kwargs)
-            out = fn(merged[0], *call_args, **call_kwargs)
+            objects, call_args, call_kwargs = layout.rebuild(ordered, dyn_args, dyn_kwargs)
+            out = fn(*call_args, **call_kwargs)
             if has_aux and not (isinstance(out, tuple) and len(out) == 2):
                 raise TypeError(
                     f"js.{transform}(fn, has_aux=True): fn must return a pair (loss, aux), got "
                     f"{type(out).__name__}"
                 )
             loss, aux = out if has_aux else (out, None)
-            return loss, (aux, new_leaves(merged))
+            return loss, (aux, layout.updated(objects, f"js.{transform}", fn))
 
-        leaves = call.leaves()
+        leaves = read(variables)
         diff = [x for x, w in zip(leaves, wrt, strict=True) if w]
         rest = [x for x, w in zip(leaves, wrt, strict=True) if not w]
         (loss, (aux, updated)), grads = jax.value_and_grad(pure, has_aux=True)(diff, rest)
-        call.write_back(updated, keep=wrt)  # the Parameters themselves are not changed by fn
-        paths = [p[1:] for (p, _), w in zip(call.flat, wrt, strict=True) if w]
+        write_back(variables, updated, keep=wrt)  # the Parameters themselves are not changed
+        paths = [p[1:] for p, w in zip(layout.paths, wrt, strict=True) if w]
         return (loss, aux), nnx.from_flat_state(list(zip(paths, grads, strict=True)))
 
     return run

@@ -10,6 +10,11 @@ read those variables' arrays, run the compiled program, and write the results ba
 attribute assignment on a js object (a structural edit, ``train()``/``eval()``) moves the global
 structure epoch; the next call then re-flattens, and compiles anew if the graph definition
 changed. Nothing walks the object graph while the structure stays the same.
+
+The call is laid out by ``_stateful`` (shared with ``js.grad`` and ``js.scan_steps``); programs
+are keyed on that ``CallLayout``. State placed on several devices (``js.shard``) compiles with
+its current shardings as the outputs' shardings, so it stays where it is, donated, call after
+call; ``js.shard`` moves the structure epoch, so the next call lays the call out anew.
 """
 
 from __future__ import annotations
@@ -24,12 +29,11 @@ from typing import Any
 
 import jax
 from flax import nnx
-from flax.nnx import graphlib
 from flax.nnx.rnglib import RngStream
 
 from ._capture import check_no_captured_state
+from ._stateful import STATIC, CallLayout, lay_out, split_call
 from ._stateful import is_stateful as _is_stateful
-from ._stateful import state_variables
 from ._variables import STRUCTURE_EPOCH, _Tracked
 
 # The fast path reads and writes Variables' arrays through their slot directly.
@@ -80,33 +84,6 @@ def _static_both_ways(fn, argnums, argnames):
     return argnums, argnames
 
 
-class _Marker:
-    """A unique, hashable tag in call keys (static argument, keyword argument)."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-_STATIC, _KW = _Marker("static"), _Marker("keyword")
-
-
-def _without_ids(key: tuple, objects: list) -> tuple:
-    """The call layout: the key with each object's id replaced by its index among the objects."""
-    ids = {id(obj): index for index, obj in enumerate(objects)}
-    layout = []
-    for item in key:
-        if isinstance(item, int):
-            layout.append(ids[item])
-        elif item is not None and item[0] is _KW and isinstance(item[2], int):
-            layout.append((_KW, item[1], ids[item[2]]))
-        else:
-            layout.append(item)
-    return tuple(layout)
-
-
 class _Entry:
     """What one call signature (these objects, this layout) needs on the fast path."""
 
@@ -132,35 +109,8 @@ class CompiledFunction:
         return self if obj is None else functools.partial(self, obj)
 
     def _layout(self, args, kwargs):
-        """Split the call into stateful objects, a hashable key, and dynamic arguments.
-
-        The key is one entry per argument: the object's id for a stateful one, the value for a
-        static one, ``None`` for a traced one; keyword arguments follow, sorted by name.
-        """
-        objects, key = [], []
-        dyn_args = list(args)
-        for i, arg in enumerate(args):
-            if i in self._static_argnums:
-                key.append((_STATIC, arg))
-                dyn_args[i] = None
-            elif _is_stateful(arg):
-                objects.append(arg)
-                key.append(id(arg))
-                dyn_args[i] = None
-            else:
-                key.append(None)
-        dyn_kwargs = {}
-        for name in sorted(kwargs):
-            value = kwargs[name]
-            if name in self._static_argnames:
-                key.append((_KW, name, _STATIC, value))
-            elif _is_stateful(value):
-                objects.append(value)
-                key.append((_KW, name, id(value)))
-            else:
-                key.append((_KW, name, None))
-                dyn_kwargs[name] = value
-        return objects, tuple(key), dyn_args, dyn_kwargs
+        """``(objects, key, dyn_args, dyn_kwargs)`` of a call (see ``split_call``)."""
+        return split_call(args, kwargs, self._static_argnums, self._static_argnames)
 
     def __call__(self, *args, **kwargs):
         if kwargs or self._static_argnums:
@@ -179,7 +129,7 @@ class CompiledFunction:
         try:
             entry = self._entries.get(key)
         except TypeError:
-            statics = [k for k in key if isinstance(k, tuple) and _STATIC in k]
+            statics = [k for k in key if isinstance(k, tuple) and STATIC in k]
             raise TypeError(
                 f"js.jit: a static argument is not hashable ({statics}); static arguments select "
                 "the compiled program. Fix: pass a tuple instead of a list, or make it traced."
@@ -211,14 +161,11 @@ class CompiledFunction:
     def _refresh(self, key, objects) -> _Entry:
         """Flatten the objects again (first call, or after a structural edit)."""
         check_no_captured_state(self._fn, self._constants)
-        objects = tuple(objects)
-        graphdef, flat = graphlib.flatten(objects, with_paths=True)
-        variables = state_variables(flat, "js.jit")
-        layout = _without_ids(key, objects)
+        layout, variables = lay_out("js.jit", objects, key)
         try:
-            program = self._programs.get((graphdef, layout))
+            program = self._programs.get(layout)
         except TypeError:  # a static attribute of the objects is unhashable
-            where = _unhashable_attribute(objects)
+            where = _unhashable_attribute(tuple(objects))
             if where is None:
                 raise
             raise TypeError(
@@ -227,35 +174,23 @@ class CompiledFunction:
                 "arrays in a js.Buffer)."
             ) from None
         if program is None:
-            program = self._programs[(graphdef, layout)] = self._compile(graphdef, layout)
+            program = self._programs[layout] = self._compile(layout)
         entry = _Entry()
         entry.refs = tuple(weakref.ref(obj) for obj in objects)
         entry.epoch = STRUCTURE_EPOCH.value
         entry.variables = variables
         entry.program = program
-        entry.tracked = _all_tracked(objects)
+        entry.tracked = _all_tracked(tuple(objects))
         alive = {k: e for k, e in self._entries.items() if all(r() is not None for r in e.refs)}
         self._entries = alive
         self._entries[key] = entry
         return entry
 
-    def _compile(self, graphdef, layout):
+    def _compile(self, layout: CallLayout):
         fn = self._fn
 
         def pure(leaves, dyn_args, dyn_kwargs):
-            objects = graphlib.unflatten(graphdef, leaves)
-            args, kwargs = [], dict(dyn_kwargs)
-            for i, kind in enumerate(layout):
-                if isinstance(kind, int):
-                    args.append(objects[kind])
-                elif kind is None:
-                    args.append(dyn_args[i])
-                elif kind[0] is _STATIC:
-                    args.append(kind[1])
-                elif kind[2] is _STATIC:
-                    kwargs[kind[1]] = kind[3]
-                elif isinstance(kind[2], int):
-                    kwargs[kind[1]] = objects[kind[2]]
+            objects, args, kwargs = layout.rebuild(leaves, dyn_args, dyn_kwargs)
             nested = _stateful_paths((dyn_args, dyn_kwargs))
             if nested:
                 raise TypeError(
@@ -270,16 +205,14 @@ class CompiledFunction:
                     "variable. Return arrays only: objects passed as arguments are updated in "
                     "place."
                 )
-            new_graphdef, new_leaves = graphlib.flatten(objects, with_paths=False)
-            if new_graphdef != graphdef:
-                raise RuntimeError(
-                    f"js.jit: {getattr(fn, '__qualname__', fn)} changed the structure or mode of "
-                    "its arguments while compiled (a new attribute, a replaced submodule, or "
-                    "train()/eval()). Fix: make such changes outside the compiled function."
-                )
-            return output, new_leaves
+            return output, layout.updated(objects, "js.jit", fn)
 
-        return jax.jit(pure, donate_argnums=(0,) if self._donate else ())
+        # State stays where it is: on a mesh, each new array leaves on its input's sharding
+        # (inputs are committed arrays, so jit already reads theirs). One device: jit's default.
+        donate = (0,) if self._donate else ()
+        if layout.placement is None:
+            return jax.jit(pure, donate_argnums=donate)
+        return jax.jit(pure, donate_argnums=donate, out_shardings=(None, list(layout.placement)))
 
 
 def jit(fn=None, *, static_argnums=(), static_argnames=(), donate=True, constants=()):
@@ -328,5 +261,3 @@ def jit(fn=None, *, static_argnums=(), static_argnames=(), donate=True, constant
         donate=donate,
         constants=(constants,) if isinstance(constants, str) else constants,
     )
-
-

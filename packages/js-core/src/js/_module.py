@@ -9,6 +9,7 @@ import numpy as np
 from flax import nnx
 from flax.nnx import graphlib
 
+from ._sharding import keep_placement
 from ._variables import (
     Buffer,
     Parameter,
@@ -244,8 +245,8 @@ class Module(_Tracked, nnx.Module):
                 + (" or pass strict=False to skip missing/unexpected keys." if strict else ".")
             )
         for path, variable in targets.items():
-            if path in arrays:
-                variable.value = arrays[path]
+            if path in arrays:  # an array on a mesh (js.shard) stays on its sharding
+                variable.value = keep_placement(arrays[path], current[path])
         return IncompatibleKeys(missing, unexpected)
 
     # -- printing ----------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import functools
 
 import jax
 
-from ._stateful import StatefulCall, new_leaves
+from ._stateful import lay_out_call, read, write_back
 
 
 def scan_steps(step, *, unroll: int | bool = 1):
@@ -42,18 +42,16 @@ def scan_steps(step, *, unroll: int | bool = 1):
 
     @functools.wraps(step)
     def many(*args, **kwargs):
-        call = StatefulCall("js.scan_steps", args, kwargs)
-        xs_args = [None if i in call.slots else arg for i, arg in enumerate(args)]
-        xs_kwargs = {k: v for k, v in kwargs.items() if k not in call.names}
+        layout, variables, xs_args, xs_kwargs = lay_out_call("js.scan_steps", args, kwargs)
 
         def body(leaves, xs):
-            merged, call_args, call_kwargs = call.rebuild(leaves, *xs)
+            objects, call_args, call_kwargs = layout.rebuild(leaves, *xs)
             metrics = step(*call_args, **call_kwargs)
-            return new_leaves(merged), metrics
+            return layout.updated(objects, "js.scan_steps", step), metrics
 
-        carry = call.leaves()
+        carry = read(variables)
         carry, metrics = jax.lax.scan(body, carry, (xs_args, xs_kwargs), unroll=unroll)
-        call.write_back(carry)
+        write_back(variables, carry)
         return metrics
 
     return many

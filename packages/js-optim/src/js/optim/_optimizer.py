@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec
 
 import js
 
@@ -36,11 +37,48 @@ def _apply(tx: optax.GradientTransformation, treedef, grads, state_leaves, param
     return optax.apply_updates(params, updates), jax.tree_util.tree_leaves(state)
 
 
-def _devices(value) -> frozenset | None:
-    """The devices holding a concrete ``jax.Array``; None for a tracer or a non-JAX value."""
+def _sharding(value):
+    """The sharding of a concrete ``jax.Array``; None for a tracer or a non-JAX value."""
     if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer):
-        return frozenset(value.sharding.device_set)
+        return value.sharding
     return None
+
+
+def _init_state(tx: optax.GradientTransformation, arrays: list):
+    """``tx.init(arrays)``, every moment on its parameter's sharding.
+
+    On one device this is the plain eager call. On a mesh (``js.shard``) the state is built
+    under ``jax.jit`` with out-shardings: each leaf shaped like parameter ``i`` (found at the
+    last list index of its optax path, as in ``_key_name``) takes that parameter's sharding,
+    the rest (counters) are replicated, so a sharded model never materialises whole moments.
+    """
+    shardings = [_sharding(a) for a in arrays]
+    if not all(isinstance(s, NamedSharding) for s in shardings):
+        return tx.init(arrays)
+    replicated = NamedSharding(shardings[0].mesh, PartitionSpec())
+    abstract, treedef = jax.tree_util.tree_flatten_with_path(jax.eval_shape(tx.init, arrays))
+    out = []
+    for path, leaf in abstract:
+        index = [entry.idx for entry in path if isinstance(entry, jax.tree_util.SequenceKey)]
+        same = index and leaf.shape == arrays[index[-1]].shape
+        out.append(shardings[index[-1]] if same else replicated)
+    return jax.jit(tx.init, out_shardings=jax.tree_util.tree_unflatten(treedef, out))(arrays)
+
+
+def _moved(built, now, value) -> str | None:
+    """How a parameter's placement changed since the optimizer was built (None: it did not)."""
+    if built is None or now is None or now.is_equivalent_to(built, value.ndim):
+        return None
+    if built.device_set != now.device_set:
+        return (
+            f"built for {_show_devices(frozenset(built.device_set))}, now on "
+            f"{_show_devices(frozenset(now.device_set))}"
+        )
+    return f"built for {_show_sharding(built)}, now on {_show_sharding(now)}"
+
+
+def _show_sharding(sharding) -> str:
+    return str(sharding.spec) if isinstance(sharding, NamedSharding) else repr(sharding)
 
 
 def _show_devices(devices: frozenset) -> str:
@@ -88,17 +126,22 @@ class Optimizer(js.Object):
         self._tx = tx
         self._config = tuple(config)
         arrays = [param.value for param in params]
-        # (path, shape, dtype, devices) at construction: step refuses parameters cast, reshaped
-        # or moved since (devices is None for a parameter that was traced).
+        # (path, shape, dtype, sharding) at construction: step refuses parameters cast, reshaped
+        # or moved since (sharding is None for a parameter that was traced).
         self._built = tuple(
-            (path, tuple(a.shape), np.dtype(a.dtype), _devices(a))
+            (path, tuple(a.shape), np.dtype(a.dtype), _sharding(a))
             for path, a in zip(params.paths, arrays, strict=True)
         )
-        leaves, self._treedef = jax.tree_util.tree_flatten_with_path(tx.init(arrays))
+        state = _init_state(tx, arrays)
+        leaves, self._treedef = jax.tree_util.tree_flatten_with_path(state)
         self._keys = tuple(_key_name(path, params.paths) for path, _ in leaves)
         self._state = nnx.data(tuple(OptState(leaf) for _, leaf in leaves))
         # int32 like optax's counters; `+ 1` keeps the dtype, so a compiled step never recompiles.
-        self._step_count = OptState(jnp.zeros((), jnp.int32))
+        # On a mesh it is replicated there, beside the moments.
+        count = jnp.zeros((), jnp.int32)
+        if isinstance(sharding := _sharding(arrays[0]), NamedSharding):
+            count = jax.device_put(count, NamedSharding(sharding.mesh, PartitionSpec()))
+        self._step_count = OptState(count)
 
     @property
     def step_count(self) -> jax.Array:
@@ -135,10 +178,8 @@ class Optimizer(js.Object):
                     f"{path!r}: built for {list(shape)} {dtype}, now {list(value.shape)} "
                     f"{np.dtype(value.dtype)}"
                 )
-            elif built is not None and (now := _devices(value)) is not None and now != built:
-                moved.append(
-                    f"{path!r}: built for {_show_devices(built)}, now on {_show_devices(now)}"
-                )
+            elif (how := _moved(built, _sharding(value), value)) is not None:
+                moved.append(f"{path!r}: {how}")
         if changed:
             raise ValueError(
                 f"{type(self).__name__}.step: parameters changed shape or dtype after the "

@@ -14,6 +14,7 @@ from ._callbacks import EarlyStopping as EarlyStopping  # noqa: E402
 from ._checkpoint import ModelCheckpoint as ModelCheckpoint  # noqa: E402
 from ._checkpoint import load_checkpoint as load_checkpoint  # noqa: E402
 from ._checkpoint import save_checkpoint as save_checkpoint  # noqa: E402
+from ._distributed import init_distributed as init_distributed  # noqa: E402
 from ._export import export_weights as export_weights  # noqa: E402
 from ._loader import ArrayLoader as ArrayLoader  # noqa: E402
 from ._progress import ProgressBar as ProgressBar  # noqa: E402
@@ -34,6 +35,7 @@ __all__ = [
     "__interface__",
     "__version__",
     "export_weights",
+    "init_distributed",
     "load_checkpoint",
     "plot_run",
     "save_checkpoint",

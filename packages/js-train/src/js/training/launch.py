@@ -1,0 +1,127 @@
+"""Start a local multi-process JAX job on loopback, the way ``torchrun --standalone`` does.
+
+    python -m js.training.launch --processes 2 --devices-per-process 4 script.py args...
+
+Picks a free port on 127.0.0.1, starts ``script.py args...`` once per process with
+``JS_COORDINATOR_ADDRESS``, ``JS_NUM_PROCESSES``, ``JS_PROCESS_ID`` and the CPU device count set
+(the script calls :func:`js.training.init_distributed`), forwards each process's output with a
+``[rank]`` prefix, and when one process fails stops the others and exits with its status. For
+development and tests on one machine; on a cluster use the cluster's launcher and
+``jax.distributed.initialize()``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+_STOP_GRACE_S = 2.0  # JAX catches SIGTERM (its preemption notifier): kill soon after
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def process_env(rank: int, processes: int, devices: int, port: int) -> dict[str, str]:
+    """The environment of process ``rank``: the job's coordinates and its CPU device count."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", JAX_PLATFORMS="cpu")
+    env.update(
+        JS_COORDINATOR_ADDRESS=f"127.0.0.1:{port}",
+        JS_NUM_PROCESSES=str(processes),
+        JS_PROCESS_ID=str(rank),
+    )
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f]
+    env["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={devices}"])
+    return env
+
+
+def _forward(rank: int, stream, lock: threading.Lock) -> None:
+    for line in iter(stream.readline, ""):
+        with lock:
+            sys.stdout.write(f"[{rank}] {line}")
+            sys.stdout.flush()
+    stream.close()
+
+
+def _stop(children: list[subprocess.Popen]) -> None:
+    """Terminate every process still running; kill those that outlive the grace period."""
+    for child in children:
+        if child.poll() is None:
+            child.terminate()
+    deadline = time.monotonic() + _STOP_GRACE_S
+    for child in children:
+        try:
+            child.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def run(script: str, args: list[str], processes: int, devices: int) -> int:
+    """Run the job; the exit status: 0 when every process succeeded, else the first failure's."""
+    port, lock = free_port(), threading.Lock()
+    children, readers = [], []
+    for rank in range(processes):
+        child = subprocess.Popen(
+            [sys.executable, script, *args],
+            env=process_env(rank, processes, devices, port),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        children.append(child)
+        readers.append(threading.Thread(target=_forward, args=(rank, child.stdout, lock)))
+        readers[-1].start()
+    try:
+        return _watch(children)
+    finally:  # also on Ctrl-C: no process outlives the launcher
+        _stop(children)
+        for reader in readers:
+            reader.join()
+
+
+def _watch(children: list[subprocess.Popen]) -> int:
+    """Wait until every process succeeded (0) or one failed (its status)."""
+    while True:
+        codes = [child.poll() for child in children]  # every child, so each is reaped
+        failed = [(rank, code) for rank, code in enumerate(codes) if code]
+        if failed:
+            rank, status = failed[0]
+            print(f"[launch] process {rank} exited with {status}; stopping the others", flush=True)
+            return status
+        if all(code == 0 for code in codes):
+            return 0
+        time.sleep(0.05)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m js.training.launch", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--processes", type=int, default=2, help="processes to start (2)")
+    parser.add_argument(
+        "--devices-per-process", type=int, default=1, help="CPU devices in each process (1)"
+    )
+    parser.add_argument("script", help="the Python script every process runs")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    options = parser.parse_args(argv)
+    if options.processes < 1 or options.devices_per_process < 1:
+        parser.error(
+            f"--processes and --devices-per-process must be >= 1, got {options.processes} and "
+            f"{options.devices_per_process}"
+        )
+    if not os.path.isfile(options.script):
+        parser.error(f"no script {options.script!r}. Fix: pass the path of a Python file")
+    return run(options.script, options.args, options.processes, options.devices_per_process)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""js.training.launch and init_distributed: real processes on loopback, real collectives."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from js.training import init_distributed
+from js.training.launch import main
+
+HERE = Path(__file__).parent
+
+
+def launch(*args: str) -> subprocess.Popen:
+    command = [sys.executable, "-m", "js.training.launch", *args]
+    return subprocess.Popen(
+        command, cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def finish(process: subprocess.Popen) -> tuple[int, str]:
+    output, _ = process.communicate(timeout=600)
+    return process.returncode, output
+
+
+def losses_of(output: str) -> dict:
+    lines = [line.removeprefix("[0] ") for line in output.splitlines()]
+    return json.loads(next(line for line in lines if line.startswith('{"devices"')))
+
+
+def test_two_processes_of_four_devices_train_like_one_process_of_eight():
+    job = launch("--processes", "2", "--devices-per-process", "4", "launch_job.py")
+    env = dict(
+        os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=8"
+    )
+    alone = subprocess.Popen(
+        [sys.executable, "launch_job.py"],
+        cwd=HERE,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    (job_status, job_output), (alone_status, alone_output) = finish(job), finish(alone)
+    assert job_status == 0, job_output[-4000:]
+    assert alone_status == 0, alone_output[-4000:]
+    two, one = losses_of(job_output), losses_of(alone_output)
+    assert two["devices"] == one["devices"] == 8
+    assert len(two["losses"]) == 20
+    assert max(abs(a - b) for a, b in zip(two["losses"], one["losses"], strict=True)) <= 1e-5
+
+
+def test_a_failing_process_stops_the_job_at_once_with_its_status():
+    status, output = finish(launch("--processes", "2", "launch_job.py", "fail"))
+    assert status == 1, output[-4000:]
+    assert "[1] RuntimeError: process 1 failed on purpose" in output
+    assert "[launch] process 1 exited with 1; stopping the others" in output
+    pid = int(next(line for line in output.splitlines() if line.startswith("[0] pid ")).split()[2])
+    with pytest.raises(ProcessLookupError):  # process 0 was stopped, not left waiting
+        os.kill(pid, 0)
+
+
+def test_launcher_arguments_are_checked(capsys):
+    with pytest.raises(SystemExit):
+        main(["--processes", "0", "launch_job.py"])
+    assert (
+        "--processes and --devices-per-process must be >= 1, got 0 and 1" in capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit):
+        main(["missing.py"])
+    assert "no script 'missing.py'. Fix: pass the path of a Python file" in capsys.readouterr().err
+
+
+def test_init_distributed_outside_a_launched_job(monkeypatch):
+    monkeypatch.delenv("JS_COORDINATOR_ADDRESS", raising=False)
+    assert init_distributed() is False
+    monkeypatch.setenv("JS_COORDINATOR_ADDRESS", "127.0.0.1:1")
+    monkeypatch.setenv("JS_NUM_PROCESSES", "two")
+    with pytest.raises(ValueError, match="JS_NUM_PROCESSES must be an integer >= 1, got 'two'"):
+        init_distributed()
+    monkeypatch.setenv("JS_NUM_PROCESSES", "2")
+    monkeypatch.setenv("JS_PROCESS_ID", "2")
+    with pytest.raises(ValueError, match="JS_PROCESS_ID=2 is not below JS_NUM_PROCESSES=2"):
+        init_distributed()
+
+
+def test_the_data_parallel_digits_example_runs_under_the_launcher():
+    example = HERE.parents[2] / "docs" / "examples" / "digits_parallel.py"
+    process = launch(
+        "--processes", "2", "--devices-per-process", "2", str(example), "--epochs", "1"
+    )
+    status, output = finish(process)
+    assert status == 0, output[-4000:]
+    line = next(line for line in output.splitlines() if "test accuracy" in line)
+    assert line.startswith("[0] 2 processes, 4 devices: test accuracy"), line
+    assert float(line.split("accuracy")[1].split()[0]) > 0.5  # one epoch learns something
+    assert not any(line.startswith("[1] epoch") for line in output.splitlines())  # rank 0 reports
