@@ -202,11 +202,7 @@ def test_parameters_are_float32_under_x64_unless_given_dtype():
             ValueError,
             r"MultiheadAttention: dropout must be in \[0, 1\], got -0.1",
         ),
-        (
-            {"dtype": jnp.int8},
-            TypeError,
-            r"MultiheadAttention: dtype must be a floating-point dtype .* got .*int8",
-        ),
+        ({"dtype": jnp.int8}, TypeError, r"MultiheadAttention: dtype must be a floating dtype"),
     ],
 )
 def test_bad_options_are_refused(kwargs, error, match):

@@ -295,16 +295,8 @@ def test_parameters_are_float32_under_x64_unless_given_dtype():
         ({"dropout": "0.1"}, TypeError, r"GRU: dropout must be a float in \[0, 1\], got '0.1'"),
         ({"dropout": True}, TypeError, r"GRU: dropout must be a float in \[0, 1\], got True"),
         ({"dropout": 1.5}, ValueError, r"GRU: dropout must be in \[0, 1\], got 1.5"),
-        (
-            {"dtype": jnp.int32},
-            TypeError,
-            r"GRU: dtype must be a floating-point dtype .* got .*int32.*. Fix: pass",
-        ),
-        (
-            {"dtype": "nonsense"},
-            TypeError,
-            r"GRU: dtype must be a floating-point dtype .* got 'nonsense'",
-        ),
+        ({"dtype": jnp.int32}, TypeError, r"GRU: dtype must be a floating dtype, got int32. Fix:"),
+        ({"dtype": "nonsense"}, TypeError, r"GRU: dtype must be a floating dtype, got 'nonsense'"),
     ],
 )
 def test_bad_options_are_refused(kwargs, error, match):

@@ -204,11 +204,7 @@ def test_parameters_are_float32_under_x64_unless_given_dtype():
         ),
         ({"batch_first": None}, TypeError, r"TransformerEncoderLayer: batch_first must be a bool"),
         ({"dropout": 2.0}, ValueError, r"TransformerEncoderLayer: dropout must be in \[0, 1\]"),
-        (
-            {"dtype": "int32"},
-            TypeError,
-            r"TransformerEncoderLayer: dtype must be a floating-point dtype .* got 'int32'",
-        ),
+        ({"dtype": "int32"}, TypeError, r"TransformerEncoderLayer: dtype must be a floating dtype"),
     ],
 )
 def test_bad_layer_options_are_refused(kwargs, error, match):

@@ -10,7 +10,6 @@ import numbers
 from collections.abc import Sequence
 
 import jax.numpy as jnp
-import numpy as np
 
 
 def shape_of(x) -> tuple[int, ...]:
@@ -98,21 +97,18 @@ def check_window(layer: str, x, sizes: Sequence[int], window: Sequence[int], exp
         )
 
 
-def check_float_dtype(layer: str, dtype) -> np.dtype:
+def check_float_dtype(layer: str, dtype) -> jnp.dtype:
     """A layer's parameter dtype: float32 for None (whatever ``jax_enable_x64`` says), else
-    ``dtype`` after refusing non-floating ones (PyTorch's ``dtype`` factory argument).
-
-    The same function, and message, as nn-layers' ``_factory.float_dtype``: keep one at merge.
-    """
+    ``dtype`` after refusing non-floating ones (PyTorch's ``dtype`` factory argument)."""
     if dtype is None:
-        return np.dtype(np.float32)
+        return jnp.dtype(jnp.float32)
     try:
-        resolved = jnp.dtype(dtype)
+        dtype = jnp.dtype(dtype)
     except TypeError:
-        resolved = None
-    if resolved is None or not jnp.issubdtype(resolved, jnp.floating):
+        raise TypeError(f"{layer}: dtype must be a floating dtype, got {dtype!r}") from None
+    if not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(
-            f"{layer}: dtype must be a floating-point dtype (jnp.float32, jnp.bfloat16, ...), "
-            f"got {dtype!r}. Fix: pass dtype=jnp.float32 or leave it out"
+            f"{layer}: dtype must be a floating dtype, got {dtype}. Fix: pass jnp.float32, "
+            "jnp.bfloat16 or jnp.float64 (with jax_enable_x64)"
         )
-    return resolved
+    return dtype
