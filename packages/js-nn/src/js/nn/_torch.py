@@ -9,7 +9,8 @@ its ``groups``), with names local to the layer (``'weight'``, not ``'0.conv.weig
 - ``to_torch(name, array)``: ours -> PyTorch's;
 - ``torch_extras()``: ``{name: array}`` PyTorch keeps but js does not (added on export).
 
-A layer without them (RNN, LSTM, MultiheadAttention: same keys and layouts) needs nothing.
+A layer without them (RNN, LSTM, GRU, MultiheadAttention, the transformer layers: same keys
+and layouts) needs nothing.
 """
 
 from __future__ import annotations
