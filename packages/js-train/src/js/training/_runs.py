@@ -47,7 +47,7 @@ class CSVRun:
         """Record ``metrics`` (a dict of floats) at ``step``, replacing the rows at or after
         ``step``, and rewrite the file."""
         self.rows = [row for row in self.rows if int(row["step"]) < step]
-        self.rows.append({"step": step, **metrics})
+        self.rows.append({"step": step, **{k: v for k, v in metrics.items() if k != "step"}})
         columns = []
         for row in self.rows:
             columns += [key for key in row if key not in columns]

@@ -25,6 +25,8 @@ from ._progress import Display
 from ._task import check_task
 from ._totals import Totals, rates, stack
 
+# Columns of a row in this order (stable within a group): epoch, step, train/, val/, lr, time/.
+_ORDER = {"epoch": 0, "step": 1, "train": 2, "val": 3, "lr": 4, "time": 5}
 _OPTIONAL = ("max_steps", "val_every_n_steps", "log_every_n_steps", "limit_val_batches")
 
 
@@ -267,14 +269,15 @@ class Trainer:
         display.end()
         if val_data is not None:
             row.update(self._validation(task, val_data, display))
-        self._report(task, row, display, epoch_end=True)
+        row = self._report(task, row, display, epoch_end=True)
         self._hook("on_epoch_end", task, row)
         self._totals = Totals(epoch_start_step=self.global_step)
 
-    def _report(self, task, row: dict, display, *, epoch_end: bool = False) -> None:
+    def _report(self, task, row: dict, display, *, epoch_end: bool = False) -> dict:
         row = {"epoch": float(self.epoch), "step": float(self.global_step), **row}
         if self.history and self.history[-1]["step"] == row["step"]:
             row = {**self.history.pop(), **row}  # one row per step: the epoch's end joins in
+        row = dict(sorted(row.items(), key=lambda item: _ORDER.get(item[0].split("/")[0], 2)))
         self.history.append(row)
         if "val/loss" in row:
             self._hook("on_validation_end", task, row)
@@ -282,6 +285,7 @@ class Trainer:
             self.run.log(row, step=self.global_step)
         if self.verbose:
             display.metrics(row, final=epoch_end)
+        return row
 
     # -- evaluation ----------------------------------------------------------------------------
 
