@@ -9,8 +9,7 @@ import pytest
 from js_train_testing import MLP, FixedTask, blobs, make_optimizer
 
 import js
-from js.training import (ArrayLoader, Callback, ModelCheckpoint, Task, Trainer,
-                         load_checkpoint)
+from js.training import ArrayLoader, Callback, ModelCheckpoint, Task, Trainer, load_checkpoint
 
 
 class Steps(Callback):
@@ -179,3 +178,28 @@ def test_validate_and_predict(make_task, data):
         trainer.predict(task, [])
     with pytest.raises(ValueError, match="validation: the data yielded no batches"):
         trainer.validate(task, [])
+
+
+def test_a_mid_epoch_resume_refuses_a_loader_at_another_epoch(tmp_path):
+    _run(tmp_path, stop_at=8)
+    model = MLP(rngs=js.Rngs(params=0))
+    task = Task(model, js.optim.accumulate(make_optimizer(model), every=2),
+                rngs=js.Rngs(dropout=7))
+    x, y = blobs(n=40)
+    loader = ArrayLoader(x, y, batch_size=8, shuffle=True, seed=3)
+    trainer = Trainer(max_steps=12, verbose=False)
+    load_checkpoint(tmp_path, {**task.checkpoint_objects(), "trainer": trainer,
+                               "loader": loader}, which=8)
+    assert trainer.state_dict()["epoch"] == 1 and trainer.global_step == 8
+    fresh = ArrayLoader(x, y, batch_size=8, shuffle=True, seed=3)
+    with pytest.raises(ValueError, match=r"resumes epoch 1 mid-way, but train_data is at "
+                       r"epoch 0, batch 0\. Fix: restore the loader"):
+        trainer.fit(task, fresh, resume=True)
+
+
+def test_a_validation_due_at_an_epoch_end_runs_once():
+    x, y = np.ones(4, np.float32), np.ones(4, np.int32)
+    steps = Steps()
+    Trainer(2, val_every_n_steps=2, callbacks=[steps], verbose=False).fit(
+        FixedTask(), [(x, y)] * 4, [(x, y)])
+    assert steps.validations == [2, 4, 6, 8]

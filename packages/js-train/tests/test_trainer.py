@@ -1,4 +1,3 @@
-import io
 
 import jax.numpy as jnp
 import numpy as np

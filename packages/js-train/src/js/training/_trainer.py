@@ -19,8 +19,8 @@ import numpy as np
 
 import js
 
-from ._callbacks import Callback, check_monitor
 from ._checks import check_int, is_int
+from ._options import check_callbacks, check_data, check_monitors, check_options
 from ._progress import Display
 from ._task import check_task
 from ._totals import Totals, rates, stack
@@ -30,67 +30,21 @@ _ORDER = {"epoch": 0, "step": 1, "train": 2, "val": 3, "lr": 4, "time": 5}
 _OPTIONAL = ("max_steps", "val_every_n_steps", "log_every_n_steps", "limit_val_batches")
 
 
-def _check_options(max_epochs, options: dict) -> dict:
-    """The step options as ints (or None), refusing conflicting combinations."""
-    checked = {name: None if value is None else check_int(f"Trainer {name}", value, 1)
-               for name, value in options.items()}
-    if max_epochs is None and checked["max_steps"] is None:
-        raise ValueError("Trainer needs max_epochs or max_steps (or both), got neither. Fix: "
-                         "Trainer(max_epochs=10) or Trainer(max_steps=5000).")
-    most = checked["max_steps"]
-    for name in ("val_every_n_steps", "log_every_n_steps"):
-        if most is not None and checked[name] is not None and checked[name] > most:
-            raise ValueError(
-                f"Trainer {name}={checked[name]} is more than max_steps={most}: it would never "
-                f"happen. Fix: {name} <= max_steps, or None."
-            )
-    return checked
-
-
-def _check_callbacks(callbacks: tuple) -> None:
-    for callback in callbacks:
-        if not isinstance(callback, Callback):
-            raise TypeError(
-                f"Trainer callbacks must be Callback instances, got {type(callback).__name__}"
-            )
-    paths = [str(c.path) for c in callbacks if hasattr(c, "path")]
-    if len(paths) != len(set(paths)):
-        raise ValueError(
-            f"Trainer got two checkpoint callbacks writing to the same path ({paths}): they "
-            "would overwrite each other. Fix: give each its own directory."
-        )
-
-
-def _check_monitors(callbacks, has_val: bool) -> None:
-    """Fail before training when a callback monitors a metric no row can produce.
-
-    The Trainer's metrics are ``epoch``, ``step``, ``time/epoch_s``, ``time/samples_per_s``,
-    ``lr`` and ``<split>/loss``, ``/count`` and ``/accuracy`` (the last only when steps return
-    ``correct``, known after the first step) for ``train`` and, with validation data, ``val``.
-    """
-    splits = ("train", "val") if has_val else ("train",)
-    names = ["epoch", "step", "time/epoch_s", "time/samples_per_s", "lr"] + [
-        f"{split}/{metric}" for split in splits for metric in ("loss", "count", "accuracy")]
-    for callback in callbacks:
-        monitor = getattr(callback, "monitor", None)
-        if isinstance(monitor, str):
-            check_monitor(type(callback).__name__, monitor, names)
-
-
-def _check_data(data, name: str, several_epochs: bool) -> None:
-    if not hasattr(data, "__iter__"):
-        raise TypeError(f"fit: {name} must be an iterable of batches, got {type(data).__name__}")
-    if several_epochs and iter(data) is data:
-        raise TypeError(
-            f"fit: {name} is a one-shot iterator (a generator?), which would be empty after the "
-            "first epoch. Fix: pass a re-iterable, such as a list or an ArrayLoader, or train "
-            "an endless generator with Trainer(max_steps=...) and max_epochs=None."
-        )
-
-
 def _due(every: int | None, before: int, after: int) -> bool:
     """Whether a multiple of ``every`` lies in ``(before, after]`` (a dispatch's steps)."""
     return every is not None and after // every > before // every
+
+
+def _check_position(data, epoch: int) -> None:
+    """A mid-epoch resume needs the loader restored to the same epoch as the Trainer."""
+    state = data.state_dict() if callable(getattr(data, "state_dict", None)) else None
+    if state is not None and int(state.get("epoch", epoch)) != epoch:
+        raise ValueError(
+            f"fit(resume=True): the Trainer resumes epoch {epoch} mid-way, but train_data is "
+            f"at epoch {int(state['epoch'])}, batch {int(state.get('batch', 0))}. Fix: restore "
+            "the loader from the same checkpoint: load_checkpoint(path, {..., 'trainer': "
+            "trainer, 'loader': loader})."
+        )
 
 
 class Trainer:
@@ -147,10 +101,10 @@ class Trainer:
                  steps_per_execution: int = 1, unroll: int | bool = True):
         if max_epochs is not None:
             max_epochs = check_int("Trainer max_epochs", max_epochs, 1)
-        options = _check_options(max_epochs, dict(zip(_OPTIONAL, (
+        options = check_options(max_epochs, dict(zip(_OPTIONAL, (
             max_steps, val_every_n_steps, log_every_n_steps, limit_val_batches), strict=True)))
         callbacks = tuple(callbacks)
-        _check_callbacks(callbacks)
+        check_callbacks(callbacks)
         if run is not None and not callable(getattr(run, "log", None)):
             raise TypeError(f"Trainer run must have a log(metrics, step) method, got {run!r}")
         steps_per_execution = check_int("Trainer steps_per_execution", steps_per_execution, 1)
@@ -169,7 +123,7 @@ class Trainer:
         self.transfers = 0
         self.epoch = self.start_epoch = 0
         self.global_step = self.start_step = 0
-        self.train_data = None
+        self.train_data, self._validated_at = None, None
         self._totals = Totals()
         self.should_stop, self.stop_reason = False, None
 
@@ -202,10 +156,10 @@ class Trainer:
         check_task(task)
         start_epoch = check_int("fit start_epoch", start_epoch, 0)
         several = self.max_epochs is None or self.max_epochs - start_epoch > 1
-        _check_data(train_data, "train_data", several and self.max_epochs is not None)
+        check_data(train_data, "train_data", several and self.max_epochs is not None)
         if val_data is not None:
-            _check_data(val_data, "val_data", several)
-        _check_monitors(self.callbacks, val_data is not None)
+            check_data(val_data, "val_data", several)
+        check_monitors(self.callbacks, val_data is not None)
         self._start(train_data, start_epoch, resume)
         display = Display(enabled=self.progress, interval_s=self.progress_interval_s)
         many = None
@@ -253,6 +207,7 @@ class Trainer:
             return
         if val_data is not None and _due(self.val_every_n_steps, before, self.global_step):
             row.update(self._validation(task, val_data, display))
+            self._validated_at = self.global_step
             task.set_phase("train")
         if _due(self.log_every_n_steps, before, self.global_step):
             row.update(self._totals.window(self, task))
@@ -267,7 +222,7 @@ class Trainer:
                              "check its length.")
         row = self._totals.epoch_summary(self, task)
         display.end()
-        if val_data is not None:
+        if val_data is not None and self._validated_at != self.global_step:
             row.update(self._validation(task, val_data, display))
         row = self._report(task, row, display, epoch_end=True)
         self._hook("on_epoch_end", task, row)
@@ -293,7 +248,7 @@ class Trainer:
         """Run ``task.validation_step`` over ``data`` (up to ``limit_val_batches``); return
         ``{'val/loss':, 'val/count':[, 'val/accuracy':]}`` after one device read."""
         check_task(task)
-        _check_data(data, "val_data", False)
+        check_data(data, "val_data", False)
         self.transfers = 0
         return self._validation(task, data, Display(enabled=False))
 
@@ -301,7 +256,7 @@ class Trainer:
         """``task.predict_step(model, batch)`` over ``data`` in eval mode, the outputs
         concatenated along the first axis and read to the host once (NumPy)."""
         check_task(task)
-        _check_data(data, "data", False)
+        check_data(data, "data", False)
         self.transfers = 0
         task.set_phase("eval")
         outputs = [task.predict_step(task.model, self._to_device(b)) for b in data]
@@ -365,7 +320,9 @@ class Trainer:
     def _start(self, train_data, start_epoch: int, resume: bool) -> None:
         self.history, self.transfers = [], 0
         self.should_stop, self.stop_reason = False, None
-        self.train_data = train_data
+        self.train_data, self._validated_at = train_data, None
+        if resume and self.global_step > self._totals.epoch_start_step:
+            _check_position(train_data, self.epoch)
         if not resume:
             per_epoch = len(train_data) if hasattr(train_data, "__len__") else 0
             self.epoch, self.global_step = start_epoch, start_epoch * per_epoch
