@@ -115,17 +115,25 @@ def _run(tmp_path, *, stop_at=None, resume_from=None, every=4):
     return model.state_dict(), task.optimizer.state_dict(), history
 
 
-def test_mid_epoch_checkpoint_resumes_bit_for_bit(tmp_path):
-    params, opt, history = _run(tmp_path / "whole")
-    _run(tmp_path / "cut", stop_at=8)  # saves steps 4 and 8: step 8 is 3 batches into epoch 1
-    again, again_opt, resumed = _run(tmp_path / "cut", resume_from=8)
+@pytest.mark.parametrize("cut, every, source", [
+    (8, 4, "cut"),  # 3 batches into epoch 1
+    (10, 5, "cut"),  # max_steps stopped on epoch 1's last batch (the loader not run out)
+    (10, 5, "whole"),  # saved after epoch 1's end: the resume starts epoch 2
+])
+def test_mid_epoch_checkpoint_resumes_bit_for_bit(tmp_path, cut, every, source):
+    params, opt, history = _run(tmp_path / "whole", every=every)
+    if source == "cut":
+        _run(tmp_path / "cut", stop_at=cut, every=every)
+    again, again_opt, resumed = _run(tmp_path / source, resume_from=cut, every=every)
     for key, value in params.items():
         np.testing.assert_array_equal(again[key], value, err_msg=key)
     for key, value in opt.items():
         np.testing.assert_array_equal(again_opt[key], value, err_msg=key)
     assert int(opt["step_count"]) == 6  # 12 steps, accumulated 2 per update
-    after = [row for row in history if row["step"] > 8]
-    assert [row["step"] for row in resumed] == [row["step"] for row in after] == [10, 12]
+    after = [row for row in history if row["step"] > cut]
+    resumed = [row for row in resumed if row["step"] > cut]
+    assert [row["step"] for row in resumed] == [row["step"] for row in after] == [
+        s for s in (10, 12) if s > cut]
     for a, b in zip(after, resumed, strict=True):  # the epoch row's totals were restored too
         assert {k: v for k, v in a.items() if not k.startswith("time")} == {
             k: v for k, v in b.items() if not k.startswith("time")}
@@ -203,3 +211,22 @@ def test_a_validation_due_at_an_epoch_end_runs_once():
     Trainer(2, val_every_n_steps=2, callbacks=[steps], verbose=False).fit(
         FixedTask(), [(x, y)] * 4, [(x, y)])
     assert steps.validations == [2, 4, 6, 8]
+
+
+@pytest.mark.parametrize("every, error", [(0, ValueError), (2.5, TypeError)])
+def test_model_checkpoint_every_n_steps_is_checked(tmp_path, every, error):
+    with pytest.raises(error, match="ModelCheckpoint every_n_steps must be an int >= 1"):
+        ModelCheckpoint(tmp_path, every_n_steps=every)
+
+
+def test_step_checkpoints_rank_by_the_latest_validation(tmp_path):
+    model = MLP(p=0.0, rngs=js.Rngs(params=0))
+    x, y = blobs(n=32)
+    checkpoint = ModelCheckpoint(tmp_path, monitor="val/loss", every_n_steps=2)
+    trainer = Trainer(max_steps=6, val_every_n_steps=2, callbacks=[checkpoint], verbose=False)
+    history = trainer.fit(Task(model, make_optimizer(model)), ArrayLoader(x, y, batch_size=8),
+                          ArrayLoader(x, y, batch_size=32))
+    # a save at an epoch's end (step 4) or the last step comes after that step's validation
+    assert max(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == 6
+    losses = {int(row["step"]): row["val/loss"] for row in history if "val/loss" in row}
+    assert checkpoint.best_step == min(losses, key=losses.get) and checkpoint.last_step == 6

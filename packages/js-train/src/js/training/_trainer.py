@@ -174,18 +174,23 @@ class Trainer:
                     train_data.set_epoch(self.epoch)
                 task.set_phase("train")
                 display.begin(f"epoch {self.epoch}", self._bar_total(train_data, mid_epoch))
-                ran_out = True
+                ran_out, last = True, False
                 for run, batch, n in self._groups(train_data, many):
                     before = self.global_step
                     self._totals.add(run(task, batch))
                     self.global_step += n
-                    display.advance(n, lambda: self._totals.running_loss(self))
-                    self._step_end(task, train_data, val_data, before, display)
-                    if self.should_stop or self._step_limit():
-                        ran_out = False  # max_steps or a stop end the epoch early
+                    display.advance(n, self._running_loss)
+                    # The epoch's last step (or max_steps) is reported by the epoch's row.
+                    last = self._step_limit() or self._epoch_done(train_data)
+                    if not last:
+                        self._step_end(task, val_data, before, display)
+                        self._hook("on_step_end", task, self.global_step)
+                    if self._step_limit() or self.should_stop:
+                        ran_out = False  # the epoch ends early; a resume would continue it
                         break
-                self._epoch_end(task, val_data, display)
-                self.epoch += ran_out
+                self._epoch_end(task, val_data, display, ran_out)
+                if last:  # after the epoch's row: a checkpoint here resumes at the next epoch
+                    self._hook("on_step_end", task, self.global_step)
                 resume = False
         finally:
             display.close()
@@ -196,15 +201,10 @@ class Trainer:
             print(f"stopping: {self.stop_reason}", flush=True)
         return self.history
 
-    def _step_end(self, task, train_data, val_data, before: int, display) -> None:
-        """After a dispatch that took the global step from ``before``: validate, log and run
-        the step hooks on their schedules. A step that ends the epoch (the data's last batch,
-        max_steps) leaves its validation and log to the epoch's row."""
+    def _step_end(self, task, val_data, before: int, display) -> None:
+        """After a dispatch that took the global step from ``before``: the validation and the
+        log due in those steps, as one row."""
         row = {}
-        done = self.global_step - self._totals.epoch_start_step
-        if self._step_limit() or done == getattr(train_data, "__len__", lambda: -1)():
-            self._hook("on_step_end", task, self.global_step)
-            return
         if val_data is not None and _due(self.val_every_n_steps, before, self.global_step):
             row.update(self._validation(task, val_data, display))
             self._validated_at = self.global_step
@@ -213,10 +213,11 @@ class Trainer:
             row.update(self._totals.window(self, task))
         if row:
             self._report(task, row, display)
-        self._hook("on_step_end", task, self.global_step)
 
-    def _epoch_end(self, task, val_data, display) -> None:
-        """The epoch's row: its train metrics and time, and a validation when there is data."""
+    def _epoch_end(self, task, val_data, display, ran_out: bool) -> None:
+        """The epoch's row: its train metrics and time, and a validation when there is data.
+        When the data ran out, the next epoch starts; else (max_steps, a stop) the totals
+        stay, so a resumed fit continues this epoch."""
         if self._totals.empty_epoch():
             raise ValueError(f"epoch {self.epoch} train: the data yielded no batches. Fix: "
                              "check its length.")
@@ -226,7 +227,9 @@ class Trainer:
             row.update(self._validation(task, val_data, display))
         row = self._report(task, row, display, epoch_end=True)
         self._hook("on_epoch_end", task, row)
-        self._totals = Totals(epoch_start_step=self.global_step)
+        if ran_out:
+            self.epoch += 1
+            self._totals = Totals(epoch_start_step=self.global_step)
 
     def _report(self, task, row: dict, display, *, epoch_end: bool = False) -> dict:
         row = {"epoch": float(self.epoch), "step": float(self.global_step), **row}
@@ -308,6 +311,14 @@ class Trainer:
                     (one, b, 1) for b in group)
                 group = []
         yield from ((one, b, 1) for b in group)
+
+    def _epoch_done(self, data) -> bool:
+        """Whether the step just run was the last batch of data with a length."""
+        length = len(data) if hasattr(data, "__len__") else None
+        return self.global_step - self._totals.epoch_start_step == length
+
+    def _running_loss(self) -> float:
+        return self._totals.running_loss(self)
 
     def _room(self) -> int:
         """Steps until the next log, validation or the last step (large when none)."""
