@@ -77,3 +77,14 @@ def test_plot_run_errors(tmp_path):
     (tmp_path / "metrics.csv").write_text("step,epoch\n0,0.0\n")
     with pytest.raises(ValueError, match="no split/metric columns"):
         plot_run(tmp_path, tmp_path / "x.png")
+
+
+def test_plot_run_plots_step_rows_with_missing_cells(tmp_path):
+    x = np.ones(4, np.float32)
+    run = CSVRun(tmp_path)
+    Trainer(max_steps=8, log_every_n_steps=2, val_every_n_steps=4, run=run, verbose=False).fit(
+        FixedTask(), [(x, x)] * 3, [(x, x)])
+    rows = run.path.read_text().splitlines()
+    assert rows[0].startswith("step,epoch,train/loss") and rows[1].startswith("2,0.0,")
+    assert ",," in rows[1]  # a log row has no val/ cells
+    assert plot_run(tmp_path, tmp_path / "curves.png").stat().st_size > 1000
