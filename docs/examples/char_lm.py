@@ -34,8 +34,9 @@ PLACES = ("the mat", "a tree", "the house", "my bed", "the river")
 def make_text(sentences: int, seed: int = 0) -> str:
     """``sentences`` seeded sentences like ``'the cat ran to a tree. '``."""
     rng = np.random.default_rng(seed)
-    picks = [f"{WORDS[a]} {VERBS[b]} {PLACES[c]}. " for a, b, c in
-             rng.integers(0, 5, (sentences, 3))]
+    picks = [
+        f"{WORDS[a]} {VERBS[b]} {PLACES[c]}. " for a, b, c in rng.integers(0, 5, (sentences, 3))
+    ]
     return "".join(picks)
 
 
@@ -116,21 +117,27 @@ def main(argv=None) -> dict:
     text = make_text(400)
     vocab = sorted(set(text))
     ids = np.array([vocab.index(c) for c in text], np.int32)
-    train, held_out = ids[: len(ids) * 9 // 10], ids[len(ids) * 9 // 10:]
+    train, held_out = ids[: len(ids) * 9 // 10], ids[len(ids) * 9 // 10 :]
     val = [next(windows(held_out, context, 32, seed=s)) for s in range(4)]
 
     model = CharLM(len(vocab), dim, context, rngs=js.Rngs(params=0))
     optimizer = js.optim.accumulate(js.optim.Adam(model.parameters(), lr=3e-3), every=2)
     task = LanguageModelTask(model, optimizer, compute_dtype=jnp.bfloat16 if args.bf16 else None)
-    trainer = Trainer(max_steps=steps, val_every_n_steps=max(steps // 4, 1),
-                      log_every_n_steps=max(steps // 12, 1), run=TensorBoardRun(args.out))
+    trainer = Trainer(
+        max_steps=steps,
+        val_every_n_steps=max(steps // 4, 1),
+        log_every_n_steps=max(steps // 12, 1),
+        run=TensorBoardRun(args.out),
+    )
     history = trainer.fit(task, windows(train, context, 32, seed=1), val)
 
     counts = np.bincount(train, minlength=len(vocab)) + 1
     unigram = float(-np.sum(counts / counts.sum() * np.log(counts / counts.sum())))
     last = [row for row in history if "val/loss" in row][-1]
-    print(f"val loss {last['val/loss']:.4f} after {steps} steps ({int(optimizer.step_count)} "
-          f"updates) vs unigram baseline {unigram:.4f}")
+    print(
+        f"val loss {last['val/loss']:.4f} after {steps} steps ({int(optimizer.step_count)} "
+        f"updates) vs unigram baseline {unigram:.4f}"
+    )
     print(f"device-to-host reads (trainer.transfers): {trainer.transfers}")
     print(f"tensorboard: {args.out}")
     return {"val_loss": last["val/loss"], "unigram": unigram, "history": history}

@@ -47,8 +47,11 @@ def variants(batch: int, steps: int, dim: int) -> dict[str, Variant]:
     x = jnp.asarray(rng.standard_normal((batch, steps, dim)).astype(np.float32))
     y = jnp.asarray(rng.standard_normal((batch, steps, dim)).astype(np.float32))
     mask = jnp.asarray(causal_mask(steps))  # [1, 1, T, T], True = attend
-    out = {"jax": C.jax_variant(_jax_loss, C.param_dict(Block(dim, rngs=js.Rngs(params=0))),
-                                (x, y, mask))}
+    out = {
+        "jax": C.jax_variant(
+            _jax_loss, C.param_dict(Block(dim, rngs=js.Rngs(params=0))), (x, y, mask)
+        )
+    }
     for name, step in (("js float32", f32_step), ("js bf16-mixed", bf16_step)):
         model = Block(dim, rngs=js.Rngs(params=0))
         optimizer = js.optim.Adam(model.parameters(), lr=C.LR)

@@ -21,8 +21,9 @@ def _params(model):
     return {k: np.asarray(v) for k, v in model.state_dict().items()}
 
 
-@pytest.mark.parametrize("cls, options", [(SGD, {"momentum": 0.9}), (Adam, {}),
-                                          (AdamW, {"weight_decay": 0.1})])
+@pytest.mark.parametrize(
+    "cls, options", [(SGD, {"momentum": 0.9}), (Adam, {}), (AdamW, {"weight_decay": 0.1})]
+)
 def test_k_accumulated_steps_equal_one_step_on_the_concatenated_batch(cls, options):
     x, y = batch(n=32)
     big, small = MLP(), MLP()
@@ -31,7 +32,7 @@ def test_k_accumulated_steps_equal_one_step_on_the_concatenated_batch(cls, optio
     for _ in range(3):  # three real updates
         _step(big, big_opt, x, y)
         for i in range(4):
-            _step(small, small_opt, x[8 * i:8 * i + 8], y[8 * i:8 * i + 8])
+            _step(small, small_opt, x[8 * i : 8 * i + 8], y[8 * i : 8 * i + 8])
     assert int(small_opt.step_count) == int(big_opt.step_count) == 3
     for key, value in _params(big).items():
         np.testing.assert_allclose(_params(small)[key], value, rtol=1e-6, atol=1e-6)
@@ -63,8 +64,13 @@ def test_the_accumulator_is_in_the_state_dict_and_resumes_mid_cycle():
     model = MLP()
     opt = accumulate(Adam(model.parameters(), lr=0.1), every=4)
     keys = set(opt.state_dict())
-    assert {"step_count", "mini_step", "gradient_step", "acc_grads.out.weight",
-            "inner_opt_state.adam.mu.out.weight"} <= keys
+    assert {
+        "step_count",
+        "mini_step",
+        "gradient_step",
+        "acc_grads.out.weight",
+        "inner_opt_state.adam.mu.out.weight",
+    } <= keys
     _step(model, opt, x, y)
     saved_model, saved_opt = model.state_dict(), opt.state_dict()  # one step into the cycle
     assert np.abs(saved_opt["acc_grads.out.weight"]).sum() > 0
@@ -92,11 +98,14 @@ def test_a_schedule_advances_once_per_real_update():
     assert int(opt.state_dict()["inner_opt_state.lr.count"]) == 3
 
 
-@pytest.mark.parametrize("every, error, message", [
-    (0, ValueError, "every must be an int >= 1 \\(steps per update\\), got 0"),
-    (2.0, TypeError, "got 2.0 \\(a float\\). Fix: pass an integer"),
-    (True, TypeError, "got True \\(a bool\\)"),
-])
+@pytest.mark.parametrize(
+    "every, error, message",
+    [
+        (0, ValueError, "every must be an int >= 1 \\(steps per update\\), got 0"),
+        (2.0, TypeError, "got 2.0 \\(a float\\). Fix: pass an integer"),
+        (True, TypeError, "got True \\(a bool\\)"),
+    ],
+)
 def test_every_is_checked(every, error, message):
     with pytest.raises(error, match=message):
         accumulate(SGD(MLP().parameters(), lr=0.1), every=every)

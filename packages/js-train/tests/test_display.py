@@ -42,13 +42,22 @@ def _script(tmp_path) -> Path:
 
 def _env():
     paths = [str(p) for p in sorted((ROOT / "packages").glob("*/src"))]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]),
-            "COLUMNS": "120", "TERM": "xterm"}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]),
+        "COLUMNS": "120",
+        "TERM": "xterm",
+    }
 
 
 def test_in_a_pipe_the_display_is_quiet_and_plain(tmp_path):
-    done = subprocess.run([sys.executable, str(_script(tmp_path))], capture_output=True,
-                          text=True, env=_env(), timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(_script(tmp_path))],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     assert "\x1b[" not in done.stdout and "━" not in done.stdout  # no bar, no escape codes
@@ -60,8 +69,9 @@ def test_in_a_pipe_the_display_is_quiet_and_plain(tmp_path):
 def test_under_a_pseudo_terminal_rich_draws_bars_and_tables(tmp_path):
     pty = pytest.importorskip("pty")
     master, slave = pty.openpty()
-    child = subprocess.Popen([sys.executable, str(_script(tmp_path))], stdout=slave,
-                             stderr=subprocess.PIPE, env=_env())
+    child = subprocess.Popen(
+        [sys.executable, str(_script(tmp_path))], stdout=slave, stderr=subprocess.PIPE, env=_env()
+    )
     os.close(slave)
     chunks = []
     while True:
@@ -85,15 +95,16 @@ def test_under_a_pseudo_terminal_rich_draws_bars_and_tables(tmp_path):
 
 def test_tensorboard_run_is_read_back_with_event_accumulator(tmp_path):
     pytest.importorskip("tensorboardX")
-    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing."
-                                            "event_accumulator")
+    event_accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator"
+    )
     from js.training import TensorBoardRun
 
     x = np.arange(8, dtype=np.float32)
     run = TensorBoardRun(tmp_path / "tb")
-    history = Trainer(max_steps=8, log_every_n_steps=2, val_every_n_steps=4, run=run,
-                      verbose=False).fit(FixedTask(), [(x[i:i + 1], x[i:i + 1])
-                                                       for i in range(8)], [(x, x)])
+    history = Trainer(
+        max_steps=8, log_every_n_steps=2, val_every_n_steps=4, run=run, verbose=False
+    ).fit(FixedTask(), [(x[i : i + 1], x[i : i + 1]) for i in range(8)], [(x, x)])
     events = event_accumulator.EventAccumulator(str(tmp_path / "tb"))
     events.Reload()
     tags = events.Tags()["scalars"]
@@ -109,6 +120,9 @@ def test_tensorboard_run_without_tensorboardx_says_how_to_install_it(tmp_path, m
     from js.training import TensorBoardRun
 
     monkeypatch.setitem(sys.modules, "tensorboardX", None)
-    with pytest.raises(ImportError, match=r"TensorBoardRun needs tensorboardX: pip install "
-                       r"'js-train\[tensorboard\]'"):
+    with pytest.raises(
+        ImportError,
+        match=r"TensorBoardRun needs tensorboardX: pip install "
+        r"'js-train\[tensorboard\]'",
+    ):
         TensorBoardRun(tmp_path)

@@ -34,7 +34,9 @@ def test_autocast_computes_in_bf16_and_keeps_float32_at_rest():
     assert seen == [jnp.bfloat16, jnp.bfloat16, {np.dtype("float32")}]
     assert {v.dtype for v in model.state_dict().values()} == {np.dtype("float32")}
     assert {np.asarray(v).dtype for v in optimizer.state_dict().values()} <= {
-        np.dtype("float32"), np.dtype("int32")}
+        np.dtype("float32"),
+        np.dtype("int32"),
+    }
     for _ in range(20):
         loss = float(step(model, optimizer, jnp.asarray(x), jnp.asarray(y)))
     assert loss < first and len(seen) == 3  # traced once: buffers kept their dtype
@@ -46,26 +48,33 @@ def test_bf16_reference_steps_follow_float32_closely():
     for dtype in (None, jnp.bfloat16):
         model = MLP(p=0.0, rngs=js.Rngs(params=0))
         task = Task(model, make_optimizer(model), compute_dtype=dtype)
-        history = Trainer(3, verbose=False).fit(task, ArrayLoader(x, y, batch_size=16),
-                                                ArrayLoader(x, y, batch_size=64))
+        history = Trainer(3, verbose=False).fit(
+            task, ArrayLoader(x, y, batch_size=16), ArrayLoader(x, y, batch_size=64)
+        )
         results[dtype] = history[-1]
         assert model.fc1.weight.value.dtype == jnp.float32
-    assert results[jnp.bfloat16]["val/loss"] == pytest.approx(results[None]["val/loss"],
-                                                               rel=0.1, abs=0.02)
+    assert results[jnp.bfloat16]["val/loss"] == pytest.approx(
+        results[None]["val/loss"], rel=0.1, abs=0.02
+    )
     assert results[jnp.bfloat16]["val/loss"] != results[None]["val/loss"]  # really bf16
 
 
 def test_compute_dtype_and_autocast_arguments_are_checked():
     model = MLP(rngs=js.Rngs(params=0))
-    with pytest.raises(ValueError, match=r"Task: compute_dtype must be None, jnp.bfloat16, "
-                       r"jnp.float16 or jnp.float32, got 'int8'"):
+    with pytest.raises(
+        ValueError,
+        match=r"Task: compute_dtype must be None, jnp.bfloat16, "
+        r"jnp.float16 or jnp.float32, got 'int8'",
+    ):
         Task(model, make_optimizer(model), compute_dtype="int8")
     with pytest.raises(TypeError, match="autocast: model must be a js.Module, got int"):
         with autocast(3):
             pass
     regression = steps.regression_eval_step(
         js.nn.Linear(4, 1, rngs=js.Rngs(params=0)),
-        (np.ones((2, 4), np.float32), np.ones((2, 1), np.float32)), compute_dtype=jnp.bfloat16)
+        (np.ones((2, 4), np.float32), np.ones((2, 1), np.float32)),
+        compute_dtype=jnp.bfloat16,
+    )
     assert regression["loss"].dtype == jnp.float32
 
 
@@ -75,9 +84,12 @@ def test_compute_dtype_and_autocast_arguments_are_checked():
 def test_a_bare_task_refuses_labels_that_are_not_class_ids():
     model = js.nn.Linear(4, 2, rngs=js.Rngs(params=0))
     x = np.ones((8, 4), np.float32)
-    with pytest.raises(TypeError, match=r"Task runs the default classification steps, which need "
-                       r"integer class labels y\[B\]; got y \[8, 2\] float32.*Fix: override "
-                       r"training_step"):
+    with pytest.raises(
+        TypeError,
+        match=r"Task runs the default classification steps, which need "
+        r"integer class labels y\[B\]; got y \[8, 2\] float32.*Fix: override "
+        r"training_step",
+    ):
         Trainer(1, verbose=False).fit(Task(model, make_optimizer(model)), [(x, x[:, :2])])
 
 
@@ -89,16 +101,22 @@ def test_overriding_only_one_step_or_the_old_signature_is_refused():
         def training_step(self, model, optimizer, rngs, batch):
             return steps.regression_step(model, optimizer, batch)
 
-    with pytest.raises(NotImplementedError, match="OnlyTrain overrides training_step but not "
-                       "validation_step, which would silently run the default classification"):
+    with pytest.raises(
+        NotImplementedError,
+        match="OnlyTrain overrides training_step but not "
+        "validation_step, which would silently run the default classification",
+    ):
         Trainer(1, verbose=False).fit(OnlyTrain(model, make_optimizer(model)), [(x, x)])
 
     class Old(FixedTask):
         def training_step(self, batch):
             return {"loss": jnp.float32(1.0), "count": 1}
 
-    with pytest.raises(TypeError, match=r"Old.training_step takes \(batch\), but the Trainer "
-                       r"calls it as training_step\(model, optimizer, rngs, batch\)"):
+    with pytest.raises(
+        TypeError,
+        match=r"Old.training_step takes \(batch\), but the Trainer "
+        r"calls it as training_step\(model, optimizer, rngs, batch\)",
+    ):
         Trainer(1, verbose=False).fit(Old(), [(x, x)])
 
     class NoSteps:
@@ -123,6 +141,9 @@ def test_array_loader_state_resumes_mid_epoch():
     again.load_state_dict(state)
     assert [b[0].tolist() for b in again] == whole[1:]
     assert again.state_dict() == {"epoch": 1, "batch": 0} and again.epoch == 1
-    with pytest.raises(ValueError, match=r"batch 9 of epoch 0 is outside this loader's 4 "
-                       "batches per epoch"):
+    with pytest.raises(
+        ValueError,
+        match=r"batch 9 of epoch 0 is outside this loader's 4 "
+        "batches per epoch",
+    ):
         again.load_state_dict({"epoch": 0, "batch": 9})

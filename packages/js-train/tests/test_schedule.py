@@ -31,8 +31,9 @@ def _endless(x, y):
 def test_max_steps_over_an_endless_generator():
     x, y = np.ones(4, np.float32), np.ones(4, np.int32)
     steps = Steps()
-    trainer = Trainer(max_steps=10, log_every_n_steps=4, val_every_n_steps=5,
-                      callbacks=[steps], verbose=False)
+    trainer = Trainer(
+        max_steps=10, log_every_n_steps=4, val_every_n_steps=5, callbacks=[steps], verbose=False
+    )
     history = trainer.fit(FixedTask(), _endless(x, y), [(x, y)])
     assert trainer.global_step == 10 and steps.steps == list(range(1, 11))
     assert [row["step"] for row in history] == [4.0, 5.0, 8.0, 10.0]
@@ -49,8 +50,9 @@ def test_one_device_read_per_log_and_validation():
     trainer = Trainer(max_steps=100, log_every_n_steps=50, verbose=False, progress=False)
     trainer.fit(FixedTask(), _endless(x, y))
     assert trainer.transfers == 2  # steps 50 and 100 (the last row reuses step 100's read)
-    trainer = Trainer(max_steps=100, log_every_n_steps=50, val_every_n_steps=25,
-                      verbose=False, progress=False)
+    trainer = Trainer(
+        max_steps=100, log_every_n_steps=50, val_every_n_steps=25, verbose=False, progress=False
+    )
     trainer.fit(FixedTask(), _endless(x, y), [(x, y)] * 3)
     assert trainer.transfers == 2 + 4  # plus one per validation (25, 50, 75, 100)
 
@@ -60,7 +62,13 @@ def test_epochs_and_steps_together_and_rows_name_their_step_and_epoch():
     trainer = Trainer(3, max_steps=12, log_every_n_steps=3, verbose=False)
     history = trainer.fit(FixedTask(), ArrayLoader(x, y, batch_size=2))  # 5 steps an epoch
     assert [(row["epoch"], row["step"]) for row in history] == [
-        (0, 3), (0, 5), (1, 6), (1, 9), (1, 10), (2, 12)]
+        (0, 3),
+        (0, 5),
+        (1, 6),
+        (1, 9),
+        (1, 10),
+        (2, 12),
+    ]
     assert "time/epoch_s" in history[1] and "time/epoch_s" not in history[0]
     assert history[1]["train/count"] == 10.0  # the epoch row covers the epoch
     assert history[2]["train/count"] == 2.0  # the log after an epoch end: its one step
@@ -80,7 +88,8 @@ def test_a_schedule_is_logged_as_lr(data):
     task = Task(model, js.optim.SGD(model.parameters(), lr=schedule))
     x, y = data
     history = Trainer(max_steps=6, log_every_n_steps=3, verbose=False).fit(
-        task, ArrayLoader(x, y, batch_size=8))
+        task, ArrayLoader(x, y, batch_size=8)
+    )
     assert [row["lr"] for row in history] == pytest.approx([0.03, 0.06])  # lr(step_count)
 
 
@@ -90,8 +99,7 @@ def test_steps_per_execution_keeps_logs_on_their_steps():
     class Real(Task):
         pass
 
-    trainer = Trainer(max_steps=10, log_every_n_steps=3, steps_per_execution=2,
-                      verbose=False)
+    trainer = Trainer(max_steps=10, log_every_n_steps=3, steps_per_execution=2, verbose=False)
     xs, ys = blobs(n=64)
     history = trainer.fit(Real(model, make_optimizer(model)), ArrayLoader(xs, ys, batch_size=4))
     assert [row["step"] for row in history] == [3.0, 6.0, 9.0, 10.0]
@@ -101,25 +109,31 @@ def test_steps_per_execution_keeps_logs_on_their_steps():
 def _run(tmp_path, *, stop_at=None, resume_from=None, every=4):
     """MLP with dropout, shuffled loader of 5 batches an epoch, 12 steps, saves every 4."""
     model = MLP(rngs=js.Rngs(params=0))
-    task = Task(model, js.optim.accumulate(make_optimizer(model), every=2),
-                rngs=js.Rngs(dropout=7))
+    task = Task(model, js.optim.accumulate(make_optimizer(model), every=2), rngs=js.Rngs(dropout=7))
     x, y = blobs(n=40)
     loader = ArrayLoader(x, y, batch_size=8, shuffle=True, seed=3)
     checkpoint = ModelCheckpoint(tmp_path, monitor="train/loss", every_n_steps=every)
-    trainer = Trainer(max_steps=stop_at or 12, log_every_n_steps=2, callbacks=[checkpoint],
-                      verbose=False)
+    trainer = Trainer(
+        max_steps=stop_at or 12, log_every_n_steps=2, callbacks=[checkpoint], verbose=False
+    )
     if resume_from is not None:
-        load_checkpoint(tmp_path, {**task.checkpoint_objects(), "trainer": trainer,
-                                   "loader": loader}, which=resume_from)
+        load_checkpoint(
+            tmp_path,
+            {**task.checkpoint_objects(), "trainer": trainer, "loader": loader},
+            which=resume_from,
+        )
     history = trainer.fit(task, loader, resume=resume_from is not None)
     return model.state_dict(), task.optimizer.state_dict(), history
 
 
-@pytest.mark.parametrize("cut, every, source", [
-    (8, 4, "cut"),  # 3 batches into epoch 1
-    (10, 5, "cut"),  # max_steps stopped on epoch 1's last batch (the loader not run out)
-    (10, 5, "whole"),  # saved after epoch 1's end: the resume starts epoch 2
-])
+@pytest.mark.parametrize(
+    "cut, every, source",
+    [
+        (8, 4, "cut"),  # 3 batches into epoch 1
+        (10, 5, "cut"),  # max_steps stopped on epoch 1's last batch (the loader not run out)
+        (10, 5, "whole"),  # saved after epoch 1's end: the resume starts epoch 2
+    ],
+)
 def test_mid_epoch_checkpoint_resumes_bit_for_bit(tmp_path, cut, every, source):
     params, opt, history = _run(tmp_path / "whole", every=every)
     if source == "cut":
@@ -132,11 +146,15 @@ def test_mid_epoch_checkpoint_resumes_bit_for_bit(tmp_path, cut, every, source):
     assert int(opt["step_count"]) == 6  # 12 steps, accumulated 2 per update
     after = [row for row in history if row["step"] > cut]
     resumed = [row for row in resumed if row["step"] > cut]
-    assert [row["step"] for row in resumed] == [row["step"] for row in after] == [
-        s for s in (10, 12) if s > cut]
+    assert (
+        [row["step"] for row in resumed]
+        == [row["step"] for row in after]
+        == [s for s in (10, 12) if s > cut]
+    )
     for a, b in zip(after, resumed, strict=True):  # the epoch row's totals were restored too
         assert {k: v for k, v in a.items() if not k.startswith("time")} == {
-            k: v for k, v in b.items() if not k.startswith("time")}
+            k: v for k, v in b.items() if not k.startswith("time")
+        }
 
 
 def test_a_resume_needs_a_restored_loader(tmp_path):
@@ -150,16 +168,28 @@ def test_a_resume_needs_a_restored_loader(tmp_path):
 # -- options fail when the Trainer is built ------------------------------------------------
 
 
-@pytest.mark.parametrize("options, error, message", [
-    ({}, ValueError, "Trainer needs max_epochs or max_steps"),
-    ({"max_steps": 0}, ValueError, "Trainer max_steps must be an int >= 1, got 0"),
-    ({"max_steps": 10, "val_every_n_steps": 20}, ValueError,
-     "val_every_n_steps=20 is more than max_steps=10"),
-    ({"max_steps": 10, "log_every_n_steps": 11}, ValueError,
-     "log_every_n_steps=11 is more than max_steps=10"),
-    ({"max_epochs": 1, "limit_val_batches": 1.5}, TypeError,
-     r"limit_val_batches must be an int >= 1, got 1\.5"),
-])
+@pytest.mark.parametrize(
+    "options, error, message",
+    [
+        ({}, ValueError, "Trainer needs max_epochs or max_steps"),
+        ({"max_steps": 0}, ValueError, "Trainer max_steps must be an int >= 1, got 0"),
+        (
+            {"max_steps": 10, "val_every_n_steps": 20},
+            ValueError,
+            "val_every_n_steps=20 is more than max_steps=10",
+        ),
+        (
+            {"max_steps": 10, "log_every_n_steps": 11},
+            ValueError,
+            "log_every_n_steps=11 is more than max_steps=10",
+        ),
+        (
+            {"max_epochs": 1, "limit_val_batches": 1.5},
+            TypeError,
+            r"limit_val_batches must be an int >= 1, got 1\.5",
+        ),
+    ],
+)
 def test_conflicting_or_bad_schedules_fail_when_built(options, error, message):
     with pytest.raises(error, match=message):
         Trainer(**options)
@@ -180,8 +210,7 @@ def test_validate_and_predict(make_task, data):
     assert metrics["val/count"] == 96.0 and not task.model.training
     logits = trainer.predict(task, ArrayLoader(x, y, batch_size=32))
     assert isinstance(logits, np.ndarray) and logits.shape == (96, 3)
-    np.testing.assert_allclose(logits, np.asarray(task.model(jnp.asarray(x))), rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(logits, np.asarray(task.model(jnp.asarray(x))), rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="predict: the data yielded no batches"):
         trainer.predict(task, [])
     with pytest.raises(ValueError, match="validation: the data yielded no batches"):
@@ -191,17 +220,20 @@ def test_validate_and_predict(make_task, data):
 def test_a_mid_epoch_resume_refuses_a_loader_at_another_epoch(tmp_path):
     _run(tmp_path, stop_at=8)
     model = MLP(rngs=js.Rngs(params=0))
-    task = Task(model, js.optim.accumulate(make_optimizer(model), every=2),
-                rngs=js.Rngs(dropout=7))
+    task = Task(model, js.optim.accumulate(make_optimizer(model), every=2), rngs=js.Rngs(dropout=7))
     x, y = blobs(n=40)
     loader = ArrayLoader(x, y, batch_size=8, shuffle=True, seed=3)
     trainer = Trainer(max_steps=12, verbose=False)
-    load_checkpoint(tmp_path, {**task.checkpoint_objects(), "trainer": trainer,
-                               "loader": loader}, which=8)
+    load_checkpoint(
+        tmp_path, {**task.checkpoint_objects(), "trainer": trainer, "loader": loader}, which=8
+    )
     assert trainer.state_dict()["epoch"] == 1 and trainer.global_step == 8
     fresh = ArrayLoader(x, y, batch_size=8, shuffle=True, seed=3)
-    with pytest.raises(ValueError, match=r"resumes epoch 1 mid-way, but train_data is at "
-                       r"epoch 0, batch 0\. Fix: restore the loader"):
+    with pytest.raises(
+        ValueError,
+        match=r"resumes epoch 1 mid-way, but train_data is at "
+        r"epoch 0, batch 0\. Fix: restore the loader",
+    ):
         trainer.fit(task, fresh, resume=True)
 
 
@@ -209,7 +241,8 @@ def test_a_validation_due_at_an_epoch_end_runs_once():
     x, y = np.ones(4, np.float32), np.ones(4, np.int32)
     steps = Steps()
     Trainer(2, val_every_n_steps=2, callbacks=[steps], verbose=False).fit(
-        FixedTask(), [(x, y)] * 4, [(x, y)])
+        FixedTask(), [(x, y)] * 4, [(x, y)]
+    )
     assert steps.validations == [2, 4, 6, 8]
 
 
@@ -224,8 +257,11 @@ def test_step_checkpoints_rank_by_the_latest_validation(tmp_path):
     x, y = blobs(n=32)
     checkpoint = ModelCheckpoint(tmp_path, monitor="val/loss", every_n_steps=2)
     trainer = Trainer(max_steps=6, val_every_n_steps=2, callbacks=[checkpoint], verbose=False)
-    history = trainer.fit(Task(model, make_optimizer(model)), ArrayLoader(x, y, batch_size=8),
-                          ArrayLoader(x, y, batch_size=32))
+    history = trainer.fit(
+        Task(model, make_optimizer(model)),
+        ArrayLoader(x, y, batch_size=8),
+        ArrayLoader(x, y, batch_size=32),
+    )
     # a save at an epoch's end (step 4) or the last step comes after that step's validation
     assert max(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == 6
     losses = {int(row["step"]): row["val/loss"] for row in history if "val/loss" in row}

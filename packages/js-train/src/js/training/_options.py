@@ -8,11 +8,15 @@ from ._checks import check_int
 
 def check_options(max_epochs, options: dict) -> dict:
     """The step options as ints (or None), refusing conflicting combinations."""
-    checked = {name: None if value is None else check_int(f"Trainer {name}", value, 1)
-               for name, value in options.items()}
+    checked = {
+        name: None if value is None else check_int(f"Trainer {name}", value, 1)
+        for name, value in options.items()
+    }
     if max_epochs is None and checked["max_steps"] is None:
-        raise ValueError("Trainer needs max_epochs or max_steps (or both), got neither. Fix: "
-                         "Trainer(max_epochs=10) or Trainer(max_steps=5000).")
+        raise ValueError(
+            "Trainer needs max_epochs or max_steps (or both), got neither. Fix: "
+            "Trainer(max_epochs=10) or Trainer(max_steps=5000)."
+        )
     most = checked["max_steps"]
     for name in ("val_every_n_steps", "log_every_n_steps"):
         if most is not None and checked[name] is not None and checked[name] > most:
@@ -46,7 +50,8 @@ def check_monitors(callbacks, has_val: bool) -> None:
     """
     splits = ("train", "val") if has_val else ("train",)
     names = ["epoch", "step", "time/epoch_s", "time/samples_per_s", "lr"] + [
-        f"{split}/{metric}" for split in splits for metric in ("loss", "count", "accuracy")]
+        f"{split}/{metric}" for split in splits for metric in ("loss", "count", "accuracy")
+    ]
     for callback in callbacks:
         monitor = getattr(callback, "monitor", None)
         if isinstance(monitor, str):

@@ -23,8 +23,10 @@ _KEYS = ("loss", "count", "correct")
 def _add(totals, loss, count, correct):
     """Add the count-weighted loss, count and correct of one step (scalars) or of K steps
     (stacked, each ``[K]``) to the running totals, on the device."""
-    new = {"loss": totals["loss"] + jnp.sum(loss * count),
-           "count": totals["count"] + jnp.sum(count)}
+    new = {
+        "loss": totals["loss"] + jnp.sum(loss * count),
+        "count": totals["count"] + jnp.sum(count),
+    }
     if correct is not None:
         new["correct"] = totals["correct"] + jnp.sum(correct)
     return new
@@ -41,7 +43,8 @@ def stack(group: list):
             return None
     # Device batches stay on the device: np.stack would wait for each and copy it to the host.
     return jax.tree.map(
-        lambda *xs: (jnp if any(isinstance(x, jax.Array) for x in xs) else np).stack(xs), *group)
+        lambda *xs: (jnp if any(isinstance(x, jax.Array) for x in xs) else np).stack(xs), *group
+    )
 
 
 def check_step_metrics(metrics, where: str) -> None:
@@ -142,8 +145,12 @@ class Totals:
         device = self.device if self.device is not None else _zeros(True)
         host = jax.device_get(device)
         trainer.transfers += 1
-        state = {"epoch": trainer.epoch, "step": trainer.global_step,
-                 "epoch_start_step": self.epoch_start_step, "has_correct": int("correct" in host)}
+        state = {
+            "epoch": trainer.epoch,
+            "step": trainer.global_step,
+            "epoch_start_step": self.epoch_start_step,
+            "has_correct": int("correct" in host),
+        }
         state.update({key: np.float32(host.get(key, 0.0)) for key in _KEYS})
         return state
 
