@@ -34,11 +34,11 @@ class AutoEncoder(js.Module):
 
 
 class ReconstructionTask(Task):
-    def training_step(self, batch):
-        return steps.autoencoder_step(self.model, self.optimizer, batch)
+    def training_step(self, model, optimizer, rngs, batch):
+        return steps.autoencoder_step(model, optimizer, batch)
 
-    def validation_step(self, batch):
-        return steps.autoencoder_eval_step(self.model, batch)
+    def validation_step(self, model, batch):
+        return steps.autoencoder_eval_step(model, batch)
 
 
 def main(argv=None) -> float:

@@ -123,7 +123,8 @@ def main(argv=None) -> dict:
     print(f"metrics: {out / 'metrics.csv'}")
     print(f"curves: {png}")
     arrays = sum(len(obj.state_dict()) for obj in task.checkpoint_objects().values())
-    print(f"device-to-host metric reads per epoch (trainer.transfers): {trainer.transfers}; "
+    print(f"device-to-host metric reads (trainer.transfers): {trainer.transfers} in "
+          f"{len(trainer.history)} epochs; "
           f"each epoch's checkpoint save also copies {arrays} arrays (parameters, buffers, "
           "optimizer state, Rngs) to the host")
     print(f"wall time {wall:.1f} s")

@@ -32,11 +32,11 @@ class Forecaster(js.Module):
 
 
 class ForecastTask(Task):
-    def training_step(self, batch):
-        return steps.regression_step(self.model, self.optimizer, batch)
+    def training_step(self, model, optimizer, rngs, batch):
+        return steps.regression_step(model, optimizer, batch)
 
-    def validation_step(self, batch):
-        return steps.regression_eval_step(self.model, batch)
+    def validation_step(self, model, batch):
+        return steps.regression_eval_step(model, batch)
 
 
 def windows(series: np.ndarray, width: int):

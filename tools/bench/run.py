@@ -37,7 +37,7 @@ DETERMINISTIC = {"tiny MLP", "MLP 784-512-512-10", "LSTM", "transformer block"}
 
 
 def workloads(size: dict):
-    from . import _cnn, _digits, _inference, _lstm, _mlp, _transformer
+    from . import _cnn, _digits, _inference, _lstm, _mlp, _precision, _transformer
 
     yield "tiny MLP", lambda: _mlp.variants((10, 16, 16, 4), 8)
     yield "tiny MLP, K steps/dispatch", lambda: _mlp.scan_variants((10, 16, 16, 4), 8, size["ks"])
@@ -45,6 +45,7 @@ def workloads(size: dict):
     yield "CNN 28x28", lambda: _cnn.variants(*size["cnn"])
     yield "LSTM", lambda: _lstm.variants(*size["lstm"])
     yield "transformer block", lambda: _transformer.variants(*size["tr"])
+    yield "transformer block, bf16-mixed", lambda: _precision.variants(*size["tr"])
     yield "digits epoch", lambda: _digits.variants(**size["digits"])
     yield from _inference.workloads(size["inference"])
 

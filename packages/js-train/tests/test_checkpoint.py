@@ -128,7 +128,7 @@ def test_model_checkpoint_keeps_the_best_and_the_last(tmp_path, make_task, data)
     class Scored(FixedTask):
         scores = iter([3.0, 1.0, 2.0, 2.5])
 
-        def validation_step(self, batch):
+        def validation_step(self, model, batch):
             return {"loss": np.float32(next(self.scores)), "count": 1}
 
         def checkpoint_objects(self):
@@ -152,7 +152,7 @@ class Scores(FixedTask):
         super().__init__()
         self.scores, self.model = iter(scores), model
 
-    def validation_step(self, batch):
+    def validation_step(self, model, batch):
         return {"loss": np.float32(next(self.scores)), "count": 1}
 
     def checkpoint_objects(self):

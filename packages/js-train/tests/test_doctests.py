@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 MODULES = ["_loader", "_progress", "_runs", "_callbacks", "_task", "_trainer", "_checkpoint",
-           "steps"]
+           "_precision", "steps"]
 
 
 @pytest.mark.parametrize("name", MODULES)

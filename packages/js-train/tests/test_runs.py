@@ -12,9 +12,10 @@ def test_csv_run_writes_one_row_per_epoch(tmp_path):
     run = CSVRun(tmp_path / "run")
     history = Trainer(3, run=run, verbose=False).fit(FixedTask(), [(x, x)], [(x, x)])
     lines = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
-    assert lines[0].startswith("step,epoch,train/loss,train/count,train/accuracy,val/loss")
-    assert len(lines) == 4 and lines[3].startswith("2,2.0,1.0,4.0,1.0,2.0")
-    assert float(lines[1].split(",")[-1]) == pytest.approx(history[0]["time/epoch_s"])
+    assert lines[0] == ("step,epoch,train/loss,train/count,train/accuracy,val/loss,val/count,"
+                        "time/epoch_s,time/samples_per_s")  # step: the global step
+    assert len(lines) == 4 and lines[3].startswith("3,2.0,1.0,4.0,1.0,2.0")
+    assert float(lines[1].split(",")[-2]) == pytest.approx(history[0]["time/epoch_s"])
 
 
 def test_csv_run_adds_late_columns_and_resumes(tmp_path):
@@ -40,9 +41,10 @@ def test_one_csv_run_serves_several_fits_without_listing_a_step_twice(tmp_path):
 
     Trainer(2, run=run, verbose=False).fit(FixedTask(), [(x, x)])
     Trainer(4, run=run, verbose=False).fit(FixedTask(), [(x, x)], start_epoch=2)
-    assert steps() == ["0", "1", "2", "3"]  # a continued fit appends, as a Lightning logger
+    # one batch per epoch: global steps 1, 2, then 3, 4 (start_epoch 2 starts at step 2)
+    assert steps() == ["1", "2", "3", "4"]  # a continued fit appends, as a Lightning logger
     Trainer(2, run=run, verbose=False).fit(FixedTask(), [(x, x)])
-    assert steps() == ["0", "1"]  # a fit from epoch 0 again replaces: no step listed twice
+    assert steps() == ["1", "2"]  # a fit from epoch 0 again replaces: no step listed twice
 
 
 def test_plot_run_writes_a_png_per_run(tmp_path):
@@ -75,3 +77,14 @@ def test_plot_run_errors(tmp_path):
     (tmp_path / "metrics.csv").write_text("step,epoch\n0,0.0\n")
     with pytest.raises(ValueError, match="no split/metric columns"):
         plot_run(tmp_path, tmp_path / "x.png")
+
+
+def test_plot_run_plots_step_rows_with_missing_cells(tmp_path):
+    x = np.ones(4, np.float32)
+    run = CSVRun(tmp_path)
+    Trainer(max_steps=8, log_every_n_steps=2, val_every_n_steps=4, run=run, verbose=False).fit(
+        FixedTask(), [(x, x)] * 3, [(x, x)])
+    rows = run.path.read_text().splitlines()
+    assert rows[0].startswith("step,epoch,train/loss") and rows[1].startswith("2,0.0,")
+    assert ",," in rows[1]  # a log row has no val/ cells
+    assert plot_run(tmp_path, tmp_path / "curves.png").stat().st_size > 1000

@@ -88,11 +88,11 @@ def test_regression_mask_drops_rows_from_the_loss_and_its_gradient():
 
 def test_trainer_averages_masked_regression_losses_by_kept_rows():
     class Forecast(Task):
-        def training_step(self, batch):
-            return steps.regression_step(self.model, self.optimizer, batch)
+        def training_step(self, model, optimizer, rngs, batch):
+            return steps.regression_step(model, optimizer, batch)
 
-        def validation_step(self, batch):
-            return steps.regression_eval_step(self.model, batch)
+        def validation_step(self, model, batch):
+            return steps.regression_eval_step(model, batch)
 
     rng = np.random.default_rng(1)
     x, y = rng.normal(size=(10, 3)).astype(np.float32), rng.normal(size=(10, 1)).astype(np.float32)

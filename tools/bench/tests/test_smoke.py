@@ -30,12 +30,15 @@ def test_smoke_run_writes_table_chart_and_agrees_with_hand_written(tmp_path):
     workloads = {r["workload"] for r in report["results"]}
     assert workloads == {
         "tiny MLP", "tiny MLP, K steps/dispatch", "MLP 784-512-512-10", "CNN 28x28", "LSTM",
-        "transformer block", "digits epoch", *INFERENCE,
+        "transformer block", "transformer block, bf16-mixed", "digits epoch", *INFERENCE,
     }
     variants = {(r["workload"], r["variant"]) for r in report["results"]}
     for workload in INFERENCE:  # each variant's output was checked against hand-written JAX
         assert {(workload, "js"), (workload, "jax"), (workload, "exported")} <= variants
-    for workload in workloads - {"digits epoch", "tiny MLP, K steps/dispatch", *INFERENCE}:
+    assert {("transformer block, bf16-mixed", v) for v in ("jax", "js float32",
+                                                            "js bf16-mixed")} <= variants
+    for workload in workloads - {"digits epoch", "tiny MLP, K steps/dispatch",
+                                 "transformer block, bf16-mixed", *INFERENCE}:
         assert {(workload, "js"), (workload, "jax"), (workload, "nnx")} <= variants
     assert {("digits epoch", "js Trainer.fit"), ("digits epoch", "js Trainer K=2")} <= variants
     assert ("tiny MLP, K steps/dispatch", "js K=4") in variants

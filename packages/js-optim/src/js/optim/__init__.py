@@ -12,7 +12,9 @@ from ._version import __version__
 
 _require("js-optim", __version__, _REQUIRES)
 
-from ._clip import clip_grad_norm as clip_grad_norm  # noqa: E402  (after the interface check)
+from ._accumulate import Accumulate as Accumulate  # noqa: E402  (after the interface check)
+from ._accumulate import accumulate as accumulate  # noqa: E402
+from ._clip import clip_grad_norm as clip_grad_norm  # noqa: E402
 from ._optimizer import Optimizer as Optimizer  # noqa: E402
 from ._optimizer import OptState as OptState  # noqa: E402
 from ._optimizers import SGD as SGD  # noqa: E402
@@ -23,12 +25,14 @@ from ._schedules import linear_warmup as linear_warmup  # noqa: E402
 
 __all__ = [
     "SGD",
+    "Accumulate",
     "Adam",
     "AdamW",
     "OptState",
     "Optimizer",
     "__interface__",
     "__version__",
+    "accumulate",
     "clip_grad_norm",
     "cosine_schedule",
     "linear_warmup",

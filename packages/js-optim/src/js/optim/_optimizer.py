@@ -144,6 +144,12 @@ class Optimizer(js.Object):
         self._step_count = OptState(count)
 
     @property
+    def lr(self):
+        """The learning rate given to the constructor: a float, a schedule ``step -> lr``, or
+        None for an optimizer built without one. ``lr(step_count)`` is the next step's rate."""
+        return dict(self._config).get("lr")
+
+    @property
     def step_count(self) -> jax.Array:
         """How many times :meth:`step` ran: an int32 scalar (traced inside ``js.jit``)."""
         return self._step_count.value

@@ -17,8 +17,10 @@ from ._checkpoint import save_checkpoint as save_checkpoint  # noqa: E402
 from ._distributed import init_distributed as init_distributed  # noqa: E402
 from ._export import export_weights as export_weights  # noqa: E402
 from ._loader import ArrayLoader as ArrayLoader  # noqa: E402
-from ._progress import ProgressBar as ProgressBar  # noqa: E402
+from ._precision import autocast as autocast  # noqa: E402
+from ._progress import Display as Display  # noqa: E402
 from ._runs import CSVRun as CSVRun  # noqa: E402
+from ._runs import TensorBoardRun as TensorBoardRun  # noqa: E402
 from ._runs import plot_run as plot_run  # noqa: E402
 from ._task import Task as Task  # noqa: E402
 from ._trainer import Trainer as Trainer  # noqa: E402
@@ -29,11 +31,13 @@ __all__ = [
     "Callback",
     "EarlyStopping",
     "ModelCheckpoint",
-    "ProgressBar",
+    "Display",
     "Task",
+    "TensorBoardRun",
     "Trainer",
     "__interface__",
     "__version__",
+    "autocast",
     "export_weights",
     "init_distributed",
     "load_checkpoint",

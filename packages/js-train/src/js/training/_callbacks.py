@@ -31,10 +31,14 @@ class Callback:
     """Base class: override the hooks you need; each receives the trainer and the task.
 
     Hooks, in order: ``on_fit_start``; per epoch ``on_epoch_start(trainer, task, epoch)``, then
-    ``on_validation_end(trainer, task, metrics)`` (only with validation data), then
+    after every dispatch of steps ``on_step_end(trainer, task, step)`` (``step`` the global
+    step after it; ``trainer.epoch`` is the epoch), ``on_validation_end(trainer, task,
+    metrics)`` after each validation (epoch ends and ``val_every_n_steps``), then
     ``on_epoch_end(trainer, task, metrics)``; ``on_fit_end`` last, also after an error.
-    ``metrics`` is the epoch's dict of floats, the one the run logs. Call ``trainer.stop()``
-    to end training after the current epoch; ``trainer.start_epoch`` is the fit's first epoch.
+    ``metrics`` is the row's dict of floats, the one the run logs (with ``step`` and
+    ``epoch``). Call ``trainer.stop()`` to end training (after the current step from a step or
+    validation hook); ``trainer.start_epoch`` and ``trainer.start_step`` are where the fit
+    started.
     A callback with a string ``monitor`` attribute (EarlyStopping, ModelCheckpoint) is checked
     when ``fit`` starts: a name the Trainer cannot produce (``val/...`` without ``val_data``,
     a misspelling) fails before the first epoch.
@@ -49,6 +53,9 @@ class Callback:
         pass
 
     def on_epoch_start(self, trainer, task, epoch: int) -> None:
+        pass
+
+    def on_step_end(self, trainer, task, step: int) -> None:
         pass
 
     def on_validation_end(self, trainer, task, metrics: dict) -> None:

@@ -282,12 +282,22 @@ class ModelCheckpoint(Callback):
     ``overwrite=True``. Steps before the first epoch (those a resumed run continues from) are
     kept and still compete for best.
 
+    With ``every_n_steps=n`` it saves every ``n`` global steps instead (at the end of the
+    dispatch that reaches a multiple of ``n``), under ``path/<step>``, with the payload
+    ``{**task.checkpoint_objects(), 'trainer': trainer[, 'loader': train_data]}``: the
+    Trainer's position (epoch, step, the epoch's running totals) and, when the training data
+    has ``state_dict``/``load_state_dict`` (ArrayLoader), its position in the epoch. Restore
+    those objects with ``load_checkpoint`` and call ``fit(..., resume=True)``: training
+    continues on the next batch, bit for bit as if never interrupted. A step save is ranked
+    by ``monitor`` in the latest row that has it (the last validation), unranked before.
+
     Args:
         path: the checkpoint directory.
         monitor: the metric that ranks checkpoints, e.g. ``'val/loss'``.
         mode: ``'min'`` or ``'max'``: whether a lower or a higher ``monitor`` is better.
         overwrite: delete the steps at or after the fit's first epoch (every step, for a fit
             from epoch 0) when the fit starts, instead of refusing.
+        every_n_steps: save every this many global steps (>= 1) instead of every epoch.
 
     Example:
         >>> checkpoint = ModelCheckpoint("runs/digits/checkpoints", monitor="val/accuracy",
@@ -296,8 +306,11 @@ class ModelCheckpoint(Callback):
     """
 
     def __init__(self, path, monitor: str = "val/loss", mode: str = "min", *,
-                 overwrite: bool = False):
+                 overwrite: bool = False, every_n_steps: int | None = None):
         check_mode("ModelCheckpoint", mode)
+        if every_n_steps is not None:
+            every_n_steps = check_int("ModelCheckpoint every_n_steps", every_n_steps, 1)
+        self.every_n_steps = every_n_steps
         self.path = Path(path).absolute()
         self.monitor, self.mode, self.overwrite = monitor, mode, overwrite
         self.best_step: int | None = None
@@ -312,6 +325,8 @@ class ModelCheckpoint(Callback):
                                              keep.BestN(get_metric_fn=_score, n=1)])
         manager = _manager(self.path, preservation=policy, asynchronous=True)
         first = getattr(trainer, "start_epoch", 0)
+        if self.every_n_steps is not None:  # steps are global steps; the fit resumes after one
+            first = getattr(trainer, "start_step", 0) + 1
         later = [step for step in manager.all_steps() if step >= first]
         if later and not self.overwrite:
             manager.close()
@@ -326,28 +341,47 @@ class ModelCheckpoint(Callback):
         self.best_step = self.best_value = self.last_step = None
         self._best_score = -math.inf
         self._manager = manager
+        self._seen = getattr(trainer, "start_step", 0) // (self.every_n_steps or 1)
+
+    def on_step_end(self, trainer, task, step: int) -> None:
+        if self.every_n_steps is None or step // self.every_n_steps == self._seen:
+            return
+        self._seen = step // self.every_n_steps
+        objects = {**task.checkpoint_objects(), "trainer": trainer}
+        data = trainer.train_data
+        if all(callable(getattr(data, name, None)) for name in ("state_dict", "load_state_dict")):
+            objects["loader"] = data
+        rows = [row for row in trainer.history if self.monitor in row]
+        value = float(rows[-1][self.monitor]) if rows else math.nan
+        self._save(step, objects, {"step": float(step), self.monitor: value}, value)
 
     def on_epoch_end(self, trainer, task, metrics: dict) -> None:
+        if self.every_n_steps is not None:
+            return
         value = monitored("ModelCheckpoint", self.monitor, metrics)
         epoch = int(metrics["epoch"])
         objects = task.checkpoint_objects()
         if "epoch" in objects:
             raise ValueError("ModelCheckpoint adds 'epoch' itself; task.checkpoint_objects() "
                              "must not contain it")
+        self._save(epoch, {**objects, "epoch": epoch}, metrics, value)
+
+    def _save(self, step: int, objects: dict, metrics: dict, value: float) -> None:
+        """Save ``objects`` as ``step`` (the epoch, or the global step), ranked by ``value``."""
         score = value if self.mode == "max" else -value
-        saved = self._manager.save(epoch, args=save_args({**objects, "epoch": epoch}),
+        saved = self._manager.save(step, args=save_args(objects),
                                    metrics={**metrics, "_score": score})
         if not saved:
             raise FileExistsError(
-                f"ModelCheckpoint: epoch {epoch} was not saved: {self.path} already holds steps "
-                f"{sorted(self._manager.all_steps())} and orbax only saves a step after the "
-                "latest. Fix: use another directory, resume with start_epoch, or pass "
-                "overwrite=True."
+                f"ModelCheckpoint: {'step' if self.every_n_steps else 'epoch'} {step} was not "
+                f"saved: {self.path} already holds steps {sorted(self._manager.all_steps())} "
+                "and orbax only saves a step after the latest. Fix: use another directory, "
+                "resume with start_epoch, or pass overwrite=True."
             )
-        self.last_step = epoch
+        self.last_step = step
         rank = _score({"_score": score})  # as orbax ranks the step: NaN ranks last
         if self.best_step is None or rank > self._best_score:
-            self.best_step, self.best_value, self._best_score = epoch, value, rank
+            self.best_step, self.best_value, self._best_score = step, value, rank
 
     def on_fit_end(self, trainer, task) -> None:
         if self._manager is not None:

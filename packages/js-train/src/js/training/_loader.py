@@ -14,7 +14,10 @@ class ArrayLoader:
     ``np.random.default_rng([seed, e])``, so the order depends only on ``seed`` and the epoch,
     never on how many epochs ran before in this process. Each ``iter()`` starts the next epoch;
     :meth:`set_epoch` chooses it explicitly (``Trainer.fit`` calls it, so a run resumed at epoch
-    3 sees exactly the order an uninterrupted run saw at epoch 3).
+    3 sees exactly the order an uninterrupted run saw at epoch 3). Its position within an epoch
+    is state too: :meth:`state_dict` is ``{'epoch':, 'batch':}`` (batches already served),
+    and after :meth:`load_state_dict` the next ``iter()`` continues that epoch at that batch,
+    so a checkpoint taken mid-epoch resumes on the very next batch.
 
     Args:
         *arrays: NumPy arrays with the same first dimension ``N`` (the examples).
@@ -56,15 +59,35 @@ class ArrayLoader:
         self.shuffle = shuffle
         self.seed = seed
         self.drop_last = drop_last
-        self.epoch = 0
+        self.epoch = 0  # the epoch the next iter() serves
+        self._resume_at = 0  # its first batch (not 0 only after load_state_dict)
+        self._position = (0, 0)  # (epoch, batches of it served) of the latest iteration
 
     def __len__(self) -> int:
         n = len(self.arrays[0])
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def set_epoch(self, epoch: int) -> None:
-        """Make the next ``iter()`` produce epoch ``epoch``'s order."""
-        self.epoch = int(epoch)
+        """Make the next ``iter()`` produce epoch ``epoch``'s order, from its first batch."""
+        self.epoch, self._resume_at = int(epoch), 0
+        self._position = (self.epoch, 0)
+
+    def state_dict(self) -> dict[str, int]:
+        """``{'epoch': e, 'batch': b}``: ``b`` batches of epoch ``e`` have been served (the
+        latest iteration's position; ``b == 0`` before it starts)."""
+        epoch, batch = self._position
+        return {"epoch": epoch, "batch": batch}
+
+    def load_state_dict(self, state) -> None:
+        """Continue from a :meth:`state_dict`: the next ``iter()`` resumes there."""
+        epoch, batch = int(state["epoch"]), int(state["batch"])
+        if not 0 <= batch <= len(self) or epoch < 0:
+            raise ValueError(
+                f"ArrayLoader.load_state_dict: batch {batch} of epoch {epoch} is outside this "
+                f"loader's {len(self)} batches per epoch. Fix: load a state saved by a loader "
+                "with the same data size, batch_size and drop_last."
+            )
+        self.epoch, self._resume_at, self._position = epoch, batch, (epoch, batch)
 
     def order(self, epoch: int) -> np.ndarray:
         """The example indices of ``epoch``, in the order they are served."""
@@ -74,8 +97,12 @@ class ArrayLoader:
         return np.random.default_rng([self.seed, epoch]).permutation(n)
 
     def __iter__(self):
-        order = self.order(self.epoch)
-        self.epoch += 1
-        for start in range(0, len(self) * self.batch_size, self.batch_size):
-            index = order[start:start + self.batch_size]
+        epoch, start = self.epoch, self._resume_at
+        self.epoch, self._resume_at = epoch + 1, 0  # each iter() starts the next epoch
+        order = self.order(epoch)
+        self._position = (epoch, start)
+        for batch in range(start, len(self)):
+            index = order[batch * self.batch_size:(batch + 1) * self.batch_size]
+            self._position = (epoch, batch + 1)  # counted when served
             yield tuple(array[index] for array in self.arrays)
+        self._position = (epoch + 1, 0)

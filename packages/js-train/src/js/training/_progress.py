@@ -1,78 +1,135 @@
-"""A one-line progress bar and the per-epoch metrics line."""
+"""The live display: a rich progress bar per epoch (or per run of steps) and the metrics.
+
+On a terminal, ``rich.progress`` draws steps, the last read loss, it/s and the time left, and
+each epoch ends with a small table of its metrics. Anywhere else (CI logs, a pipe, a file) the
+display is quiet and plain: no bar, no escape codes, one line of metrics per row. A redraw that
+shows a loss costs the Trainer one device-to-host read, so the loss is read at most once per
+``interval_s`` (the bar's own refresh in between only redraws the step count).
+"""
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
 
 
 def format_metrics(metrics: dict) -> str:
-    """``epoch 3  train/loss 0.1234  val/accuracy 0.9800 ...`` (the line printed per epoch)."""
+    """``epoch 3  step 120  train/loss 0.1234  val/accuracy 0.9800 ...`` (a plain line)."""
     parts = [f"epoch {int(metrics['epoch'])}"] if "epoch" in metrics else []
+    if "step" in metrics:
+        parts.append(f"step {int(metrics['step'])}")
     for key, value in metrics.items():
-        if key == "epoch":
+        if key in ("epoch", "step"):
             continue
         if key.endswith("/count"):
             parts.append(f"{key} {value:.0f}")
+        elif key.startswith("time") or key == "lr":
+            parts.append(f"{key} {value:.4g}")
         else:
-            parts.append(f"{key} {value:.3f}" if key.startswith("time") else f"{key} {value:.4f}")
+            parts.append(f"{key} {value:.4f}")
     return "  ".join(parts)
 
 
-class ProgressBar:
-    """Steps done, last read loss, throughput and time left, redrawn in place.
+def _table(metrics: dict) -> Table:
+    table = Table(title=f"epoch {int(metrics.get('epoch', 0))}, step "
+                        f"{int(metrics.get('step', 0))}", title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in metrics.items():
+        if key not in ("epoch", "step"):
+            table.add_row(key, f"{value:.0f}" if key.endswith("/count") else f"{value:.4g}")
+    return table
+
+
+class Display:
+    """Progress bars and metrics for one fit.
 
     Args:
-        label: what is running (``'epoch 3 train'``).
-        total: number of steps, when the data has a length (otherwise no time left is shown).
-        stream: where to draw (default ``sys.stdout``).
-        enabled: draw at all; ``None`` draws only when ``stream`` is a terminal, so logs and
-            pipes stay quiet.
-        interval_s: the least time between redraws; each redraw that shows a loss costs the
-            caller one device-to-host read, so :meth:`due` tells it when one is wanted.
+        enabled: draw bars; ``None`` draws them only when ``stream`` is a terminal.
+        interval_s: the least time between two loss reads (device reads) for the bar.
+        stream: where to write (default ``sys.stdout``).
 
     Example:
         >>> import io
-        >>> bar = ProgressBar("train", total=4, stream=io.StringIO(), enabled=True)
-        >>> bar.update(2, loss=0.5)
-        >>> "2/4" in bar.stream.getvalue()
-        True
+        >>> display = Display(enabled=None, stream=io.StringIO())  # not a terminal: plain
+        >>> display.metrics({"epoch": 0.0, "step": 4.0, "train/loss": 0.5})
+        >>> display.stream.getvalue()
+        'epoch 0  step 4  train/loss 0.5000\\n'
     """
 
-    def __init__(self, label: str, total: int | None = None, *, stream=None,
-                 enabled: bool | None = None, interval_s: float = 1.0):
-        self.label = label
-        self.total = total
+    def __init__(self, enabled: bool | None = None, interval_s: float = 1.0, stream=None):
         self.stream = sys.stdout if stream is None else stream
-        if enabled is None:
-            enabled = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.enabled = enabled
+        terminal = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.enabled = terminal if enabled is None else bool(enabled)
+        self.rich = terminal  # tables and escape codes only on a terminal
         self.interval_s = interval_s
-        self.start = time.perf_counter()
-        self.last_draw = self.start
+        self.console = Console(file=self.stream, force_terminal=self.enabled or None,
+                               no_color=not terminal, highlight=False)
+        self.progress = None
+        self.task = None
+        self.last_read = time.perf_counter()
+        self.steps = 0
 
-    def due(self) -> bool:
-        """Whether a redraw (and the read it needs) is wanted now."""
-        return self.enabled and time.perf_counter() - self.last_draw >= self.interval_s
-
-    def update(self, steps: int, loss: float | None = None) -> None:
-        """Redraw with ``steps`` steps done and the latest host-side ``loss``."""
+    def begin(self, label: str, total: int | None) -> None:
+        """Start a bar for ``label`` (an epoch), ``total`` steps (None: unknown)."""
         if not self.enabled:
             return
+        if self.progress is None:
+            self.progress = Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("loss {task.fields[loss]}"), _Rate(), TimeRemainingColumn(),
+                console=self.console, refresh_per_second=4)
+            self.progress.start()
+        self.task = self.progress.add_task(label, total=total, loss="-")
+        self.steps = 0
+
+    def advance(self, steps: int, loss: Callable[[], float]) -> None:
+        """``steps`` more steps done; ``loss()`` (one device read) only when a redraw is due."""
+        if not self.enabled or self.task is None:
+            return
+        self.steps += steps
         now = time.perf_counter()
-        self.last_draw = now
-        rate = steps / max(now - self.start, 1e-9)
-        text = f"\r{self.label} {steps}" + (f"/{self.total}" if self.total else "")
-        if loss is not None:
-            text += f"  loss {loss:.4f}"
-        text += f"  {rate:.1f} it/s"
-        if self.total:
-            text += f"  {max(self.total - steps, 0) / max(rate, 1e-9):.0f}s left"
-        self.stream.write(text)
-        self.stream.flush()
+        if now - self.last_read >= self.interval_s:
+            self.last_read = now
+            self.progress.update(self.task, advance=steps, loss=f"{loss():.4f}")
+        else:
+            self.progress.update(self.task, advance=steps)
+
+    def end(self) -> None:
+        """Finish the current bar (left on screen, complete)."""
+        if self.enabled and self.task is not None:
+            self.progress.refresh()
+            self.progress.stop_task(self.task)
+            self.task = None
+
+    def metrics(self, row: dict, *, final: bool = False) -> None:
+        """Show one row: a table at an epoch's end on a terminal, else one plain line."""
+        if self.rich and final:
+            self.console.print(_table(row))
+        elif self.progress is not None:
+            self.progress.console.print(format_metrics(row), markup=False)
+        else:
+            self.stream.write(format_metrics(row) + "\n")
+            self.stream.flush()
 
     def close(self) -> None:
-        """Erase the bar, leaving the line for the epoch's metrics."""
-        if self.enabled:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+class _Rate(TextColumn):
+    """Steps per second over the bar's life (rich's own speed column shows bytes)."""
+
+    def __init__(self):
+        super().__init__("")
+
+    def render(self, task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("" if speed is None else f"{speed:.1f} it/s")

@@ -1,4 +1,8 @@
-"""Runs (where metrics go): CSVRun, and plot_run for a run's curves."""
+"""Runs (where metrics go): CSVRun, TensorBoardRun, and plot_run for a run's curves.
+
+A run is any object with ``log(metrics, step)`` (and optionally ``close()``); the Trainer calls
+it once per reported row, with ``step`` the global step (batches trained).
+"""
 
 from __future__ import annotations
 
@@ -8,13 +12,14 @@ from pathlib import Path
 
 
 class CSVRun:
-    """Write per-epoch metrics to ``<directory>/metrics.csv``, one row per ``log`` call.
+    """Write the Trainer's rows to ``<directory>/metrics.csv``, one row per ``log`` call.
 
     The file is rewritten whole (through a temporary file and a rename) on every call, so it is
     always complete, and a metric that appears later adds a column. Rows are keyed by step:
     logging a step drops the rows at or after it, so a step is never listed twice. One run can
     serve several fits, as a PyTorch Lightning logger can: a fit that continues
-    (``start_epoch``) appends its rows; a fit that starts again from epoch 0 replaces them. With
+    (``start_epoch``, ``resume=True``) appends its rows; a fit that starts again from step 0
+    replaces them. With
     ``resume=True`` the rows already in ``metrics.csv`` are read first and kept the same way.
 
     Args:
@@ -42,7 +47,7 @@ class CSVRun:
         """Record ``metrics`` (a dict of floats) at ``step``, replacing the rows at or after
         ``step``, and rewrite the file."""
         self.rows = [row for row in self.rows if int(row["step"]) < step]
-        self.rows.append({"step": step, **metrics})
+        self.rows.append({"step": step, **{k: v for k, v in metrics.items() if k != "step"}})
         columns = []
         for row in self.rows:
             columns += [key for key in row if key not in columns]
@@ -57,6 +62,46 @@ class CSVRun:
         pass
 
 
+class TensorBoardRun:
+    """Write each row's metrics as TensorBoard scalars under ``directory`` (event files).
+
+    Every float of a row becomes one scalar at ``step`` (the global step), tagged by its name
+    (``train/loss``, ``val/accuracy``, ``lr``, ``time/samples_per_s``, ``epoch``), so
+    TensorBoard groups them by split. Needs tensorboardX (``pip install
+    'js-train[tensorboard]'``), imported only here; view with ``tensorboard --logdir
+    directory``.
+
+    Args:
+        directory: the run directory (created if missing).
+        flush_secs: how often the writer flushes to disk (``close()`` always flushes).
+
+    Example:
+        >>> run = TensorBoardRun("runs/char_lm/tb")  # doctest: +SKIP
+        >>> Trainer(max_steps=1000, log_every_n_steps=50, run=run)  # doctest: +SKIP
+    """
+
+    def __init__(self, directory, *, flush_secs: int = 10):
+        try:
+            from tensorboardX import SummaryWriter
+        except ImportError as error:
+            raise ImportError(
+                "TensorBoardRun needs tensorboardX: pip install 'js-train[tensorboard]'"
+            ) from error
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.writer = SummaryWriter(str(self.directory), flush_secs=flush_secs)
+
+    def log(self, metrics: dict, step: int) -> None:
+        """Add every metric of ``metrics`` as a scalar at ``step``."""
+        for key, value in metrics.items():
+            if key != "step":
+                self.writer.add_scalar(key, float(value), global_step=int(step))
+
+    def close(self) -> None:
+        self.writer.flush()
+        self.writer.close()
+
+
 def read_csv(path) -> dict[str, list[float]]:
     """Columns of a metrics CSV as lists of floats (empty cells become NaN)."""
     with open(path, newline="") as f:
@@ -68,7 +113,8 @@ def read_csv(path) -> dict[str, list[float]]:
 
 
 def plot_run(directory_or_csv, png_path) -> Path:
-    """Plot a run's curves (one panel per metric, train and val together) to a PNG.
+    """Plot a run's curves against the global step (one panel per metric, train and val
+    together) to a PNG; a metric's missing cells (val/ between validations) are skipped.
 
     Needs matplotlib (``pip install js-train[plot]``), imported only here.
 
@@ -91,7 +137,7 @@ def plot_run(directory_or_csv, png_path) -> Path:
     except ImportError as error:
         raise ImportError("plot_run needs matplotlib: pip install 'js-train[plot]'") from error
     columns = read_csv(source)
-    x = columns.get("epoch", columns["step"])
+    x = columns["step"]
     names = sorted({key.split("/", 1)[1] for key in columns
                     if key.startswith(("train/", "val/")) and not key.endswith("/count")})
     if not names:
@@ -100,9 +146,11 @@ def plot_run(directory_or_csv, png_path) -> Path:
     for i, name in enumerate(names):
         axes = figure.add_subplot(1, len(names), i + 1)
         for split in ("train", "val"):
-            if f"{split}/{name}" in columns:
-                axes.plot(x, columns[f"{split}/{name}"], marker="o", label=split)
-        axes.set_xlabel("epoch")
+            if f"{split}/{name}" in columns:  # rows without this metric are skipped
+                kept = [(s, v) for s, v in zip(x, columns[f"{split}/{name}"], strict=True)
+                        if v == v]
+                axes.plot([s for s, _ in kept], [v for _, v in kept], marker="o", label=split)
+        axes.set_xlabel("step")
         axes.set_title(name)
         axes.legend()
     figure.tight_layout()

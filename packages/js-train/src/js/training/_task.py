@@ -1,36 +1,60 @@
-"""Task: what one training or validation step of a model does."""
+"""Task: what one training, validation or prediction step of a model does.
+
+A step is a function of the state it updates, ``training_step(model, optimizer, rngs, batch)
+-> metrics``: it reaches the model, the optimizer and the Rngs through its arguments, never
+through ``self``, so the Trainer runs the same method under a Python loop, ``js.jit`` and
+``js.scan_steps`` (K steps per dispatch, where the objects are the scan's carry) without
+copying the task. ``self`` holds configuration only (a compute dtype, a latent size).
+"""
 
 from __future__ import annotations
+
+import inspect
+
+import jax.numpy as jnp
 
 import js
 
 from . import steps
+from ._precision import check_compute_dtype
+
+# The argument names each overridable step is called with, after self.
+SIGNATURES = {
+    "training_step": ("model", "optimizer", "rngs", "batch"),
+    "validation_step": ("model", "batch"),
+    "predict_step": ("model", "batch"),
+}
 
 
 class Task:
     """A model, its optimizer and optional ``Rngs``, with the steps ``Trainer`` runs.
 
-    The default task is classification: ``training_step`` runs
-    :func:`steps.classification_step` (or :func:`steps.dropout_classification_step` when
-    ``rngs`` is given, calling ``model(x, rngs=rngs)``) and ``validation_step`` runs
-    :func:`steps.classification_eval_step`. Override them for another objective: each takes a
-    batch and returns a dict with on-device ``loss``, ``count`` and optionally ``correct``; the
-    step owns the update, the Trainer never differentiates.
+    The default steps classify: ``training_step`` runs :func:`steps.classification_step` (or
+    :func:`steps.dropout_classification_step` with ``rngs``, calling ``model(x, rngs=rngs)``),
+    ``validation_step`` :func:`steps.classification_eval_step`, and ``predict_step`` returns
+    the logits. They refuse a batch whose labels are not integer class ids ``y[B]``, so a
+    regression or autoencoder task that forgot to override a step fails instead of training
+    the wrong objective; a subclass that overrides ``training_step`` must override
+    ``validation_step`` too (the Trainer checks when ``fit`` starts). Each step returns a dict
+    with on-device ``loss``, ``count`` and optionally ``correct``; the step owns the update,
+    the Trainer never differentiates.
 
     Args:
         model: the ``js.Module`` to train.
         optimizer: its optimizer (``js.optim.Adam(model.parameters(), lr=...)``).
         rngs: a ``js.Rngs`` for stochastic layers (``dropout`` stream), or None.
+        compute_dtype: None (float32) or ``jnp.bfloat16``: the default steps compute in that
+            dtype with float32 parameters and optimizer state (see :func:`autocast`).
 
     Example:
         >>> class Forecast(Task):
-        ...     def training_step(self, batch):
-        ...         return steps.regression_step(self.model, self.optimizer, batch)
-        ...     def validation_step(self, batch):
-        ...         return steps.regression_eval_step(self.model, batch)
+        ...     def training_step(self, model, optimizer, rngs, batch):
+        ...         return steps.regression_step(model, optimizer, batch)
+        ...     def validation_step(self, model, batch):
+        ...         return steps.regression_eval_step(model, batch)
     """
 
-    def __init__(self, model, optimizer, rngs=None):
+    def __init__(self, model, optimizer, rngs=None, *, compute_dtype=None):
         if not isinstance(model, js.Module):
             raise TypeError(f"Task model must be a js.Module, got {type(model).__name__}")
         if not callable(getattr(optimizer, "step", None)):
@@ -42,16 +66,25 @@ class Task:
         self.model = model
         self.optimizer = optimizer
         self.rngs = rngs
+        self.compute_dtype = check_compute_dtype("Task", compute_dtype)
 
-    def training_step(self, batch) -> dict:
-        """One compiled update on ``batch``; returns its on-device metrics."""
-        if self.rngs is None:
-            return steps.classification_step(self.model, self.optimizer, batch)
-        return steps.dropout_classification_step(self.model, self.optimizer, batch, self.rngs)
+    def training_step(self, model, optimizer, rngs, batch) -> dict:
+        """One compiled update of ``model`` on ``batch``; returns its on-device metrics."""
+        _check_classification(type(self).__name__, batch)
+        if rngs is None:
+            return steps.classification_step(model, optimizer, batch,
+                                             compute_dtype=self.compute_dtype)
+        return steps.dropout_classification_step(model, optimizer, batch, rngs,
+                                                 compute_dtype=self.compute_dtype)
 
-    def validation_step(self, batch) -> dict:
+    def validation_step(self, model, batch) -> dict:
         """Metrics of ``batch`` without an update."""
-        return steps.classification_eval_step(self.model, batch)
+        _check_classification(type(self).__name__, batch)
+        return steps.classification_eval_step(model, batch, compute_dtype=self.compute_dtype)
+
+    def predict_step(self, model, batch):
+        """The model's output for the inputs of ``batch`` (``x``, ``(x, ...)`` or ``{'x':}``)."""
+        return _predict(model, steps.inputs(batch))
 
     def set_phase(self, phase: str) -> None:
         """Switch the model to ``'train'`` or ``'eval'`` mode (outside compiled code)."""
@@ -65,3 +98,54 @@ class Task:
         if self.rngs is not None:
             objects["rngs"] = self.rngs
         return objects
+
+
+@js.jit
+def _predict(model, x):
+    return model(x)
+
+
+def _check_classification(owner: str, batch) -> None:
+    """Refuse, before tracing, a batch whose labels are not class ids ``y[B]`` (int)."""
+    _, y, _ = steps.unpack(batch)
+    dtype, shape = getattr(y, "dtype", None), getattr(y, "shape", None)
+    if dtype is None or not jnp.issubdtype(dtype, jnp.integer) or len(shape) != 1:
+        raise TypeError(
+            f"{owner} runs the default classification steps, which need integer class labels "
+            f"y[B]; got y {list(shape) if shape is not None else type(y).__name__} {dtype}. "
+            "Fix: override training_step and validation_step for another objective (e.g. "
+            "steps.regression_step), or pass class ids."
+        )
+
+
+def check_task(task) -> None:
+    """Fail before training when a task's steps cannot be called as the Trainer calls them:
+    a step with the wrong arguments, or a Task subclass overriding only one of the two."""
+    for name, wanted in SIGNATURES.items():
+        method = getattr(task, name, None)
+        if method is None:
+            if name == "predict_step":
+                continue
+            raise TypeError(f"the task {type(task).__name__} has no {name}. Fix: subclass Task.")
+        names = tuple(inspect.signature(method).parameters)
+        if names and names[0] == "self":
+            names = names[1:]
+        if len(names) != len(wanted) and not any(
+            p.kind is p.VAR_POSITIONAL for p in inspect.signature(method).parameters.values()
+        ):
+            raise TypeError(
+                f"{type(task).__name__}.{name} takes ({', '.join(names)}), but the Trainer calls "
+                f"it as {name}({', '.join(wanted)}): a step is a function of the state it "
+                f"updates. Fix: def {name}(self, {', '.join(wanted)}) and use those arguments, "
+                "not self.model / self.optimizer / self.rngs."
+            )
+    if isinstance(task, Task):
+        mine = {name: getattr(type(task), name) is not getattr(Task, name)
+                for name in ("training_step", "validation_step")}
+        if mine["training_step"] != mine["validation_step"]:
+            done, missing = sorted(mine, key=lambda n: not mine[n])
+            raise NotImplementedError(
+                f"{type(task).__name__} overrides {done} but not {missing}, which would "
+                f"silently run the default classification {missing}. Fix: define {missing} "
+                "too."
+            )

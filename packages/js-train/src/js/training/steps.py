@@ -6,6 +6,11 @@ and returns a dict of metrics that stay on the device: ``loss`` (the batch mean)
 (the examples it averaged over) and, for classification, ``correct``. ``Trainer`` sums these
 per epoch. They are examples, not a required abstraction: copy one and change the loss.
 
+Mixed precision: the classification, regression and autoencoder steps take a static
+``compute_dtype=`` (default None, float32): ``compute_dtype=jnp.bfloat16`` runs the forward and
+backward passes in bfloat16 under :func:`js.training.autocast` (inputs cast, parameters cast at
+use) while the loss, the gradients, the parameters and the optimizer state stay float32.
+
 Batches are tuples ``(x, y)`` / ``(x, y, mask)`` or dicts ``{'x':, 'y':, 'mask':}``; for the
 autoencoder and the GAN a batch is ``x`` or ``(x,)``. A ``mask[B]`` (bool) drops examples.
 
@@ -23,6 +28,8 @@ import jax.numpy as jnp
 
 import js
 import js.losses as losses
+
+from ._precision import autocast
 
 
 def unpack(batch):
@@ -44,6 +51,18 @@ def inputs(batch):
     return batch[0] if isinstance(batch, (tuple, list)) else batch
 
 
+def _forward(model, x, compute_dtype, **kwargs):
+    """``model(x, **kwargs)``, in ``compute_dtype`` when given (a floating ``x`` cast to it,
+    parameters cast at use), returned as float32 so the loss is computed in float32."""
+    if compute_dtype is None:
+        return model(x, **kwargs)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(compute_dtype)
+    with autocast(model, compute_dtype):
+        out = model(x, **kwargs)
+    return out.astype(jnp.float32)
+
+
 def _count(y, mask):
     if mask is None:
         return jnp.asarray(y.shape[0], jnp.int32)
@@ -60,13 +79,13 @@ def _classification_metrics(loss, logits, y, mask) -> dict:
 # -- classification -------------------------------------------------------------------------
 
 
-@js.jit
-def classification_step(model, optimizer, batch):
+@js.jit(static_argnames=("compute_dtype",))
+def classification_step(model, optimizer, batch, *, compute_dtype=None):
     """One optimizer step of cross-entropy on ``logits = model(x)`` [B, C], labels ``y`` [B]."""
     x, y, mask = unpack(batch)
 
     def loss_fn(model):
-        logits = model(x)  # [B, C]
+        logits = _forward(model, x, compute_dtype)  # [B, C]
         return losses.cross_entropy(logits, y, mask=mask), logits
 
     (loss, logits), grads = js.value_and_grad(loss_fn, has_aux=True)(model)
@@ -74,8 +93,8 @@ def classification_step(model, optimizer, batch):
     return _classification_metrics(loss, logits, y, mask)
 
 
-@js.jit
-def dropout_classification_step(model, optimizer, batch, rngs):
+@js.jit(static_argnames=("compute_dtype",))
+def dropout_classification_step(model, optimizer, batch, rngs, *, compute_dtype=None):
     """As :func:`classification_step` for a model with dropout: ``model(x, rngs=rngs)``.
 
     ``rngs`` (with a ``dropout`` stream) is passed through the gradient so its counter
@@ -84,7 +103,7 @@ def dropout_classification_step(model, optimizer, batch, rngs):
     x, y, mask = unpack(batch)
 
     def loss_fn(model, rngs):
-        logits = model(x, rngs=rngs)  # [B, C]
+        logits = _forward(model, x, compute_dtype, rngs=rngs)  # [B, C]
         return losses.cross_entropy(logits, y, mask=mask), logits
 
     (loss, logits), grads = js.value_and_grad(loss_fn, has_aux=True)(model, rngs)
@@ -92,11 +111,11 @@ def dropout_classification_step(model, optimizer, batch, rngs):
     return _classification_metrics(loss, logits, y, mask)
 
 
-@js.jit
-def classification_eval_step(model, batch):
+@js.jit(static_argnames=("compute_dtype",))
+def classification_eval_step(model, batch, *, compute_dtype=None):
     """Loss, count and correct of ``model(x)`` without an update (call ``model.eval()`` first)."""
     x, y, mask = unpack(batch)
-    logits = model(x)
+    logits = _forward(model, x, compute_dtype)
     return _classification_metrics(losses.cross_entropy(logits, y, mask=mask), logits, y, mask)
 
 
@@ -111,47 +130,48 @@ def _masked_mse(prediction, y, mask):
     return losses.mse_loss(prediction, y, mask=jnp.broadcast_to(rows, y.shape))
 
 
-@js.jit
-def regression_step(model, optimizer, batch):
+@js.jit(static_argnames=("compute_dtype",))
+def regression_step(model, optimizer, batch, *, compute_dtype=None):
     """One step of mean squared error between ``model(x)`` and ``y`` (same shape), e.g. an
     LSTM forecaster mapping a window ``[B, T, F]`` to the next values ``[B, F]``. A
     ``mask[B]`` keeps only its rows: the loss is their mean and ``count`` their number."""
     x, y, mask = unpack(batch)
 
     def loss_fn(model):
-        return _masked_mse(model(x), y, mask)
+        return _masked_mse(_forward(model, x, compute_dtype), y, mask)
 
     loss, grads = js.value_and_grad(loss_fn)(model)
     optimizer.step(grads)
     return {"loss": loss, "count": _count(y, mask)}
 
 
-@js.jit
-def regression_eval_step(model, batch):
+@js.jit(static_argnames=("compute_dtype",))
+def regression_eval_step(model, batch, *, compute_dtype=None):
     """Mean squared error of ``model(x)`` against ``y`` (over the rows ``mask`` keeps) without
     an update."""
     x, y, mask = unpack(batch)
-    return {"loss": _masked_mse(model(x), y, mask), "count": _count(y, mask)}
+    prediction = _forward(model, x, compute_dtype)
+    return {"loss": _masked_mse(prediction, y, mask), "count": _count(y, mask)}
 
 
-@js.jit
-def autoencoder_step(model, optimizer, batch):
+@js.jit(static_argnames=("compute_dtype",))
+def autoencoder_step(model, optimizer, batch, *, compute_dtype=None):
     """One step of reconstruction error: mean squared error between ``model(x)`` and ``x``."""
     x = inputs(batch)
 
     def loss_fn(model):
-        return losses.mse_loss(model(x), x)
+        return losses.mse_loss(_forward(model, x, compute_dtype), x)
 
     loss, grads = js.value_and_grad(loss_fn)(model)
     optimizer.step(grads)
     return {"loss": loss, "count": _count(x, None)}
 
 
-@js.jit
-def autoencoder_eval_step(model, batch):
+@js.jit(static_argnames=("compute_dtype",))
+def autoencoder_eval_step(model, batch, *, compute_dtype=None):
     """Reconstruction error of ``model(x)`` without an update."""
     x = inputs(batch)
-    return {"loss": losses.mse_loss(model(x), x), "count": _count(x, None)}
+    return {"loss": losses.mse_loss(_forward(model, x, compute_dtype), x), "count": _count(x, None)}
 
 
 # -- GAN: two disjoint modules, two optimizers, each step differentiates only its own -------

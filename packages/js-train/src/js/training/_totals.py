@@ -1,0 +1,167 @@
+"""The Trainer's running metrics: summed on the device, read to the host only when reported.
+
+Per step a small compiled function adds ``loss * count``, ``count`` and ``correct`` to the
+epoch's totals (float32 scalars on the device). A report reads them with one
+``jax.device_get`` (together with the learning rate, when the optimizer has a schedule); the
+metrics since the previous report are the difference of two reads, so one set of totals
+serves both the log window and the epoch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+_KEYS = ("loss", "count", "correct")
+
+
+@jax.jit
+def _add(totals, loss, count, correct):
+    """Add the count-weighted loss, count and correct of one step (scalars) or of K steps
+    (stacked, each ``[K]``) to the running totals, on the device."""
+    new = {
+        "loss": totals["loss"] + jnp.sum(loss * count),
+        "count": totals["count"] + jnp.sum(count),
+    }
+    if correct is not None:
+        new["correct"] = totals["correct"] + jnp.sum(correct)
+    return new
+
+
+def stack(group: list):
+    """K batches of one structure and shape stacked on a new leading axis, or None."""
+    leaves = [jax.tree.flatten(b) for b in group]
+    first_leaves, treedef = leaves[0]
+    for other, other_def in leaves[1:]:
+        if other_def != treedef or any(
+            np.shape(a) != np.shape(b) for a, b in zip(first_leaves, other, strict=True)
+        ):
+            return None
+    # Device batches stay on the device: np.stack would wait for each and copy it to the host.
+    return jax.tree.map(
+        lambda *xs: (jnp if any(isinstance(x, jax.Array) for x in xs) else np).stack(xs), *group
+    )
+
+
+def check_step_metrics(metrics, where: str) -> None:
+    if not isinstance(metrics, Mapping) or "loss" not in metrics or "count" not in metrics:
+        got = sorted(metrics) if isinstance(metrics, Mapping) else type(metrics).__name__
+        raise KeyError(
+            f"{where} must return a dict with 'loss' and 'count' (and optionally 'correct'); "
+            f"got {got}. Fix: return e.g. {{'loss': loss, 'count': batch_size}}."
+        )
+
+
+def _zeros(has_correct: bool) -> dict:
+    keys = _KEYS if has_correct else _KEYS[:2]
+    return {key: jnp.zeros((), jnp.float32) for key in keys}
+
+
+def _lr(task):
+    """``lr(step_count)`` on the device when the task's optimizer has a schedule, else None."""
+    optimizer = getattr(task, "optimizer", None)
+    lr = getattr(optimizer, "lr", None)
+    return jnp.asarray(lr(optimizer.step_count), jnp.float32) if callable(lr) else None
+
+
+def rates(host: dict, prefix: str) -> dict[str, float]:
+    count = float(host["count"])
+    out = {f"{prefix}/loss": float(host["loss"]) / max(count, 1.0), f"{prefix}/count": count}
+    if "correct" in host:
+        out[f"{prefix}/accuracy"] = float(host["correct"]) / max(count, 1.0)
+    return out
+
+
+class Totals:
+    """One epoch's running totals and the host copy of the last read."""
+
+    def __init__(self, epoch_start_step: int = 0, device: dict | None = None):
+        self.device = device
+        self.epoch_start_step = epoch_start_step
+        self.started = time.perf_counter()
+        # (step, host totals or None, lr, time) of the last read: the window starts there
+        self._read = (epoch_start_step, None, None, self.started)
+
+    @staticmethod
+    def accumulate(totals, metrics, where: str) -> dict:
+        """``totals`` (None at first) plus one step's (or K steps') metrics, on the device."""
+        if totals is None:
+            check_step_metrics(metrics, where)
+            totals = _zeros("correct" in metrics)
+        return _add(totals, metrics["loss"], metrics["count"], metrics.get("correct"))
+
+    def add(self, metrics) -> None:
+        self.device = self.accumulate(self.device, metrics, "training_step")
+
+    def empty_epoch(self) -> bool:
+        return self.device is None
+
+    def restart_clock(self, step: int) -> None:
+        """Start timing from now (a fit's start, a resumed one too), the window at ``step``."""
+        self.started = time.perf_counter()
+        self._read = (step, getattr(self, "_restored", None), None, self.started)
+
+    def read(self, trainer, task) -> tuple[dict, float | None]:
+        """The host totals and lr at the trainer's step: one device read, reused at that step."""
+        if self._read is None or self._read[0] != trainer.global_step or self._read[1] is None:
+            host = jax.device_get({"totals": self.device, "lr": _lr(task)})
+            trainer.transfers += 1
+            self._read = (trainer.global_step, host["totals"], host["lr"], time.perf_counter())
+        return self._read[1], self._read[2]
+
+    def running_loss(self, trainer) -> float:
+        """The epoch's mean loss so far, for the progress display (one read)."""
+        host = jax.device_get(self.device)
+        trainer.transfers += 1
+        return float(host["loss"]) / max(float(host["count"]), 1.0)
+
+    def window(self, trainer, task) -> dict[str, float]:
+        """``train/*``, ``time/samples_per_s`` and ``lr`` of the steps since the last read."""
+        last_host, last_time = self._read[1], self._read[3]
+        host, lr = self.read(trainer, task)
+        since = {key: host[key] - (last_host[key] if last_host else 0) for key in host}
+        row = rates(since, "train")
+        row["time/samples_per_s"] = float(since["count"]) / max(self._read[3] - last_time, 1e-9)
+        if lr is not None:
+            row["lr"] = float(lr)
+        return row
+
+    def epoch_summary(self, trainer, task) -> dict[str, float]:
+        """The epoch's ``train/*``, ``time/epoch_s``, ``time/samples_per_s`` (and ``lr``)."""
+        host, lr = self.read(trainer, task)
+        row = rates(host, "train")
+        elapsed = time.perf_counter() - self.started
+        row["time/epoch_s"] = elapsed
+        row["time/samples_per_s"] = float(host["count"]) / max(elapsed, 1e-9)
+        if lr is not None:
+            row["lr"] = float(lr)
+        return row
+
+    def state_dict(self, trainer) -> dict:
+        device = self.device if self.device is not None else _zeros(True)
+        host = jax.device_get(device)
+        trainer.transfers += 1
+        state = {
+            "epoch": trainer.epoch,
+            "step": trainer.global_step,
+            "epoch_start_step": self.epoch_start_step,
+            "has_correct": int("correct" in host),
+        }
+        state.update({key: np.float32(host.get(key, 0.0)) for key in _KEYS})
+        return state
+
+    @classmethod
+    def from_state(cls, state: Mapping) -> Totals:
+        device = None
+        if int(state["step"]) > int(state["epoch_start_step"]):
+            keys = _KEYS if int(state["has_correct"]) else _KEYS[:2]
+            restored = {key: np.float32(state[key]) for key in keys}
+            device = {key: jnp.asarray(value) for key, value in restored.items()}
+        totals = cls(int(state["epoch_start_step"]), device)
+        if device is not None:
+            totals._restored = restored
+        return totals
