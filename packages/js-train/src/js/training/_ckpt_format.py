@@ -48,6 +48,10 @@ class CheckpointError(ValueError):
         super().__init__(f"checkpoint {where}: {part} {what}. Fix: {fix}")
 
 
+class ForeignItemError(Exception):
+    """An item whose save id is not its step's (raised by :func:`unpack`)."""
+
+
 def item_name(name: str) -> str:
     return f"state_{name}"
 
@@ -185,10 +189,10 @@ def restore_tree(record: dict, currents: dict) -> dict:
 
 
 def unpack(record: dict, tree: dict, save_id: str) -> tuple[dict, list[str]]:
-    """``({key: array}, problems)`` from a restored item: the save id and every digest are
-    checked here, before any object is touched."""
+    """``({key: array}, damaged keys)`` from a restored item, its digests checked; a
+    CheckpointPartError when the item belongs to another save."""
     if bytes(np.asarray(tree["id"], np.uint8)).hex() != save_id:
-        return {}, ["belongs to another save (its save id differs from the step's meta)"]
+        raise ForeignItemError()
     flat, problems, on_devices = {}, [], []
     by_group: dict[str, list] = {}
     for key, entry in record["entries"].items():
@@ -204,7 +208,7 @@ def unpack(record: dict, tree: dict, save_id: str) -> tuple[dict, list[str]]:
         starts = np.array([record["entries"][k]["packed"][1] for k in keys], np.int64)
         sizes = np.array([int(np.prod(record["entries"][k]["shape"])) for k in keys], np.int64)
         if buffer.size < int(np.max(starts + sizes, initial=0)):
-            return {}, [f"packed {dtype} arrays are shorter than recorded"]
+            return {}, [f"(packed {dtype})"]
         got.update(zip(keys, digest.packed_digests(buffer, starts, sizes), strict=True))
         for key, start, size in zip(keys, starts, sizes, strict=True):
             flat[key] = buffer[start:start + size].reshape(record["entries"][key]["shape"])
@@ -214,5 +218,5 @@ def unpack(record: dict, tree: dict, save_id: str) -> tuple[dict, list[str]]:
         if key not in got:
             got[key] = digest.host_digest(value)
         if got[key] != record["entries"][key]["digest"]:
-            problems.append(f"array {key!r}")
+            problems.append(key)
     return flat, problems

@@ -25,6 +25,7 @@ from ._checks import is_int
 from ._ckpt_format import (
     FORMAT,
     CheckpointError,
+    ForeignItemError,
     item_name,
     meta_problems,
     read_json,
@@ -172,12 +173,19 @@ def _read_items(path: Path, step: int, steps: list[int], meta: dict, current: di
                     path, step, f"item {item!r} (the arrays of {name!r})",
                     f"cannot be read ({type(error).__name__}: {text})", _others(steps, step),
                 ) from None
-            flat[name], damaged = unpack(record, tree, meta["save_id"])
-            if damaged:
+            try:
+                flat[name], damaged = unpack(record, tree, meta["save_id"])
+            except ForeignItemError:
                 raise CheckpointError(
-                    path, step, f"item {item!r}", "does not match its recorded digests or "
-                    f"save id: {', '.join(f'{name}.{p}' for p in damaged)}: the checkpoint is "
-                    "damaged", _others(steps, step))
+                    path, step, f"item {item!r}", "belongs to another save (its save id is not "
+                    "the one in the step's meta/metadata): the step mixes two saves",
+                    _others(steps, step)) from None
+            if damaged:
+                listed = ", ".join(f"'{name}.{key}'" for key in damaged)
+                noun = "array" if len(damaged) == 1 else "arrays"
+                raise CheckpointError(
+                    path, step, f"{noun} {listed}", "does not match its recorded digest: the "
+                    "checkpoint is damaged", _others(steps, step))
     finally:
         manager.close()
     return flat
