@@ -74,10 +74,12 @@ def compare_state(current: dict, given: dict) -> tuple[list, list, list]:
     unexpected = [key for key in given if key not in current]
     mismatched = []
     for key, have in current.items():
-        if key in given:
-            got = given[key]
+        got = given.get(key)
+        # Compared as (shape, dtype) first and formatted only when they differ: formatting a
+        # dtype costs microseconds, and a model can hold tens of thousands of arrays.
+        if got is not None and (tuple(have.shape), have.dtype) != (tuple(got.shape), got.dtype):
             want = f"{list(have.shape)} {np.dtype(have.dtype)}"
-            found = f"{list(got.shape)} {got.dtype}"
+            found = f"{list(got.shape)} {np.dtype(got.dtype)}"
             if want != found:
                 mismatched.append(f"{key!r}: expected {want}, got {found}")
     return missing, unexpected, mismatched
@@ -123,6 +125,10 @@ def placed_like(values: list, currents: list) -> list[jax.Array]:
     shardings = [getattr(current, "sharding", None) for current in currents]
     if any(sharding is None for sharding in shardings):
         return [_as_array(value) for value in values]
+    # One object per distinct sharding: jax caches per object what it derives from a
+    # sharding, and each of 10,000 small parameters otherwise brings its own equal copy.
+    canonical: dict = {}
+    shardings = [canonical.setdefault(sharding, sharding) for sharding in shardings]
     return jax.device_put(values, shardings)
 
 

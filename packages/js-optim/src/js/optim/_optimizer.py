@@ -222,9 +222,9 @@ class Optimizer(js.Object):
             )
         # Keep each array where the optimizer's state lives (with its parameters), in one
         # batched transfer; an array already there is not copied.
-        keys = list(targets)
-        values = jax.device_put([arrays[k] for k in keys],
-                                [targets[k].value.sharding for k in keys])
+        keys, canonical = list(targets), {}  # one object per distinct sharding (jax caches)
+        shardings = [canonical.setdefault(s, s) for s in (targets[k].value.sharding for k in keys)]
+        values = jax.device_put([arrays[k] for k in keys], shardings)
         for key, value in zip(keys, values, strict=True):
             targets[key].value = value
 

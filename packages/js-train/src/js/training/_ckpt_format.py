@@ -66,18 +66,33 @@ def flatten(tree, prefix: tuple = ()) -> dict:
     return {".".join(prefix): tree}
 
 
-def _packable(value) -> bool:
-    if isinstance(value, np.ndarray):
-        return value.nbytes <= SMALL_BYTES
+class _Placement:
+    """Whether a sharding is fully replicated / addressable, asked once per distinct sharding
+    (10,000 small parameters each carry an equal sharding object, and jax derives these per
+    object)."""
+
+    def __init__(self):
+        self._seen: dict = {}
+
+    def __call__(self, sharding) -> tuple[bool, bool]:
+        if sharding not in self._seen:
+            self._seen[sharding] = (sharding.is_fully_replicated, sharding.is_fully_addressable)
+        return self._seen[sharding]
+
+
+def _packable(value, placement: _Placement) -> bool:
     if value.nbytes > SMALL_BYTES:
         return False
-    return value.is_fully_replicated or (jax.process_count() == 1 and value.is_fully_addressable)
+    if isinstance(value, np.ndarray):
+        return True
+    replicated, addressable = placement(value.sharding)
+    return replicated or (jax.process_count() == 1 and addressable)
 
 
-def _host(values: list) -> list[np.ndarray]:
+def _host(values: list, placement: _Placement) -> list[np.ndarray]:
     """NumPy copies of small arrays: one batched transfer, a local replica where the array
     spans other processes."""
-    local = [v if isinstance(v, np.ndarray) or v.is_fully_addressable else v.addressable_data(0)
+    local = [v if isinstance(v, np.ndarray) or placement(v.sharding)[1] else v.addressable_data(0)
              for v in values]
     return [np.asarray(v) for v in jax.device_get(local)]
 
@@ -85,9 +100,10 @@ def _host(values: list) -> list[np.ndarray]:
 def build_item(flat: dict, save_id: bytes) -> tuple[dict, dict]:
     """The orbax tree and the meta record of one object's flat ``{key: array}``."""
     tree, record = {"id": np.frombuffer(save_id, np.uint8).copy()}, {"packed": {}, "entries": {}}
-    small = [key for key, value in flat.items() if _packable(value)]
+    placement = _Placement()
+    small = [key for key, value in flat.items() if _packable(value, placement)]
     groups: dict[str, list] = {}
-    for key, value in zip(small, _host([flat[k] for k in small]), strict=True):
+    for key, value in zip(small, _host([flat[k] for k in small], placement), strict=True):
         groups.setdefault(str(jnp.dtype(value.dtype)), []).append((key, value))
     for dtype, members in groups.items():
         sizes = np.array([value.size for _, value in members], np.int64)

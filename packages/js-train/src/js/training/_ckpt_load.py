@@ -131,8 +131,11 @@ def _problems(ours: dict, current: dict, meta: dict) -> list[str]:
                      for key in want if key not in got]
         problems += [f"{name!r}: unexpected {key!r} in the checkpoint"
                      for key in got if key not in want]
+        names: dict = {}  # dtype -> its name, formatted once (it costs microseconds)
         for key in [key for key in want if key in got]:
-            have = (list(want[key].shape), str(np.dtype(want[key].dtype)))
+            dtype = want[key].dtype
+            name = names[dtype] if dtype in names else names.setdefault(dtype, str(dtype))
+            have = (list(want[key].shape), name)
             saved = (got[key]["shape"], got[key]["dtype"])
             if have != saved:
                 problems.append(f"{name!r}: {key!r}: expected {have[0]} {have[1]}, "
