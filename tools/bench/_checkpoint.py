@@ -27,8 +27,10 @@ import js
 import js.nn as nn
 from js.training import load_checkpoint, save_checkpoint
 
-SIZES = {"full": dict(small_layers=5000, blocks=6, width=1024, rounds=3),
-         "smoke": dict(small_layers=50, blocks=1, width=32, rounds=1)}
+SIZES = {
+    "full": dict(small_layers=5000, blocks=6, width=1024, rounds=3),
+    "smoke": dict(small_layers=50, blocks=1, width=32, rounds=1),
+}
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -42,9 +44,12 @@ class Wide(js.Module):
     def __init__(self, blocks: int, width: int):
         super().__init__()
         rngs = js.Rngs(params=0)
-        self.blocks = [nn.Sequential(nn.Linear(width, 4 * width, rngs=rngs),
-                                     nn.Linear(4 * width, width, rngs=rngs))
-                       for _ in range(blocks)]
+        self.blocks = [
+            nn.Sequential(
+                nn.Linear(width, 4 * width, rngs=rngs), nn.Linear(4 * width, width, rngs=rngs)
+            )
+            for _ in range(blocks)
+        ]
 
 
 def _rss() -> int:
@@ -94,26 +99,42 @@ def measure(name: str, build, rounds: int) -> dict:
         finally:
             shutil.rmtree(path.parent, ignore_errors=True)
     size = nbytes(model)
-    return {"workload": name, "arrays": len(model.state_dict()), "model_bytes": size,
-            "save_s": float(np.median(saves)), "load_s": float(np.median(loads)),
-            "save_peak_extra_x": save_peak / size, "load_peak_extra_x": load_peak / size}
+    return {
+        "workload": name,
+        "arrays": len(model.state_dict()),
+        "model_bytes": size,
+        "save_s": float(np.median(saves)),
+        "load_s": float(np.median(loads)),
+        "save_peak_extra_x": save_peak / size,
+        "load_peak_extra_x": load_peak / size,
+    }
 
 
 def run(size: dict) -> list[dict]:
     n, blocks, width = size["small_layers"], size["blocks"], size["width"]
     count = blocks * (8 * width * width + 5 * width)  # weights and biases
-    return [measure(f"{2 * n:,} small arrays", lambda: ManySmall(n), size["rounds"]),
-            measure(f"wide model ({count / 1e6:.1f}M parameters)", lambda: Wide(blocks, width),
-                    size["rounds"])]
+    return [
+        measure(f"{2 * n:,} small arrays", lambda: ManySmall(n), size["rounds"]),
+        measure(
+            f"wide model ({count / 1e6:.1f}M parameters)",
+            lambda: Wide(blocks, width),
+            size["rounds"],
+        ),
+    ]
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| checkpoint workload | arrays | model MB | save s | load s | save peak extra RSS "
-             "| load peak extra RSS |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| checkpoint workload | arrays | model MB | save s | load s | save peak extra RSS "
+        "| load peak extra RSS |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['workload']} | {r['arrays']} | {r['model_bytes'] / 2**20:.1f} | "
-                     f"{r['save_s']:.3f} | {r['load_s']:.3f} | {r['save_peak_extra_x']:.2f}x | "
-                     f"{r['load_peak_extra_x']:.2f}x |")
+        lines.append(
+            f"| {r['workload']} | {r['arrays']} | {r['model_bytes'] / 2**20:.1f} | "
+            f"{r['save_s']:.3f} | {r['load_s']:.3f} | {r['save_peak_extra_x']:.2f}x | "
+            f"{r['load_peak_extra_x']:.2f}x |"
+        )
     return "\n".join(lines)
 
 

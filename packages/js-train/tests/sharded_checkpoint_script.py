@@ -21,8 +21,9 @@ class Net(js.Module):
 
     def __init__(self, scale: float = 1.0):
         super().__init__()
-        self.big = js.Parameter(np.arange(256 * 128, dtype=np.float32).reshape(256, 128) / 7
-                                * scale)
+        self.big = js.Parameter(
+            np.arange(256 * 128, dtype=np.float32).reshape(256, 128) / 7 * scale
+        )
         self.small = js.Parameter(np.arange(16 * 4, dtype=np.float32).reshape(16, 4) * scale)
         self.bias = js.Buffer(np.full(8, 0.5 * scale, np.float32))
 
@@ -33,8 +34,9 @@ def expected() -> dict:
 
 def mesh(shape: tuple, names: tuple, devices=None):
     devices = np.array(devices if devices is not None else jax.devices()[: int(np.prod(shape))])
-    return jax.sharding.Mesh(devices.reshape(shape), names,
-                             axis_types=(AxisType.Auto,) * len(names))
+    return jax.sharding.Mesh(
+        devices.reshape(shape), names, axis_types=(AxisType.Auto,) * len(names)
+    )
 
 
 LAYOUTS = {  # name -> (mesh shape, axis names, spec of big, spec of small)
@@ -74,7 +76,8 @@ def refuse_mismatch() -> None:
         load_checkpoint(sys.argv[2], {"model": net, "epoch": 0})
     except ValueError as error:
         assert "'model': 'big': expected [128, 128] float32, checkpoint has [256, 128]" in str(
-            error), error
+            error
+        ), error
     else:
         raise AssertionError("a checkpoint that does not fit the model was loaded")
     for key, value in net.state_dict().items():

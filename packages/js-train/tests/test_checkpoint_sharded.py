@@ -14,11 +14,18 @@ SRC = [str(p) for p in Path(__file__).resolve().parents[2].glob("*/src")]
 
 
 def run(devices: int, *args, timeout=240) -> list[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *SRC]),
-           "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
-    done = subprocess.run([sys.executable, str(HERE / "sharded_checkpoint_script.py"),
-                           *map(str, args)], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), *SRC]),
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+    }
+    done = subprocess.run(
+        [sys.executable, str(HERE / "sharded_checkpoint_script.py"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout.splitlines()
 
@@ -26,7 +33,11 @@ def run(devices: int, *args, timeout=240) -> list[str]:
 def test_an_8_device_checkpoint_restores_onto_1_and_4_devices_and_another_mesh(tmp_path):
     assert run(8, "save", tmp_path, "8") == ["digests agree", "saved from 8"]
     assert run(8, "load", tmp_path, "4", "2x4", "8", "mismatch") == [
-        "restored onto 4", "restored onto 2x4", "restored onto 8", "mismatch refused"]
+        "restored onto 4",
+        "restored onto 2x4",
+        "restored onto 8",
+        "mismatch refused",
+    ]
     assert run(1, "load", tmp_path, "1") == ["restored onto 1"]
 
 
@@ -45,10 +56,22 @@ def test_two_processes_save_one_checkpoint_that_restores_onto_1_and_4_devices(tm
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *SRC])}
     env.pop("XLA_FLAGS", None)
     port = free_port()
-    procs = [subprocess.Popen([sys.executable, str(HERE / "multiprocess_checkpoint_script.py"),
-                               str(i), str(port), str(tmp_path)], env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-             for i in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(HERE / "multiprocess_checkpoint_script.py"),
+                str(i),
+                str(port),
+                str(tmp_path),
+            ],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for i in (0, 1)
+    ]
     try:
         outputs = [p.communicate(timeout=240)[0] for p in procs]
     finally:
@@ -57,6 +80,8 @@ def test_two_processes_save_one_checkpoint_that_restores_onto_1_and_4_devices(tm
             p.wait()
     assert [p.returncode for p in procs] == [0, 0], "\n".join(outputs)
     assert [o.strip().splitlines()[-1] for o in outputs] == [
-        "saved by process 0", "saved by process 1"]
+        "saved by process 0",
+        "saved by process 1",
+    ]
     assert run(1, "load", tmp_path, "1") == ["restored onto 1"]
     assert run(8, "load", tmp_path, "4", "2x4") == ["restored onto 4", "restored onto 2x4"]

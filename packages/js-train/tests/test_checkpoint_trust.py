@@ -30,13 +30,20 @@ SRC = [str(p) for p in Path(__file__).resolve().parents[2].glob("*/src")]
 
 def objects(seed=0, epoch=0):
     model = MLP(rngs=js.Rngs(params=seed))
-    return {"model": model, "optimizer": make_optimizer(model), "rngs": js.Rngs(dropout=seed),
-            "epoch": epoch}
+    return {
+        "model": model,
+        "optimizer": make_optimizer(model),
+        "rngs": js.Rngs(dropout=seed),
+        "epoch": epoch,
+    }
 
 
 def state(objs):
-    return {name: {k: np.array(v) for k, v in obj.state_dict().items()}
-            for name, obj in objs.items() if name != "epoch"}
+    return {
+        name: {k: np.array(v) for k, v in obj.state_dict().items()}
+        for name, obj in objs.items()
+        if name != "epoch"
+    }
 
 
 def assert_state(objs, expected):
@@ -73,14 +80,20 @@ def test_a_damaged_meta_names_the_step_and_another_step_still_loads(tmp_path, da
     if damage == "delete":
         meta.unlink()
     else:
-        broken = {"truncate": text[: len(text) // 2], "empty": b"",
-                  "flip": text[:10] + b"\xff" + text[11:]}[damage]
+        broken = {
+            "truncate": text[: len(text) // 2],
+            "empty": b"",
+            "flip": text[:10] + b"\xff" + text[11:],
+        }[damage]
         meta.write_bytes(broken)
     target = objects(seed=5)
     before = state(target)
-    with pytest.raises(CheckpointError, match=rf"checkpoint {tmp_path}, step 1: the metadata "
-                       r"file meta/metadata (is missing|cannot be read).*Fix: load another step "
-                       r"\(which=...\): steps 0 are present") as error:
+    with pytest.raises(
+        CheckpointError,
+        match=rf"checkpoint {tmp_path}, step 1: the metadata "
+        r"file meta/metadata (is missing|cannot be read).*Fix: load another step "
+        r"\(which=...\): steps 0 are present",
+    ) as error:
         load_checkpoint(tmp_path, target, which="last")
     assert (error.value.step, error.value.part) == (1, "the metadata file meta/metadata")
     assert_state(target, before)
@@ -93,8 +106,11 @@ def test_a_damaged_or_missing_item_names_the_item(tmp_path):
     (tmp_path / "1" / "state_optimizer" / "_METADATA").write_text("{not json")
     target = objects(seed=5)
     before = state(target)
-    with pytest.raises(CheckpointError, match=r"step 1: item 'state_optimizer' \(the arrays of "
-                       r"'optimizer'\) cannot be read .*Fix: load another step"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"step 1: item 'state_optimizer' \(the arrays of "
+        r"'optimizer'\) cannot be read .*Fix: load another step",
+    ):
         load_checkpoint(tmp_path, target, which="last")
     assert_state(target, before)  # the model item read before it was not copied either
     for item in (tmp_path / "1" / "state_rngs").iterdir():
@@ -104,8 +120,10 @@ def test_a_damaged_or_missing_item_names_the_item(tmp_path):
 
 
 def _largest_data_file(item: Path) -> Path:
-    return max((p for p in item.rglob("*") if p.is_file() and "/d/" in str(p)),
-               key=lambda p: p.stat().st_size)
+    return max(
+        (p for p in item.rglob("*") if p.is_file() and "/d/" in str(p)),
+        key=lambda p: p.stat().st_size,
+    )
 
 
 def test_a_flipped_byte_in_an_array_file_is_refused(tmp_path):
@@ -117,8 +135,11 @@ def test_a_flipped_byte_in_an_array_file_is_refused(tmp_path):
         data.write_bytes(bytes(raw))
     big, model = Big(10), MLP(rngs=js.Rngs(params=3))
     before = model.state_dict()
-    with pytest.raises(CheckpointError, match=r"step 0: (item 'state_(big|model)'.*cannot be "
-                       r"read|arrays? '(big|model)\..*does not match its recorded digest)"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"step 0: (item 'state_(big|model)'.*cannot be "
+        r"read|arrays? '(big|model)\..*does not match its recorded digest)",
+    ):
         load_checkpoint(tmp_path, {"big": Big(40_000), "model": model})
     for key, value in model.state_dict().items():
         np.testing.assert_array_equal(value, before[key])
@@ -135,8 +156,11 @@ def test_a_changed_array_does_not_match_its_digest(tmp_path):
     meta_file.write_text(json.dumps(meta))
     target = objects(seed=4)
     before = state(target)
-    with pytest.raises(CheckpointError, match=r"step 0: array 'optimizer.adam.mu.fc1.weight' "
-                       r"does not match its recorded digest: the checkpoint is damaged"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"step 0: array 'optimizer.adam.mu.fc1.weight' "
+        r"does not match its recorded digest: the checkpoint is damaged",
+    ):
         load_checkpoint(tmp_path, target)
     assert_state(target, before)
 
@@ -144,11 +168,15 @@ def test_a_changed_array_does_not_match_its_digest(tmp_path):
 def test_a_meta_from_another_save_is_refused(tmp_path):
     two_steps(tmp_path)  # same structure, other arrays and epoch
     (tmp_path / "1" / "meta" / "metadata").write_bytes(
-        (tmp_path / "0" / "meta" / "metadata").read_bytes())
+        (tmp_path / "0" / "meta" / "metadata").read_bytes()
+    )
     target = objects(seed=5)
     before = state(target)
-    with pytest.raises(CheckpointError, match=r"step 1: item 'state_model' belongs to another "
-                       r"save .*the step mixes two saves"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"step 1: item 'state_model' belongs to another "
+        r"save .*the step mixes two saves",
+    ):
         load_checkpoint(tmp_path, target, which=1)
     assert_state(target, before)
 
@@ -161,8 +189,11 @@ def test_a_meta_without_values_is_refused_before_anything_is_loaded(tmp_path):
     meta_file.write_text(json.dumps(meta))
     target = objects(seed=5)
     before = state(target)
-    with pytest.raises(CheckpointError, match=r"meta/metadata lacks its 'values' or 'items' "
-                       r"record.*Fix: save it again; no other step is present"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"meta/metadata lacks its 'values' or 'items' "
+        r"record.*Fix: save it again; no other step is present",
+    ):
         load_checkpoint(tmp_path, target)
     assert_state(target, before)
     del meta["kinds"]
@@ -183,8 +214,9 @@ def test_damaged_metrics_of_an_older_step_do_not_block_other_steps(tmp_path):
         def checkpoint_objects(self):
             return {"model": model}
 
-    Trainer(3, callbacks=[ModelCheckpoint(tmp_path, monitor="train/loss")],
-            verbose=False).fit(Scored(model, make_optimizer(model)), [(x, x)])
+    Trainer(3, callbacks=[ModelCheckpoint(tmp_path, monitor="train/loss")], verbose=False).fit(
+        Scored(model, make_optimizer(model)), [(x, x)]
+    )
     assert sorted(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == [0, 2]
     (tmp_path / "0" / "metrics" / "metrics").write_text("{broken")
     assert load_checkpoint(tmp_path, {"model": model, "epoch": -1}, which="last")["epoch"] == 2
@@ -193,8 +225,10 @@ def test_damaged_metrics_of_an_older_step_do_not_block_other_steps(tmp_path):
     info = checkpoint_info(tmp_path)
     assert [i["step"] for i in info] == [0, 2] and info[0]["problem"].startswith("metrics")
     assert info[1]["metrics"]["train/loss"] == 2.0 and info[1]["problem"] is None
-    assert info[1]["objects"] == {"model": {"kind": "module", "arrays": 8},
-                                  "epoch": {"kind": "value", "value": 2}}
+    assert info[1]["objects"] == {
+        "model": {"kind": "module", "arrays": 8},
+        "epoch": {"kind": "value", "value": 2},
+    }
 
 
 def test_partial_restore_reads_only_the_named_objects(tmp_path, make_task, data):
@@ -202,7 +236,8 @@ def test_partial_restore_reads_only_the_named_objects(tmp_path, make_task, data)
     checkpoint = ModelCheckpoint(tmp_path, monitor="train/loss")
     x, y = data
     Trainer(1, callbacks=[checkpoint], verbose=False).fit(
-        task, js.training.ArrayLoader(x, y, batch_size=32))
+        task, js.training.ArrayLoader(x, y, batch_size=32)
+    )
     for item in ("state_optimizer", "state_rngs"):  # never read by a model-only restore
         for part in sorted((tmp_path / "0" / item).rglob("*"), reverse=True):
             part.unlink() if part.is_file() else part.rmdir()
@@ -211,8 +246,11 @@ def test_partial_restore_reads_only_the_named_objects(tmp_path, make_task, data)
     assert restored == {"model": model, "step": 0}
     for key, value in task.model.state_dict().items():
         np.testing.assert_array_equal(model.state_dict()[key], value)
-    with pytest.raises(ValueError, match=r"objects not in the checkpoint: \['ema'\] \(it holds "
-                       r"\['epoch', 'model', 'optimizer', 'rngs'\]\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"objects not in the checkpoint: \['ema'\] \(it holds "
+        r"\['epoch', 'model', 'optimizer', 'rngs'\]\)",
+    ):
         load_checkpoint(tmp_path, {"model": model, "ema": MLP(rngs=js.Rngs(params=1))})
 
 
@@ -223,10 +261,12 @@ def test_checkpoint_info_lists_steps_without_reading_arrays(tmp_path):
             part.write_bytes(b"")  # arrays unreadable: info does not notice, it never reads them
     info = checkpoint_info(tmp_path)
     assert [i["step"] for i in info] == [0, 1]
-    assert info[0]["objects"] == {"model": {"kind": "module", "arrays": 8},
-                                  "optimizer": {"kind": "state", "arrays": 14},
-                                  "rngs": {"kind": "rngs", "arrays": 2},
-                                  "epoch": {"kind": "value", "value": 0}}
+    assert info[0]["objects"] == {
+        "model": {"kind": "module", "arrays": 8},
+        "optimizer": {"kind": "state", "arrays": 14},
+        "rngs": {"kind": "rngs", "arrays": 2},
+        "epoch": {"kind": "value", "value": 0},
+    }
     assert info[0]["metrics"] is None and info[1]["problem"] is None
     (tmp_path / "1" / "meta" / "metadata").write_text("")
     assert "step 1: the metadata file" in checkpoint_info(tmp_path)[1]["problem"]
@@ -254,9 +294,14 @@ def test_digests_agree_on_host_and_device_and_catch_one_flipped_bit():
     import ml_dtypes
 
     rng = np.random.default_rng(0)
-    arrays = [rng.normal(size=(3, 5)).astype(np.float32), rng.integers(0, 9, (4, 2), np.uint32),
-              rng.normal(size=(7,)).astype(ml_dtypes.bfloat16), rng.random(5) > 0.5,
-              rng.integers(-9, 9, (2, 3)).astype(np.int8), np.array(3, np.int32)]
+    arrays = [
+        rng.normal(size=(3, 5)).astype(np.float32),
+        rng.integers(0, 9, (4, 2), np.uint32),
+        rng.normal(size=(7,)).astype(ml_dtypes.bfloat16),
+        rng.random(5) > 0.5,
+        rng.integers(-9, 9, (2, 3)).astype(np.int8),
+        np.array(3, np.int32),
+    ]
     assert device_digests([jnp.asarray(a) for a in arrays]) == [host_digest(a) for a in arrays]
     flipped = arrays[0].copy()
     flipped.reshape(-1).view(np.uint8)[7] ^= 0x01
@@ -281,8 +326,9 @@ def test_a_failed_load_prints_no_traceback_on_stderr(tmp_path):
             print("refused:", error.part)
     """)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(SRC)}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env
+    )
     assert done.stdout.strip() == "refused: item 'state_model' (the arrays of 'model')"
     assert "Traceback" not in done.stderr and "Event loop" not in done.stderr, done.stderr
 
@@ -301,8 +347,9 @@ HOLD_LOCK = textwrap.dedent("""
 
 def _child(script, *args):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(SRC)}
-    return subprocess.Popen([sys.executable, "-c", script, *map(str, args)], env=env,
-                            stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *map(str, args)], env=env, stdout=subprocess.PIPE, text=True
+    )
 
 
 def test_a_second_writer_is_refused_at_once_or_waits(tmp_path):
@@ -310,9 +357,12 @@ def test_a_second_writer_is_refused_at_once_or_waits(tmp_path):
     holder = _child(HOLD_LOCK, tmp_path, 2.0)
     try:
         assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(TimeoutError, match=rf"save_checkpoint: {tmp_path} is being written "
-                           rf"by pid {holder.pid} on .*could not take the writer lock at once.*"
-                           r"Fix: wait for that writer to finish.*lock_timeout"):
+        with pytest.raises(
+            TimeoutError,
+            match=rf"save_checkpoint: {tmp_path} is being written "
+            rf"by pid {holder.pid} on .*could not take the writer lock at once.*"
+            r"Fix: wait for that writer to finish.*lock_timeout",
+        ):
             save_checkpoint(tmp_path, {"epoch": 1})
         with pytest.raises(TimeoutError, match=r"ModelCheckpoint: .* within 0.1 s"):
             ModelCheckpoint(tmp_path, lock_timeout=0.1).on_fit_start(Trainer(1), None)
@@ -363,8 +413,9 @@ def test_two_writers_never_mix_their_steps(tmp_path):
         for w in writers:
             w.kill()
     assert [w.returncode for w in writers] == [0, 0]
-    claimed = dict(tuple(map(int, line.split()[1:])) for text in outputs
-                   for line in text.splitlines())
+    claimed = dict(
+        tuple(map(int, line.split()[1:])) for text in outputs for line in text.splitlines()
+    )
     assert sorted(claimed) == list(range(6))  # six distinct steps, each told to one writer
     for step, value in claimed.items():
         target = Big(100_000)

@@ -110,7 +110,8 @@ def _device_sums(x: jax.Array) -> jax.Array:
     stride = 1
     for axis in reversed(range(words.ndim)):  # the row-major word index, shard by shard
         index = index + jax.lax.broadcasted_iota(jnp.uint32, words.shape, axis) * jnp.uint32(
-            stride & 0xFFFFFFFF)
+            stride & 0xFFFFFFFF
+        )
         stride *= words.shape[axis]
     a = (words ^ jnp.uint32(_K1)) * (index * jnp.uint32(2) + jnp.uint32(1))
     b = _fmix(words + index * jnp.uint32(_GOLDEN), jnp)

@@ -92,8 +92,10 @@ def _packable(value, placement: _Placement) -> bool:
 def _host(values: list, placement: _Placement) -> list[np.ndarray]:
     """NumPy copies of small arrays: one batched transfer, a local replica where the array
     spans other processes."""
-    local = [v if isinstance(v, np.ndarray) or placement(v.sharding)[1] else v.addressable_data(0)
-             for v in values]
+    local = [
+        v if isinstance(v, np.ndarray) or placement(v.sharding)[1] else v.addressable_data(0)
+        for v in values
+    ]
     return [np.asarray(v) for v in jax.device_get(local)]
 
 
@@ -112,20 +114,26 @@ def build_item(flat: dict, save_id: bytes) -> tuple[dict, dict]:
         tree.setdefault("packed", {})[dtype] = buffer
         record["packed"][dtype] = int(buffer.size)
         for (key, value), start, hexed in zip(
-                members, starts, digest.packed_digests(buffer, starts, sizes), strict=True):
-            record["entries"][key] = {"shape": list(value.shape), "dtype": dtype,
-                                      "digest": hexed, "packed": [dtype, int(start)]}
+            members, starts, digest.packed_digests(buffer, starts, sizes), strict=True
+        ):
+            record["entries"][key] = {
+                "shape": list(value.shape),
+                "dtype": dtype,
+                "digest": hexed,
+                "packed": [dtype, int(start)],
+            }
     large = [key for key in flat if key not in record["entries"]]
     on_devices = [key for key in large if isinstance(flat[key], jax.Array)]
-    hexes = dict(zip(on_devices, digest.device_digests([flat[k] for k in on_devices]),
-                     strict=True))
+    hexes = dict(zip(on_devices, digest.device_digests([flat[k] for k in on_devices]), strict=True))
     for index, key in enumerate(large):
         value = flat[key]
         tree.setdefault("arrays", {})[str(index)] = value
         record["entries"][key] = {
-            "shape": list(value.shape), "dtype": str(jnp.dtype(value.dtype)),
+            "shape": list(value.shape),
+            "dtype": str(jnp.dtype(value.dtype)),
             "digest": hexes[key] if key in hexes else digest.host_digest(value),
-            "array": str(index)}
+            "array": str(index),
+        }
     return tree, record
 
 
@@ -147,8 +155,16 @@ def _entry_problem(key: str, entry) -> str | None:
     if not isinstance(entry.get("digest"), str) or not _HEX16.match(entry["digest"]):
         return f"entry {key!r} has no valid digest"
     packed, array = entry.get("packed"), entry.get("array")
-    if not ((isinstance(packed, list) and len(packed) == 2 and isinstance(packed[0], str)
-             and type(packed[1]) is int and packed[1] >= 0) or isinstance(array, str)):
+    if not (
+        (
+            isinstance(packed, list)
+            and len(packed) == 2
+            and isinstance(packed[0], str)
+            and type(packed[1]) is int
+            and packed[1] >= 0
+        )
+        or isinstance(array, str)
+    ):
         return f"entry {key!r} says neither where it is packed nor which array it is"
     return None
 
@@ -171,9 +187,11 @@ def meta_problems(meta) -> list[str]:
         if kind == "value" and name not in values:
             problems.append(f"has no value for {name!r}")
         record = items.get(name) if kind != "value" else {}
-        if kind != "value" and not (isinstance(record, Mapping)
-                                    and isinstance(record.get("entries"), Mapping)
-                                    and isinstance(record.get("packed"), Mapping)):
+        if kind != "value" and not (
+            isinstance(record, Mapping)
+            and isinstance(record.get("entries"), Mapping)
+            and isinstance(record.get("packed"), Mapping)
+        ):
             problems.append(f"has no array record for {name!r}")
             continue
         for key, entry in (record.get("entries") or {}).items():
@@ -198,8 +216,11 @@ def restore_tree(record: dict, currents: dict) -> dict:
             continue
         shape, dtype, current = tuple(entry["shape"]), jnp.dtype(entry["dtype"]), currents[key]
         sharding = getattr(current, "sharding", None)
-        leaf = (jax.ShapeDtypeStruct(shape, dtype, sharding=sharding) if sharding is not None
-                else np.empty(shape, dtype))
+        leaf = (
+            jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)
+            if sharding is not None
+            else np.empty(shape, dtype)
+        )
         tree.setdefault("arrays", {})[entry["array"]] = leaf
     return tree
 
@@ -227,9 +248,8 @@ def unpack(record: dict, tree: dict, save_id: str) -> tuple[dict, list[str]]:
             return {}, [f"(packed {dtype})"]
         got.update(zip(keys, digest.packed_digests(buffer, starts, sizes), strict=True))
         for key, start, size in zip(keys, starts, sizes, strict=True):
-            flat[key] = buffer[start:start + size].reshape(record["entries"][key]["shape"])
-    got.update(zip(on_devices, digest.device_digests([flat[k] for k in on_devices]),
-                   strict=True))
+            flat[key] = buffer[start : start + size].reshape(record["entries"][key]["shape"])
+    got.update(zip(on_devices, digest.device_digests([flat[k] for k in on_devices]), strict=True))
     for key, value in flat.items():
         if key not in got:
             got[key] = digest.host_digest(value)

@@ -67,7 +67,9 @@ def _best(path: Path, steps: list[int]) -> int:
     if unreadable:
         warnings.warn(
             f"load_checkpoint({str(path)!r}): the metrics of steps {unreadable} cannot be read; "
-            "they were skipped when choosing the best step", stacklevel=3)
+            "they were skipped when choosing the best step",
+            stacklevel=3,
+        )
     if not scores:
         return steps[-1]
     return max(scores, key=lambda step: (scores[step], step))  # ties: the later step
@@ -95,19 +97,29 @@ def read_meta(path: Path, step: int, steps: list[int]) -> dict:
     try:
         meta = read_json(file)
     except FileNotFoundError:
-        raise CheckpointError(path, step, "the metadata file meta/metadata", "is missing "
-                              "(this step holds no js checkpoint)", _others(steps, step)) from None
+        raise CheckpointError(
+            path,
+            step,
+            "the metadata file meta/metadata",
+            "is missing (this step holds no js checkpoint)",
+            _others(steps, step),
+        ) from None
     except (OSError, ValueError) as error:
-        raise CheckpointError(path, step, "the metadata file meta/metadata",
-                              f"cannot be read ({type(error).__name__}: {error})",
-                              _others(steps, step)) from None
+        raise CheckpointError(
+            path,
+            step,
+            "the metadata file meta/metadata",
+            f"cannot be read ({type(error).__name__}: {error})",
+            _others(steps, step),
+        ) from None
     problems = meta_problems(meta)
     if problems:
         fix = _others(steps, step)
         if isinstance(meta, Mapping) and meta.get("format") not in (None, FORMAT):
             fix = f"load it with the js release that wrote it, or {fix}"
-        raise CheckpointError(path, step, "the metadata file meta/metadata",
-                              "; ".join(problems), fix)
+        raise CheckpointError(
+            path, step, "the metadata file meta/metadata", "; ".join(problems), fix
+        )
     return meta
 
 
@@ -127,10 +139,12 @@ def _problems(ours: dict, current: dict, meta: dict) -> list[str]:
         if kind == "value":
             continue
         want, got = current[name], meta["items"][name]["entries"]
-        problems += [f"{name!r}: {key!r} missing from the checkpoint"
-                     for key in want if key not in got]
-        problems += [f"{name!r}: unexpected {key!r} in the checkpoint"
-                     for key in got if key not in want]
+        problems += [
+            f"{name!r}: {key!r} missing from the checkpoint" for key in want if key not in got
+        ]
+        problems += [
+            f"{name!r}: unexpected {key!r} in the checkpoint" for key in got if key not in want
+        ]
         names: dict = {}  # dtype -> its name, formatted once (it costs microseconds)
         for key in [key for key in want if key in got]:
             dtype = want[key].dtype
@@ -138,8 +152,10 @@ def _problems(ours: dict, current: dict, meta: dict) -> list[str]:
             have = (list(want[key].shape), name)
             saved = (got[key]["shape"], got[key]["dtype"])
             if have != saved:
-                problems.append(f"{name!r}: {key!r}: expected {have[0]} {have[1]}, "
-                                f"checkpoint has {saved[0]} {saved[1]}")
+                problems.append(
+                    f"{name!r}: {key!r}: expected {have[0]} {have[1]}, "
+                    f"checkpoint has {saved[0]} {saved[1]}"
+                )
     return problems
 
 
@@ -165,30 +181,42 @@ def _read_items(path: Path, step: int, steps: list[int], meta: dict, current: di
     try:
         for name, currents in current.items():
             record, item = meta["items"][name], item_name(name)
-            args = ocp.args.Composite(**{item: ocp.args.StandardRestore(
-                restore_tree(record, currents))})
+            args = ocp.args.Composite(
+                **{item: ocp.args.StandardRestore(restore_tree(record, currents))}
+            )
             try:
                 with _quiet_orbax():
                     tree = manager.restore(step, args=args)[item]
             except Exception as error:  # orbax/tensorstore raise many types for one cause
                 text = str(error).splitlines()[0][:300] if str(error) else ""
                 raise CheckpointError(
-                    path, step, f"item {item!r} (the arrays of {name!r})",
-                    f"cannot be read ({type(error).__name__}: {text})", _others(steps, step),
+                    path,
+                    step,
+                    f"item {item!r} (the arrays of {name!r})",
+                    f"cannot be read ({type(error).__name__}: {text})",
+                    _others(steps, step),
                 ) from None
             try:
                 flat[name], damaged = unpack(record, tree, meta["save_id"])
             except ForeignItemError:
                 raise CheckpointError(
-                    path, step, f"item {item!r}", "belongs to another save (its save id is not "
+                    path,
+                    step,
+                    f"item {item!r}",
+                    "belongs to another save (its save id is not "
                     "the one in the step's meta/metadata): the step mixes two saves",
-                    _others(steps, step)) from None
+                    _others(steps, step),
+                ) from None
             if damaged:
                 listed = ", ".join(f"'{name}.{key}'" for key in damaged)
                 noun = "array" if len(damaged) == 1 else "arrays"
                 raise CheckpointError(
-                    path, step, f"{noun} {listed}", "does not match its recorded digest: the "
-                    "checkpoint is damaged", _others(steps, step))
+                    path,
+                    step,
+                    f"{noun} {listed}",
+                    "does not match its recorded digest: the checkpoint is damaged",
+                    _others(steps, step),
+                )
     finally:
         manager.close()
     return flat
@@ -205,8 +233,7 @@ def _like(saved, current):
 
 def _nested(flat: dict, template, prefix: tuple = ()):
     if isinstance(template, Mapping):
-        return {key: _nested(flat, value, (*prefix, str(key)))
-                for key, value in template.items()}
+        return {key: _nested(flat, value, (*prefix, str(key))) for key, value in template.items()}
     return _like(flat[".".join(prefix)], template)
 
 
@@ -249,8 +276,9 @@ def load_checkpoint(path, objects: Mapping, which="best") -> dict:
     if problems:
         raise ValueError(
             f"load_checkpoint({str(path)!r}, step {step}) does not fit the objects; nothing was "
-            "loaded.\n  " + "\n  ".join(problems) +
-            "\nFix: build the same model, optimizer and Rngs streams as the saved ones, and "
+            "loaded.\n  "
+            + "\n  ".join(problems)
+            + "\nFix: build the same model, optimizer and Rngs streams as the saved ones, and "
             "name only objects the checkpoint holds."
         )
     flat = _read_items(path, step, steps, meta, current)
@@ -293,8 +321,7 @@ def _step_info(path: Path, step: int, steps: list[int]) -> dict:
         if kind == "value":
             info["objects"][name] = {"kind": kind, "value": meta["values"][name]}
         else:
-            info["objects"][name] = {"kind": kind,
-                                     "arrays": len(meta["items"][name]["entries"])}
+            info["objects"][name] = {"kind": kind, "arrays": len(meta["items"][name]["entries"])}
     return info
 
 
