@@ -145,11 +145,10 @@ def _problems(ours: dict, current: dict, meta: dict) -> list[str]:
         problems += [
             f"{name!r}: unexpected {key!r} in the checkpoint" for key in got if key not in want
         ]
-        names: dict = {}  # dtype -> its name, formatted once (it costs microseconds)
+        names: dict = {}  # dtype -> str(dtype), formatted once (it costs microseconds)
         for key in [key for key in want if key in got]:
             dtype = want[key].dtype
-            name = names[dtype] if dtype in names else names.setdefault(dtype, str(dtype))
-            have = (list(want[key].shape), name)
+            have = (list(want[key].shape), names.get(dtype) or names.setdefault(dtype, str(dtype)))
             saved = (got[key]["shape"], got[key]["dtype"])
             if have != saved:
                 problems.append(
