@@ -222,6 +222,11 @@ def test_damaged_metrics_of_an_older_step_do_not_block_other_steps(tmp_path):
     assert load_checkpoint(tmp_path, {"model": model, "epoch": -1}, which="last")["epoch"] == 2
     with pytest.warns(UserWarning, match=r"the metrics of steps \[0\] cannot be read"):
         assert load_checkpoint(tmp_path, {"model": model, "epoch": -1})["epoch"] == 2
+    with pytest.raises(CheckpointError, match=r"the metrics of steps \[0\] cannot be read, and "
+                       r"ModelCheckpoint ranks every step by them. Fix: delete those steps"):
+        Trainer(4, callbacks=[ModelCheckpoint(tmp_path, monitor="train/loss")],
+                verbose=False).fit(Scored(model, make_optimizer(model)), [(x, x)], start_epoch=3)
+    assert not (tmp_path / ".js-writer.lock").exists()  # released on the refusal
     info = checkpoint_info(tmp_path)
     assert [i["step"] for i in info] == [0, 2] and info[0]["problem"].startswith("metrics")
     assert info[1]["metrics"]["train/loss"] == 2.0 and info[1]["problem"] is None

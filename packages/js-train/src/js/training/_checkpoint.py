@@ -42,6 +42,7 @@ from ._ckpt_format import (
     build_item,
     flatten,
     item_name,
+    read_json,
 )
 from ._ckpt_lock import DirectoryLock
 
@@ -198,6 +199,22 @@ def save_checkpoint(path, objects: Mapping, *, step: int | None = None,
         if lock is not None:
             lock.release()
     return step
+def _check_metrics(path: Path) -> None:
+    """Refuse a directory holding a step whose metrics cannot be read, naming the steps."""
+    broken = []
+    for step in sorted(int(p.name) for p in path.iterdir() if p.name.isdigit() and p.is_dir()):
+        if (path / str(step) / "metrics").exists():
+            try:
+                read_json(path / str(step) / "metrics" / "metrics")
+            except (OSError, ValueError):
+                broken.append(step)
+    if broken:
+        raise CheckpointError(
+            path, None, f"the metrics of steps {broken}", "cannot be read, and ModelCheckpoint "
+            "ranks every step by them", f"delete those steps ({path}/<step>) or use another "
+            "directory")
+
+
 class ModelCheckpoint(Callback):
     """Save the task's checkpoint after every epoch, keeping the best and the last.
 
@@ -258,6 +275,7 @@ class ModelCheckpoint(Callback):
             self._lock = None
 
     def _open(self, trainer) -> None:
+        _check_metrics(self.path)  # orbax reads them all to rank steps, and fails unreadably
         keep = ocp.checkpoint_managers
         policy = keep.AnyPreservationPolicy([keep.LatestN(n=1),
                                              keep.BestN(get_metric_fn=_score, n=1)])
