@@ -222,10 +222,14 @@ def test_damaged_metrics_of_an_older_step_do_not_block_other_steps(tmp_path):
     assert load_checkpoint(tmp_path, {"model": model, "epoch": -1}, which="last")["epoch"] == 2
     with pytest.warns(UserWarning, match=r"the metrics of steps \[0\] cannot be read"):
         assert load_checkpoint(tmp_path, {"model": model, "epoch": -1})["epoch"] == 2
-    with pytest.raises(CheckpointError, match=r"the metrics of steps \[0\] cannot be read, and "
-                       r"ModelCheckpoint ranks every step by them. Fix: delete those steps"):
-        Trainer(4, callbacks=[ModelCheckpoint(tmp_path, monitor="train/loss")],
-                verbose=False).fit(Scored(model, make_optimizer(model)), [(x, x)], start_epoch=3)
+    with pytest.raises(
+        CheckpointError,
+        match=r"the metrics of steps \[0\] cannot be read, and "
+        r"ModelCheckpoint ranks every step by them. Fix: delete those steps",
+    ):
+        Trainer(4, callbacks=[ModelCheckpoint(tmp_path, monitor="train/loss")], verbose=False).fit(
+            Scored(model, make_optimizer(model)), [(x, x)], start_epoch=3
+        )
     assert not (tmp_path / ".js-writer.lock").exists()  # released on the refusal
     info = checkpoint_info(tmp_path)
     assert [i["step"] for i in info] == [0, 2] and info[0]["problem"].startswith("metrics")
@@ -291,6 +295,18 @@ def test_a_refused_save_creates_nothing(tmp_path):
         save_checkpoint(tmp_path / "a", {"model": MLP(rngs=js.Rngs(params=0)), "bad": Ragged()})
     with pytest.raises(TypeError, match="neither stateful"):
         save_checkpoint(tmp_path / "b", {"f": print})
+    with pytest.raises(
+        TypeError,
+        match=r"save_checkpoint lock_timeout must be a number of "
+        r"seconds >= 0, got '5' \(a str\)",
+    ):
+        save_checkpoint(tmp_path / "b", {"epoch": 0}, lock_timeout="5")
+    with pytest.raises(
+        ValueError,
+        match=r"ModelCheckpoint lock_timeout must be >= 0 seconds, "
+        r"got -1",
+    ):
+        ModelCheckpoint(tmp_path / "b", lock_timeout=-1)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 

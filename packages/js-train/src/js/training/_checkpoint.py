@@ -44,7 +44,7 @@ from ._ckpt_format import (
     item_name,
     read_json,
 )
-from ._ckpt_lock import DirectoryLock
+from ._ckpt_lock import DirectoryLock, check_timeout
 
 __all__ = ["FORMAT", "CheckpointError"]
 
@@ -176,6 +176,7 @@ def save_checkpoint(path, objects: Mapping, *, step: int | None = None,
     """
     if step is not None:
         step = check_int("save_checkpoint step", step, 0)
+    lock_timeout = check_timeout("save_checkpoint", lock_timeout)
     args = save_args(objects)  # every check and digest before the directory exists
     path = Path(path).absolute()
     path.mkdir(parents=True, exist_ok=True)
@@ -252,7 +253,7 @@ class ModelCheckpoint(Callback):
         check_mode("ModelCheckpoint", mode)
         self.path = Path(path).absolute()
         self.monitor, self.mode, self.overwrite = monitor, mode, overwrite
-        self.lock_timeout = lock_timeout
+        self.lock_timeout = check_timeout("ModelCheckpoint", lock_timeout)
         self._lock = None
         self.best_step: int | None = None
         self.best_value: float | None = None

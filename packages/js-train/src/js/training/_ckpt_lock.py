@@ -22,6 +22,18 @@ from pathlib import Path
 LOCK_NAME = ".js-writer.lock"
 
 
+def check_timeout(owner: str, timeout) -> float:
+    """``lock_timeout`` as seconds: a real number >= 0 (checked before anything is written)."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(
+            f"{owner} lock_timeout must be a number of seconds >= 0, got "
+            f"{timeout!r} (a {type(timeout).__name__}). Fix: e.g. lock_timeout=30."
+        )
+    if not timeout >= 0:  # NaN fails too
+        raise ValueError(f"{owner} lock_timeout must be >= 0 seconds, got {timeout!r}")
+    return float(timeout)
+
+
 class DirectoryLock:
     """An exclusive writer lock on ``directory`` (which must exist), held by one process."""
 
