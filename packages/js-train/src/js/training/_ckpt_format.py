@@ -99,13 +99,11 @@ def _host(values: list, placement: _Placement) -> list[np.ndarray]:
     return [np.asarray(v) for v in jax.device_get(local)]
 
 
-def build_item(flat: dict, save_id: bytes) -> tuple[dict, dict]:
-    """The orbax tree and the meta record of one object's flat ``{key: array}``."""
-    tree, record = {"id": np.frombuffer(save_id, np.uint8).copy()}, {"packed": {}, "entries": {}}
-    placement = _Placement()
-    small = [key for key, value in flat.items() if _packable(value, placement)]
+def _pack(tree: dict, record: dict, small: list) -> None:
+    """Concatenate the small ``(key, NumPy array)`` pairs by dtype into ``tree['packed']``,
+    recording each one's place and digest."""
     groups: dict[str, list] = {}
-    for key, value in zip(small, _host([flat[k] for k in small], placement), strict=True):
+    for key, value in small:
         groups.setdefault(str(jnp.dtype(value.dtype)), []).append((key, value))
     for dtype, members in groups.items():
         sizes = np.array([value.size for _, value in members], np.int64)
@@ -113,15 +111,22 @@ def build_item(flat: dict, save_id: bytes) -> tuple[dict, dict]:
         buffer = np.concatenate([value.reshape(-1) for _, value in members])
         tree.setdefault("packed", {})[dtype] = buffer
         record["packed"][dtype] = int(buffer.size)
-        for (key, value), start, hexed in zip(
-            members, starts, digest.packed_digests(buffer, starts, sizes), strict=True
-        ):
+        hexes = digest.packed_digests(buffer, starts, sizes)
+        for (key, value), start, hexed in zip(members, starts, hexes, strict=True):
             record["entries"][key] = {
                 "shape": list(value.shape),
                 "dtype": dtype,
                 "digest": hexed,
                 "packed": [dtype, int(start)],
             }
+
+
+def build_item(flat: dict, save_id: bytes) -> tuple[dict, dict]:
+    """The orbax tree and the meta record of one object's flat ``{key: array}``."""
+    tree, record = {"id": np.frombuffer(save_id, np.uint8).copy()}, {"packed": {}, "entries": {}}
+    placement = _Placement()
+    small = [key for key, value in flat.items() if _packable(value, placement)]
+    _pack(tree, record, list(zip(small, _host([flat[k] for k in small], placement), strict=True)))
     large = [key for key in flat if key not in record["entries"]]
     on_devices = [key for key in large if isinstance(flat[key], jax.Array)]
     hexes = dict(zip(on_devices, digest.device_digests([flat[k] for k in on_devices]), strict=True))

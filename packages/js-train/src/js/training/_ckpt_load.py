@@ -173,49 +173,60 @@ def _quiet_orbax():
             logger.setLevel(level)
 
 
+def _restore(manager, where: tuple, name: str, record: dict, currents: dict) -> dict:
+    """One object's item as orbax restores it onto ``currents``' shardings."""
+    path, step, steps = where
+    item = item_name(name)
+    args = ocp.args.Composite(**{item: ocp.args.StandardRestore(restore_tree(record, currents))})
+    try:
+        with _quiet_orbax():
+            return manager.restore(step, args=args)[item]
+    except Exception as error:  # orbax/tensorstore raise many types for one cause
+        text = str(error).splitlines()[0][:300] if str(error) else ""
+        raise CheckpointError(
+            path,
+            step,
+            f"item {item!r} (the arrays of {name!r})",
+            f"cannot be read ({type(error).__name__}: {text})",
+            _others(steps, step),
+        ) from None
+
+
+def _checked(where: tuple, name: str, record: dict, tree: dict, save_id: str) -> dict:
+    """The item's ``{key: array}`` once its save id and every digest are checked."""
+    path, step, steps = where
+    try:
+        flat, damaged = unpack(record, tree, save_id)
+    except ForeignItemError:
+        raise CheckpointError(
+            path,
+            step,
+            f"item {item_name(name)!r}",
+            "belongs to another save (its save id is not "
+            "the one in the step's meta/metadata): the step mixes two saves",
+            _others(steps, step),
+        ) from None
+    if damaged:
+        listed = ", ".join(f"'{name}.{key}'" for key in damaged)
+        raise CheckpointError(
+            path,
+            step,
+            f"{'array' if len(damaged) == 1 else 'arrays'} {listed}",
+            "does not match its recorded digest: the checkpoint is damaged",
+            _others(steps, step),
+        )
+    return flat
+
+
 def _read_items(path: Path, step: int, steps: list[int], meta: dict, current: dict) -> dict:
     """``{name: {key: array}}`` for the named objects, read, id-checked and digest-checked."""
-    flat = {}
+    flat, where = {}, (path, step, steps)
     manager = _manager(path, ranked=False)
     try:
         for name, currents in current.items():
-            record, item = meta["items"][name], item_name(name)
-            args = ocp.args.Composite(
-                **{item: ocp.args.StandardRestore(restore_tree(record, currents))}
-            )
-            try:
-                with _quiet_orbax():
-                    tree = manager.restore(step, args=args)[item]
-            except Exception as error:  # orbax/tensorstore raise many types for one cause
-                text = str(error).splitlines()[0][:300] if str(error) else ""
-                raise CheckpointError(
-                    path,
-                    step,
-                    f"item {item!r} (the arrays of {name!r})",
-                    f"cannot be read ({type(error).__name__}: {text})",
-                    _others(steps, step),
-                ) from None
-            try:
-                flat[name], damaged = unpack(record, tree, meta["save_id"])
-            except ForeignItemError:
-                raise CheckpointError(
-                    path,
-                    step,
-                    f"item {item!r}",
-                    "belongs to another save (its save id is not "
-                    "the one in the step's meta/metadata): the step mixes two saves",
-                    _others(steps, step),
-                ) from None
-            if damaged:
-                listed = ", ".join(f"'{name}.{key}'" for key in damaged)
-                noun = "array" if len(damaged) == 1 else "arrays"
-                raise CheckpointError(
-                    path,
-                    step,
-                    f"{noun} {listed}",
-                    "does not match its recorded digest: the checkpoint is damaged",
-                    _others(steps, step),
-                )
+            record = meta["items"][name]
+            tree = _restore(manager, where, name, record, currents)
+            flat[name] = _checked(where, name, record, tree, meta["save_id"])
     finally:
         manager.close()
     return flat
