@@ -116,14 +116,20 @@ def main(argv=None) -> int:
     from . import _lstm
 
     lstm_compile = _lstm.compile_times(size["lstm"][0], size["lstm"][2], size["lstm_T"])
+    from . import _checkpoint  # save/load time and peak RSS: its own table, not step variants
+
+    checkpoints = [] if args.only and args.only.lower() not in "checkpoint" else _checkpoint.run(
+        _checkpoint.SIZES["smoke" if args.smoke else "full"])
     info = machine()
     info["wall_s"] = round(time.perf_counter() - started, 1)
     table = _report.table(results, lstm_compile, info)
+    if checkpoints:
+        table += "\n\n" + _checkpoint.table(checkpoints) + "\n"
     print(table)
     (out / "benchmarks-table.md").write_text(table)
     (out / "benchmarks.json").write_text(json.dumps(
         {"machine": info, "results": [r.__dict__ for r in results],
-         "lstm_compile": lstm_compile, "first_losses": {f"{w}|{v}": x
+         "lstm_compile": lstm_compile, "checkpoints": checkpoints, "first_losses": {f"{w}|{v}": x
                                                         for (w, v), x in first.items()}},
         indent=1))
     _report.chart(results, out / "benchmarks.png", info)

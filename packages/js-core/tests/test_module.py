@@ -222,3 +222,31 @@ def test_print_shows_the_tree_with_parameter_shapes(mlp):
     assert text.startswith("MLP(\n  (layers): ModuleList(\n    (0): Linear(")
     assert "(weight): Parameter(shape=[16, 10], dtype=float32)" in text
     assert repr(mlp) == text
+
+
+def test_load_state_dict_names_a_non_mapping_and_entries_that_are_not_arrays(mlp):
+    state = mlp.state_dict()
+    before = np.array(mlp.layers[0].weight.value)
+    with pytest.raises(TypeError, match=r"MLP.load_state_dict: state_dict must be a mapping "
+                       r"\{key: array\}, got list; nothing was loaded. Fix: .*dict\(pairs\)"):
+        mlp.load_state_dict(list(state.items()))
+    ragged = {**state, "layers.0.weight": [[1.0, 2.0], [3.0]], "layers.0.bias": object()}
+    with pytest.raises(TypeError, match=r"entries that are not arrays; nothing was loaded.\n  "
+                       r"'layers.0.weight': list \(.*\)\n  'layers.0.bias': object is not an "
+                       r"array of numbers"):
+        mlp.load_state_dict(ragged)
+    np.testing.assert_array_equal(mlp.layers[0].weight.value, before)
+
+
+def test_load_state_dict_keeps_jax_arrays_and_the_current_placement(mlp):
+    import jax
+
+    device = jax.devices()[0]
+    for _, param in mlp.named_parameters():
+        param.value = jax.device_put(param.value, device)
+    live = MLP(rngs=js.Rngs(params=1)).state_dict(as_numpy=False)
+    assert all(isinstance(value, jax.Array) for value in live.values())
+    mlp.load_state_dict(live)
+    for key, value in mlp.state_dict(as_numpy=False).items():
+        assert value.sharding == jax.sharding.SingleDeviceSharding(device)
+        np.testing.assert_array_equal(value, live[key])

@@ -111,3 +111,18 @@ def test_a_counter_at_its_limit_wraps_as_jax():
         jax.random.key_data(rngs.next("params")), jax.random.key_data(expected)
     )
     assert int(rngs.params.count[...]) == 0
+
+
+def test_load_state_dict_names_a_non_mapping_and_entries_that_are_not_arrays():
+    rngs = js.Rngs(dropout=3)
+    before = rngs.state_dict()
+    with pytest.raises(TypeError, match=r"Rngs.load_state_dict: state_dict must be a mapping"):
+        rngs.load_state_dict(list(before.items()))
+    with pytest.raises(TypeError, match=r"entries that are not arrays.*\n  'dropout.count': "
+                       r"list"):
+        rngs.load_state_dict({**before, "dropout.count": [[1], [2, 3]]})
+    np.testing.assert_array_equal(rngs.state_dict()["dropout.key"], before["dropout.key"])
+    live = js.Rngs(dropout=5).state_dict(as_numpy=False)
+    assert isinstance(live["dropout.key"], jax.Array)
+    rngs.load_state_dict(live)
+    np.testing.assert_array_equal(rngs.state_dict()["dropout.key"], live["dropout.key"])

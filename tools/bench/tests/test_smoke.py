@@ -50,3 +50,8 @@ def test_smoke_run_writes_table_chart_and_agrees_with_hand_written(tmp_path):
               if r["workload"] == "tiny MLP"}
     assert memory["js"] and memory["jax"]
     assert "| tiny MLP | js |" in table and "LSTM compile time" in table
+    checkpoints = {r["workload"]: r for r in report["checkpoints"]}
+    assert set(checkpoints) == {"100 small arrays", "wide model (0.0M parameters)"}
+    for row in checkpoints.values():
+        assert row["save_s"] > 0 and row["load_s"] > 0 and row["save_peak_extra_x"] >= 0
+    assert "| 100 small arrays | 100 |" in table

@@ -9,7 +9,6 @@ import numpy as np
 from flax import nnx
 from flax.nnx import graphlib
 
-from ._sharding import keep_placement
 from ._variables import (
     Buffer,
     Parameter,
@@ -17,6 +16,8 @@ from ._variables import (
     TrackedList,
     _Tracked,
     compare_state,
+    placed_like,
+    state_arrays,
 )
 
 
@@ -212,22 +213,27 @@ class Module(_Tracked, nnx.Module):
         # Like PyTorch, every path of a shared tensor is a key of the state dict.
         return dict(self._named_variables((Parameter, Buffer), remove_duplicate=False))
 
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """Independent NumPy copies of every Parameter and Buffer, keyed by dotted path."""
-        return {
-            path: np.array(variable.get_raw_value(), copy=True)
-            for path, variable in self._state_variables().items()
-        }
+    def state_dict(self, *, as_numpy: bool = True) -> dict[str, np.ndarray]:
+        """Independent NumPy copies of every Parameter and Buffer, keyed by dotted path.
+
+        With ``as_numpy=False``, the live ``jax.Array`` of each entry instead (no copy, on its
+        devices and sharding): what a sharded checkpoint saves.
+        """
+        variables = self._state_variables()
+        if not as_numpy:
+            return {path: variable.get_raw_value() for path, variable in variables.items()}
+        return {path: np.array(v.get_raw_value(), copy=True) for path, v in variables.items()}
 
     def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
         """Copy arrays from ``state_dict`` into this module, all or nothing.
 
         Every path, shape and dtype is checked before anything is copied; one error lists every
         problem. With ``strict=False`` missing and unexpected keys are skipped and returned;
-        shape and dtype mismatches are still errors.
+        shape and dtype mismatches are still errors. A ``jax.Array`` entry is not copied
+        through the host; every array lands on its variable's current devices and sharding.
         """
+        arrays = state_arrays(state_dict, type(self).__name__)
         targets = self._state_variables()
-        arrays = {key: np.asarray(value) for key, value in state_dict.items()}
         current = {path: variable.get_raw_value() for path, variable in targets.items()}
         missing, unexpected, mismatched = compare_state(current, arrays)
         problems = []
@@ -244,9 +250,10 @@ class Module(_Tracked, nnx.Module):
                 + "\nFix: build the same architecture as the saved one"
                 + (" or pass strict=False to skip missing/unexpected keys." if strict else ".")
             )
-        for path, variable in targets.items():
-            if path in arrays:  # an array on a mesh (js.shard) stays on its sharding
-                variable.value = keep_placement(arrays[path], current[path])
+        paths = [path for path in targets if path in arrays]
+        values = placed_like([arrays[path] for path in paths], [current[path] for path in paths])
+        for path, value in zip(paths, values, strict=True):
+            targets[path].value = value
         return IncompatibleKeys(missing, unexpected)
 
     # -- printing ----------------------------------------------------------------------------

@@ -12,12 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 from flax.nnx.rnglib import RngStream
 
-from ._variables import _Tracked, compare_state
+from ._variables import _Tracked, compare_state, placed_like, state_arrays
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
@@ -136,22 +135,24 @@ class Rngs(_Tracked, nnx.Rngs):
         stream.count.set_value(jax.device_put(np.uint32((int(n) + 1) % 2**32)))  # wraps, as jax
         return jax.random.wrap_key_data(np.array([y1, y2], np.uint32), impl="threefry2x32")
 
-    def state_dict(self) -> dict[str, np.ndarray]:
+    def state_dict(self, *, as_numpy: bool = True) -> dict[str, np.ndarray]:
         """NumPy copies of each stream's key data and counter.
 
-        Keys are ``'<stream>.key'`` and ``'<stream>.count'``.
+        Keys are ``'<stream>.key'`` and ``'<stream>.count'``. With ``as_numpy=False``, the
+        ``jax.Array``s themselves (key data as ``uint32``, on their devices), not copies.
         """
         state = {}
         for name in self.streams():
             stream = self._stream(name)
-            state[f"{name}.key"] = np.array(jax.random.key_data(stream.key.get_raw_value()))
-            state[f"{name}.count"] = np.array(stream.count.get_raw_value())
-        return state
+            state[f"{name}.key"] = jax.random.key_data(stream.key.get_raw_value())
+            state[f"{name}.count"] = stream.count.get_raw_value()
+        return {key: np.array(value) for key, value in state.items()} if as_numpy else state
 
     def load_state_dict(self, state_dict) -> None:
         """Restore keys and counters saved by :meth:`state_dict`, all or nothing."""
-        arrays = {key: np.asarray(value) for key, value in state_dict.items()}
-        missing, unexpected, mismatched = compare_state(self.state_dict(), arrays)
+        arrays = state_arrays(state_dict, "Rngs")
+        current = self.state_dict(as_numpy=False)
+        missing, unexpected, mismatched = compare_state(current, arrays)
         missing, unexpected = sorted(missing), sorted(unexpected)
         if missing or unexpected or mismatched:
             raise ValueError(
@@ -159,9 +160,11 @@ class Rngs(_Tracked, nnx.Rngs):
                 f"missing: {missing}; unexpected: {unexpected}; mismatched: {mismatched}. "
                 "Fix: load a state saved from Rngs with the same streams."
             )
+        keys = list(current)
+        placed = placed_like([arrays[key] for key in keys], list(current.values()))
+        values = dict(zip(keys, placed, strict=True))
         for name in self.streams():
             stream = self._stream(name)
             impl = jax.random.key_impl(stream.key.get_raw_value())
-            key_data = jnp.asarray(state_dict[f"{name}.key"])
-            stream.key.set_value(jax.random.wrap_key_data(key_data, impl=impl))
-            stream.count.set_value(jnp.asarray(state_dict[f"{name}.count"]))
+            stream.key.set_value(jax.random.wrap_key_data(values[f"{name}.key"], impl=impl))
+            stream.count.set_value(values[f"{name}.count"])

@@ -164,14 +164,6 @@ def place(value, sharding: NamedSharding):
     return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
 
-def keep_placement(value, like):
-    """``value`` on ``like``'s sharding when ``like`` lives on a mesh; else ``value`` itself."""
-    sharding = getattr(like, "sharding", None)
-    if isinstance(sharding, NamedSharding) and not isinstance(like, jax.core.Tracer):
-        return place(np.asarray(value), sharding)
-    return value
-
-
 def shard(obj, mesh: Mesh, rules: Sequence[Rule] = (), *, batch_axis: str | None = None):
     """Place every array of a Module (or ``js.Rngs``) on ``mesh``, in place; returns ``obj``.
 

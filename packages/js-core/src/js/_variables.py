@@ -77,13 +77,62 @@ def compare_state(current: dict, given: dict) -> tuple[list, list, list]:
     unexpected = [key for key in given if key not in current]
     mismatched = []
     for key, have in current.items():
-        if key in given:
-            got = given[key]
+        got = given.get(key)
+        # Compared as (shape, dtype) first and formatted only when they differ: formatting a
+        # dtype costs microseconds, and a model can hold tens of thousands of arrays.
+        if got is not None and (tuple(have.shape), have.dtype) != (tuple(got.shape), got.dtype):
             want = f"{list(have.shape)} {np.dtype(have.dtype)}"
-            found = f"{list(got.shape)} {got.dtype}"
+            found = f"{list(got.shape)} {np.dtype(got.dtype)}"
             if want != found:
                 mismatched.append(f"{key!r}: expected {want}, got {found}")
     return missing, unexpected, mismatched
+
+
+def state_arrays(state_dict, owner: str) -> dict[str, Any]:
+    """``state_dict`` as ``{key: array}``, checked before any state changes: a non-mapping is a
+    TypeError naming the argument, an entry that is not an array (a ragged list, an object) a
+    TypeError naming the entry, as PyTorch's ``load_state_dict`` does. ``jax.Array`` values are
+    kept as they are (a sharded array spanning other processes cannot become NumPy); anything
+    else becomes a NumPy array."""
+    if not isinstance(state_dict, Mapping):
+        raise TypeError(
+            f"{owner}.load_state_dict: state_dict must be a mapping {{key: array}}, got "
+            f"{type(state_dict).__name__}; nothing was loaded. Fix: pass the dict that "
+            "state_dict() returned (dict(pairs) for a list of (key, array) pairs)."
+        )
+    arrays, bad = {}, []
+    for key, value in state_dict.items():
+        if isinstance(value, (jax.Array, np.ndarray)):
+            arrays[key] = value
+            continue
+        try:
+            array = np.asarray(value)
+        except (TypeError, ValueError) as error:
+            bad.append(f"{key!r}: {type(value).__name__} ({error})")
+            continue
+        if array.dtype == object:
+            bad.append(f"{key!r}: {type(value).__name__} is not an array of numbers")
+        arrays[key] = array
+    if bad:
+        raise TypeError(
+            f"{owner}.load_state_dict: entries that are not arrays; nothing was loaded.\n  "
+            + "\n  ".join(bad)
+            + "\nFix: give each entry as an array of the saved shape (e.g. from state_dict())."
+        )
+    return arrays
+
+
+def placed_like(values: list, currents: list) -> list[jax.Array]:
+    """``values`` on the devices and shardings of ``currents``, in one batched transfer (an
+    array already there is kept), so that a load never moves state off its mesh."""
+    shardings = [getattr(current, "sharding", None) for current in currents]
+    if any(sharding is None for sharding in shardings):
+        return [_as_array(value) for value in values]
+    # One object per distinct sharding: jax caches per object what it derives from a
+    # sharding, and each of 10,000 small parameters otherwise brings its own equal copy.
+    canonical: dict = {}
+    shardings = [canonical.setdefault(sharding, sharding) for sharding in shardings]
+    return jax.device_put(values, shardings)
 
 
 def flat_arrays(tree) -> dict[str, Any]:

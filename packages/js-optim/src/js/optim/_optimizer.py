@@ -10,6 +10,7 @@ structure of that state (its pytree definition and key names) is static; only ar
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
@@ -84,6 +85,33 @@ def _show_sharding(sharding) -> str:
 def _show_devices(devices: frozenset) -> str:
     shown = [repr(d) for d in sorted(devices, key=lambda d: (d.platform, d.id))]
     return shown[0] if len(shown) == 1 else f"[{', '.join(shown)}]"
+
+
+def _state_arrays(state_dict, owner: str) -> dict:
+    """``state_dict`` checked as js-core's ``load_state_dict``s check it: a mapping (TypeError
+    naming the argument) of arrays (TypeError naming each entry that is not one)."""
+    if not isinstance(state_dict, Mapping):
+        raise TypeError(
+            f"{owner}.load_state_dict: state_dict must be a mapping {{key: array}}, got "
+            f"{type(state_dict).__name__}; nothing was loaded. Fix: pass the dict that "
+            "state_dict() returned (dict(pairs) for a list of (key, array) pairs)."
+        )
+    arrays, bad = {}, []
+    for key, value in state_dict.items():
+        try:
+            arrays[key] = value if isinstance(value, jax.Array) else np.asarray(value)
+        except (TypeError, ValueError) as error:
+            bad.append(f"{key!r}: {type(value).__name__} ({error})")
+            continue
+        if arrays[key].dtype == object:
+            bad.append(f"{key!r}: {type(value).__name__} is not an array of numbers")
+    if bad:
+        raise TypeError(
+            f"{owner}.load_state_dict: entries that are not arrays; nothing was loaded.\n  "
+            + "\n  ".join(bad)
+            + "\nFix: give each entry as an array of the saved shape (e.g. from state_dict())."
+        )
+    return arrays
 
 
 def _key_name(path, param_paths: tuple[str, ...]) -> str:
@@ -202,24 +230,27 @@ class Optimizer(js.Object):
 
     # -- state dicts ---------------------------------------------------------------------------
 
-    def state_dict(self) -> dict[str, np.ndarray]:
+    def state_dict(self, *, as_numpy: bool = True) -> dict[str, np.ndarray]:
         """Independent NumPy copies of the optimizer state, keyed by stable names.
 
         Keys: ``'step_count'`` and ``'<transform>.<field>[.<parameter path>]'``, e.g.
         ``'adam.mu.encoder.weight'``, ``'adam.count'``, ``'momentum.trace.w'``; see each
         optimizer's docstring. Parameters themselves are not included (``model.state_dict()``).
+        With ``as_numpy=False``, the live ``jax.Array``s (no copy, on their shardings).
         """
-        state = {"step_count": np.array(self._step_count.value, copy=True)}
+        state = {"step_count": self._step_count.value}
         for key, variable in zip(self._keys, self._state, strict=True):
-            state[key] = np.array(variable.value, copy=True)
-        return state
+            state[key] = variable.value
+        if not as_numpy:
+            return state
+        return {key: np.array(value, copy=True) for key, value in state.items()}
 
     def load_state_dict(self, state_dict) -> None:
         """Restore a :meth:`state_dict`, all or nothing: keys, shapes and dtypes are checked
         first and one error lists every problem."""
         targets = dict(zip(self._keys, self._state, strict=True))
         targets = {"step_count": self._step_count, **targets}
-        arrays = {key: np.asarray(value) for key, value in state_dict.items()}
+        arrays = _state_arrays(state_dict, type(self).__name__)
         problems = [f"missing key {key!r}" for key in targets if key not in arrays]
         problems += [f"unexpected key {key!r}" for key in arrays if key not in targets]
         for key, variable in targets.items():
@@ -236,10 +267,13 @@ class Optimizer(js.Object):
                 + "\n  ".join(problems)
                 + "\nFix: load a state saved by the same optimizer over the same parameters."
             )
-        for key, variable in targets.items():
-            # Keep each array where the optimizer's state lives (with its parameters).
-            sharding = getattr(variable.value, "sharding", None)
-            variable.value = jax.device_put(jnp.asarray(arrays[key]), sharding)
+        # Keep each array where the optimizer's state lives (with its parameters), in one
+        # batched transfer; an array already there is not copied.
+        keys, canonical = list(targets), {}  # one object per distinct sharding (jax caches)
+        shardings = [canonical.setdefault(s, s) for s in (targets[k].value.sharding for k in keys)]
+        values = jax.device_put([arrays[k] for k in keys], shardings)
+        for key, value in zip(keys, values, strict=True):
+            targets[key].value = value
 
     def __repr__(self) -> str:
         options = ", ".join(f"{key}={value!r}" for key, value in self._config)

@@ -12,8 +12,10 @@ from . import steps as steps  # noqa: E402
 from ._callbacks import Callback as Callback  # noqa: E402
 from ._callbacks import EarlyStopping as EarlyStopping  # noqa: E402
 from ._checkpoint import ModelCheckpoint as ModelCheckpoint  # noqa: E402
-from ._checkpoint import load_checkpoint as load_checkpoint  # noqa: E402
 from ._checkpoint import save_checkpoint as save_checkpoint  # noqa: E402
+from ._ckpt_format import CheckpointError as CheckpointError  # noqa: E402
+from ._ckpt_load import checkpoint_info as checkpoint_info  # noqa: E402
+from ._ckpt_load import load_checkpoint as load_checkpoint  # noqa: E402
 from ._distributed import init_distributed as init_distributed  # noqa: E402
 from ._export import export_weights as export_weights  # noqa: E402
 from ._loader import ArrayLoader as ArrayLoader  # noqa: E402
@@ -29,6 +31,7 @@ __all__ = [
     "ArrayLoader",
     "CSVRun",
     "Callback",
+    "CheckpointError",
     "EarlyStopping",
     "ModelCheckpoint",
     "Display",
@@ -40,6 +43,7 @@ __all__ = [
     "autocast",
     "export_weights",
     "init_distributed",
+    "checkpoint_info",
     "load_checkpoint",
     "plot_run",
     "save_checkpoint",

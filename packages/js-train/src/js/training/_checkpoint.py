@@ -1,38 +1,52 @@
-"""Checkpoints through orbax-checkpoint: save_checkpoint, load_checkpoint, ModelCheckpoint.
+"""Checkpoints through orbax-checkpoint: save_checkpoint, load_checkpoint, checkpoint_info,
+ModelCheckpoint.
 
-Format. A checkpoint directory ``path`` is an orbax ``CheckpointManager`` root; each saved step
-is a subdirectory ``path/<step>/`` holding:
+A checkpoint directory ``path`` is an orbax ``CheckpointManager`` root; each saved step is a
+subdirectory ``path/<step>/`` holding one orbax item per stateful object (model, optimizer,
+``js.Rngs``: their ``state_dict()`` arrays, each on its devices and sharding), a JSON ``meta``
+item (the kinds of the objects, plain values such as the epoch, and a shape, dtype and content
+digest per array, with a random save id shared by all items) and, for ModelCheckpoint, the
+epoch's ``metrics``. The layout is in ``_ckpt_format``, the digests in ``_ckpt_digest``, the
+writer lock in ``_ckpt_lock``.
 
-- ``state``: an orbax ``StandardSave`` of the NumPy tree ``{name: obj.state_dict()}`` for every
-  stateful object: a model's parameters and buffers (``'fc.weight': array``), an optimizer's
-  state and step count (its own ``state_dict()``), a ``js.Rngs``'s keys and counters.
-- ``meta``: JSON ``{"format": "js.training/1", "kinds": {name: kind}, "values": {name: value}}``
-  where ``kind`` is ``'module'``, ``'rngs'``, ``'state'`` (any other object with
-  ``state_dict``/``load_state_dict``, e.g. an optimizer) or ``'value'`` (a plain JSON value
-  such as the epoch, kept in ``values``).
-- ``metrics`` (ModelCheckpoint only): the epoch's metrics, plus ``_score`` used to rank them.
-
-Nothing is pickled. orbax writes each step into a temporary directory and renames it when
-complete, so a process killed during a save leaves the previous steps intact and restorable.
+Promises. Nothing is pickled. A step becomes visible by an atomic rename when complete, so a
+process killed during a save leaves the previous steps intact. One writer at a time holds the
+directory's lock. A load reads only the items of the objects it is given, checks the meta, the
+save ids and every digest of what it will copy before it touches any object, and raises one
+:class:`CheckpointError` naming the directory, step and part when a step is damaged (another
+step still loads). Sharded arrays are written shard by shard by the processes that hold them
+(metadata by the primary process) and restored onto the *current* sharding of each object's
+arrays: a checkpoint moves between device counts and mesh shapes bit for bit.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
+import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
 import js
+import js.optim
 
 from ._callbacks import Callback, check_mode, monitored
-from ._checks import check_int, is_int
+from ._checks import check_int
+from ._ckpt_format import (
+    FORMAT,
+    CheckpointError,
+    build_item,
+    flatten,
+    item_name,
+    read_json,
+)
+from ._ckpt_lock import DirectoryLock, check_timeout
 
-FORMAT = "js.training/1"
-_ITEMS = ("state", "meta")
+__all__ = ["FORMAT", "CheckpointError"]
 
 
 def _score(metrics) -> float:
@@ -41,12 +55,13 @@ def _score(metrics) -> float:
 
 
 def _manager(path, ranked=True, preservation=None, asynchronous=False):
-    """A CheckpointManager on ``path``; ``ranked`` ranks steps by their ``_score`` metric."""
+    """A CheckpointManager on ``path``; ``ranked`` ranks steps by their ``_score`` metric
+    (reading every step's metrics when it opens; unranked it reads none)."""
     options = ocp.CheckpointManagerOptions(
         best_fn=_score if ranked else None, best_mode="max", preservation_policy=preservation,
-        enable_async_checkpointing=asynchronous,
+        enable_async_checkpointing=asynchronous, lightweight_initialize=not ranked,
     )
-    return ocp.CheckpointManager(Path(path).absolute(), item_names=_ITEMS, options=options)
+    return ocp.CheckpointManager(Path(path).absolute(), options=options)
 
 
 def _kind(name: str, obj) -> str:
@@ -66,12 +81,6 @@ def _kind(name: str, obj) -> str:
     return "value"
 
 
-def _numpy_tree(tree):
-    if isinstance(tree, Mapping):
-        return {str(key): _numpy_tree(value) for key, value in tree.items()}
-    return np.asarray(tree)
-
-
 def _kinds(objects: Mapping) -> dict[str, str]:
     """``{name: kind}`` of ``objects``, after checking the names (no state is read)."""
     if not isinstance(objects, Mapping) or not objects:
@@ -85,28 +94,69 @@ def _kinds(objects: Mapping) -> dict[str, str]:
     return kinds
 
 
-def payload(objects: Mapping) -> tuple[dict, dict]:
-    """The ``(state, meta)`` pair saved for ``objects`` (see the module docstring)."""
-    kinds = _kinds(objects)
-    state, meta = {}, {"format": FORMAT, "kinds": kinds, "values": {}}
-    for name, obj in objects.items():
-        if kinds[name] == "value":
-            meta["values"][name] = obj
-        else:
-            state[name] = _numpy_tree(obj.state_dict())
-    return state, meta
+def _live(name: str, obj) -> dict:
+    """``{dotted.key: array}`` of a stateful object: js's own objects give their live
+    ``jax.Array``s (no host copy; sharded arrays stay sharded), others their ``state_dict()``."""
+    native = isinstance(obj, (js.Module, js.Rngs, js.optim.Optimizer))
+    flat = flatten(obj.state_dict(as_numpy=False) if native else obj.state_dict())
+    for key, value in flat.items():
+        if not isinstance(value, (jax.Array, np.ndarray)):
+            array = np.asarray(value) if np.ndim(value) >= 0 else None
+            if array is None or array.dtype == object:
+                raise TypeError(f"checkpoint object {name!r}: state_dict entry {key!r} is a "
+                                f"{type(value).__name__}, not an array")
+            flat[key] = array
+    return flat
+
+
+def _save_id() -> bytes:
+    """16 random bytes, the same in every process of a job (the primary's)."""
+    save_id = np.frombuffer(os.urandom(16), np.uint8)
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        save_id = np.asarray(multihost_utils.broadcast_one_to_all(save_id))
+    return bytes(save_id)
 
 
 def save_args(objects: Mapping) -> ocp.args.Composite:
-    """The orbax arguments that save ``objects`` (an empty state tree is left out)."""
-    state, meta = payload(objects)
-    items = {"meta": ocp.args.JsonSave(meta)}
-    if state:
-        items["state"] = ocp.args.StandardSave(state)
-    return ocp.args.Composite(**items)
+    """The orbax arguments that save ``objects``: built (digests included) before anything is
+    written, so that a refused save leaves nothing on disk."""
+    kinds, save_id = _kinds(objects), _save_id()
+    meta = {"format": FORMAT, "save_id": save_id.hex(), "kinds": kinds, "values": {},
+            "items": {}}
+    items = {}
+    for name, obj in objects.items():
+        if kinds[name] == "value":
+            meta["values"][name] = obj
+            continue
+        tree, meta["items"][name] = build_item(_live(name, obj), save_id)
+        items[item_name(name)] = ocp.args.StandardSave(tree)
+    return ocp.args.Composite(meta=ocp.args.JsonSave(meta), **items)
 
 
-def save_checkpoint(path, objects: Mapping, *, step: int | None = None) -> int:
+def _writer_lock(path: Path, owner: str, timeout: float) -> DirectoryLock | None:
+    """The directory's writer lock, held by the primary process; every process of a job
+    learns whether the primary got it."""
+    lock, error = None, None
+    if jax.process_index() == 0:
+        try:
+            lock = DirectoryLock(path, owner, timeout).acquire()
+        except TimeoutError as caught:
+            error = caught
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        got = multihost_utils.broadcast_one_to_all(np.int32(error is None))
+        if not int(got) and error is None:
+            error = TimeoutError(f"{owner}: the primary process could not lock {path}")
+    if error is not None:
+        raise error
+    return lock
+
+
+def save_checkpoint(path, objects: Mapping, *, step: int | None = None,
+                    lock_timeout: float = 0.0) -> int:
     """Save ``objects`` (``{name: model | optimizer | js.Rngs | plain value}``) under ``path``.
 
     Args:
@@ -115,156 +165,55 @@ def save_checkpoint(path, objects: Mapping, *, step: int | None = None) -> int:
         step: the step number; by default one after the latest step in ``path`` (or 0). It
             must be after the latest step there: an earlier or existing one raises
             FileExistsError (orbax would skip it without a word).
+        lock_timeout: seconds to wait for another writer of ``path`` to finish; by default a
+            directory another process is writing raises TimeoutError at once.
 
-    Returns the step saved. The save is synchronous and atomic.
+    Returns the step saved. The save is synchronous, atomic and holds the directory's writer
+    lock from choosing the step to the commit. In a multi-process job every process calls it.
 
     Example:
         >>> save_checkpoint("ckpt", {"model": model, "epoch": 3})  # doctest: +SKIP
     """
     if step is not None:
         step = check_int("save_checkpoint step", step, 0)
-    manager = _manager(path, ranked=False)
+    lock_timeout = check_timeout("save_checkpoint", lock_timeout)
+    args = save_args(objects)  # every check and digest before the directory exists
+    path = Path(path).absolute()
+    path.mkdir(parents=True, exist_ok=True)
+    lock = _writer_lock(path, "save_checkpoint", lock_timeout)
     try:
-        if step is None:
-            latest = manager.latest_step()
-            step = 0 if latest is None else latest + 1
-        if not manager.save(step, args=save_args(objects)):
-            raise FileExistsError(
-                f"save_checkpoint: step {step} was not saved: {path} already holds steps "
-                f"{sorted(manager.all_steps())} and orbax only saves a step after the latest. "
-                "Fix: pass a larger step, or step=None for the next one."
-            )
-        manager.wait_until_finished()
+        manager = _manager(path, ranked=False)
+        try:
+            if step is None:
+                latest = manager.latest_step()
+                step = 0 if latest is None else latest + 1
+            if not manager.save(step, args=args):
+                raise FileExistsError(
+                    f"save_checkpoint: step {step} was not saved: {path} already holds steps "
+                    f"{sorted(manager.all_steps())} and orbax only saves a step after the "
+                    "latest. Fix: pass a larger step, or step=None for the next one."
+                )
+            manager.wait_until_finished()
+        finally:
+            manager.close()
     finally:
-        manager.close()
+        if lock is not None:
+            lock.release()
     return step
-
-
-def _flat(tree, prefix=()) -> dict:
-    if isinstance(tree, Mapping):
-        out = {}
-        for key, value in tree.items():
-            out.update(_flat(value, (*prefix, str(key))))
-        return out
-    array = np.asarray(tree)
-    return {".".join(prefix): (list(array.shape), str(array.dtype))}
-
-
-def _problems(ours: dict, current: dict, meta: dict, state: dict) -> list[str]:
-    """Every difference between the objects (their kinds ``ours`` and state dicts
-    ``current``) and a saved checkpoint, as readable lines."""
-    kinds = meta.get("kinds", {})
-    problems = []
-    missing = [name for name in ours if name not in kinds]
-    unexpected = [name for name in kinds if name not in ours]
-    if missing:
-        problems.append(f"objects not in the checkpoint: {missing}")
-    if unexpected:
-        problems.append(f"checkpoint entries not among the objects: {unexpected}")
-    for name, kind in ours.items():
-        if name not in kinds:
-            continue
-        if kind != kinds[name]:
-            problems.append(f"{name!r}: expected a {kind}, the checkpoint holds a {kinds[name]}")
-            continue
-        if kind == "value":
-            continue
-        want, got = _flat(current[name]), _flat(state.get(name, {}))
-        for key in want.keys() - got.keys():
-            problems.append(f"{name!r}: {key!r} missing from the checkpoint")
-        for key in got.keys() - want.keys():
-            problems.append(f"{name!r}: unexpected {key!r} in the checkpoint")
-        for key in sorted(want.keys() & got.keys()):
-            if want[key] != got[key]:
-                problems.append(f"{name!r}: {key!r}: expected {want[key][0]} {want[key][1]}, "
-                                f"checkpoint has {got[key][0]} {got[key][1]}")
-    return problems
-
-
-def _like(saved, current):
-    """``saved`` (NumPy, from disk) in the container and scalar types of ``current``."""
-    if isinstance(current, Mapping):
-        return {key: _like(saved[str(key)], value) for key, value in current.items()}
-    if isinstance(current, (bool, int, float)) and not isinstance(current, np.generic):
-        return type(current)(saved)
-    return saved
-
-
-def _select(manager, path, which) -> int:
-    steps = manager.all_steps()
-    if not steps:
-        raise FileNotFoundError(f"load_checkpoint: no complete checkpoint in {path}")
-    if which == "best":
-        best = manager.best_step()
-        return manager.latest_step() if best is None else best
-    if which == "last":
-        return manager.latest_step()
-    if is_int(which):
-        which = int(which)
-        if which not in steps:
-            raise ValueError(f"load_checkpoint: no step {which} in {path}; steps: {sorted(steps)}")
-        return which
-    raise ValueError(
-        f"load_checkpoint which must be 'best', 'last' or a step number, got {which!r}"
-    )
-
-
-def load_checkpoint(path, objects: Mapping, which="best") -> dict:
-    """Restore ``objects`` in place from the checkpoint directory ``path``.
-
-    Strict and all or nothing: the checkpoint is read, then every object name, kind, array
-    path, shape and dtype is compared with ``objects``; any difference raises one ValueError
-    listing them all, before anything is copied. Then each object's own strict
-    ``load_state_dict`` copies its arrays.
-
-    Args:
-        path: a directory written by :func:`save_checkpoint` or :class:`ModelCheckpoint`.
-        objects: ``{name: object}`` as saved (plain values included, e.g. ``'epoch': 0``).
-        which: ``'best'`` (the best monitored step of a ModelCheckpoint; the latest when no
-            step has metrics), ``'last'``, or a step number.
-
-    Returns ``objects`` with plain values replaced by the saved ones and ``'step'`` added when
-    not an object name, e.g. ``{'model': model, 'epoch': 3, 'step': 3}``.
-
-    Example:
-        >>> restored = load_checkpoint("runs/digits/checkpoints", task.checkpoint_objects()
-        ...                            | {"epoch": 0}, which="last")  # doctest: +SKIP
-        >>> start_epoch = restored["epoch"] + 1  # doctest: +SKIP
-    """
-    if not Path(path).is_dir():
-        raise FileNotFoundError(f"load_checkpoint: no checkpoint directory at {path}")
-    ours = _kinds(objects)
-    manager = _manager(path)
-    try:
-        step = _select(manager, path, which)
-        meta = manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
-        state = {}
-        if any(kind != "value" for kind in meta.get("kinds", {}).values()):
-            state = manager.restore(
-                step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))["state"]
-    finally:
-        manager.close()
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"load_checkpoint: {path}/{step} has format {meta.get('format')!r}, "
-                         f"expected {FORMAT!r}")
-    # Each object's state dict, read once: compared with the checkpoint, then the template
-    # that _like gives the saved arrays' container and scalar types.
-    current = {name: obj.state_dict() for name, obj in objects.items() if ours[name] != "value"}
-    problems = _problems(ours, current, meta, state)
-    if problems:
-        raise ValueError(
-            f"load_checkpoint({str(path)!r}, step {step}) does not fit the objects; nothing was "
-            "loaded.\n  " + "\n  ".join(problems) +
-            "\nFix: build the same model, optimizer and Rngs streams as the saved ones."
-        )
-    result = dict(objects)
-    for name, obj in objects.items():
-        if meta["kinds"][name] == "value":
-            result[name] = meta["values"][name]
-        else:
-            obj.load_state_dict(_like(state[name], current[name]))
-    result.setdefault("step", step)
-    return result
+def _check_metrics(path: Path) -> None:
+    """Refuse a directory holding a step whose metrics cannot be read, naming the steps."""
+    broken = []
+    for step in sorted(int(p.name) for p in path.iterdir() if p.name.isdigit() and p.is_dir()):
+        if (path / str(step) / "metrics").exists():
+            try:
+                read_json(path / str(step) / "metrics" / "metrics")
+            except (OSError, ValueError):
+                broken.append(step)
+    if broken:
+        raise CheckpointError(
+            path, None, f"the metrics of steps {broken}", "cannot be read, and ModelCheckpoint "
+            "ranks every step by them", f"delete those steps ({path}/<step>) or use another "
+            "directory")
 
 
 class ModelCheckpoint(Callback):
@@ -290,6 +239,8 @@ class ModelCheckpoint(Callback):
     those objects with ``load_checkpoint`` and call ``fit(..., resume=True)``: training
     continues on the next batch, bit for bit as if never interrupted. A step save is ranked
     by ``monitor`` in the latest row that has it (the last validation), unranked before.
+    The directory's writer lock is held from the fit's start to its end: a second writer
+    (another process's save or fit) is refused at once, or waits ``lock_timeout`` seconds.
 
     Args:
         path: the checkpoint directory.
@@ -298,6 +249,7 @@ class ModelCheckpoint(Callback):
         overwrite: delete the steps at or after the fit's first epoch (every step, for a fit
             from epoch 0) when the fit starts, instead of refusing.
         every_n_steps: save every this many global steps (>= 1) instead of every epoch.
+        lock_timeout: seconds to wait for another writer of ``path`` when the fit starts.
 
     Example:
         >>> checkpoint = ModelCheckpoint("runs/digits/checkpoints", monitor="val/accuracy",
@@ -306,13 +258,16 @@ class ModelCheckpoint(Callback):
     """
 
     def __init__(self, path, monitor: str = "val/loss", mode: str = "min", *,
-                 overwrite: bool = False, every_n_steps: int | None = None):
+                 overwrite: bool = False, every_n_steps: int | None = None,
+                 lock_timeout: float = 0.0):
         check_mode("ModelCheckpoint", mode)
         if every_n_steps is not None:
             every_n_steps = check_int("ModelCheckpoint every_n_steps", every_n_steps, 1)
         self.every_n_steps = every_n_steps
         self.path = Path(path).absolute()
         self.monitor, self.mode, self.overwrite = monitor, mode, overwrite
+        self.lock_timeout = check_timeout("ModelCheckpoint", lock_timeout)
+        self._lock = None
         self.best_step: int | None = None
         self.best_value: float | None = None
         self.last_step: int | None = None
@@ -320,6 +275,21 @@ class ModelCheckpoint(Callback):
         self._manager = None
 
     def on_fit_start(self, trainer, task) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock = _writer_lock(self.path, "ModelCheckpoint", self.lock_timeout)
+        try:
+            self._open(trainer)
+        except BaseException:
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _open(self, trainer) -> None:
+        _check_metrics(self.path)  # orbax reads them all to rank steps, and fails unreadably
         keep = ocp.checkpoint_managers
         policy = keep.AnyPreservationPolicy([keep.LatestN(n=1),
                                              keep.BestN(get_metric_fn=_score, n=1)])
@@ -384,10 +354,13 @@ class ModelCheckpoint(Callback):
             self.best_step, self.best_value, self._best_score = step, value, rank
 
     def on_fit_end(self, trainer, task) -> None:
-        if self._manager is not None:
-            self._manager.wait_until_finished()
-            self._manager.close()
-            self._manager = None
+        try:
+            if self._manager is not None:
+                self._manager.wait_until_finished()
+                self._manager.close()
+                self._manager = None
+        finally:
+            self._release()
 
     @property
     def best_path(self) -> Path | None:

@@ -1,0 +1,445 @@
+"""Checkpoints a careful user can trust: damaged parts, foreign parts, half-loads, two writers,
+partial restores and checkpoint_info (issue 10). Every failure here reproduces on the format
+before digests and locks; kill and two-writer cases run real child processes."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from js_train_testing import MLP, make_optimizer
+
+import js
+from js.training import (
+    CheckpointError,
+    ModelCheckpoint,
+    Trainer,
+    checkpoint_info,
+    load_checkpoint,
+    save_checkpoint,
+)
+from js.training._ckpt_digest import device_digests, host_digest
+
+SRC = [str(p) for p in Path(__file__).resolve().parents[2].glob("*/src")]
+
+
+def objects(seed=0, epoch=0):
+    model = MLP(rngs=js.Rngs(params=seed))
+    return {
+        "model": model,
+        "optimizer": make_optimizer(model),
+        "rngs": js.Rngs(dropout=seed),
+        "epoch": epoch,
+    }
+
+
+def state(objs):
+    return {
+        name: {k: np.array(v) for k, v in obj.state_dict().items()}
+        for name, obj in objs.items()
+        if name != "epoch"
+    }
+
+
+def assert_state(objs, expected):
+    for name, arrays in state(objs).items():
+        for key, value in arrays.items():
+            np.testing.assert_array_equal(value, expected[name][key], err_msg=f"{name}.{key}")
+
+
+def two_steps(path):
+    saved = [objects(seed, epoch=seed) for seed in (0, 1)]
+    for objs in saved:
+        save_checkpoint(path, objs)
+    return saved
+
+
+class Big:
+    """A stateful object with one large (unpacked) array."""
+
+    def __init__(self, n=40_000):
+        self.w = np.arange(n, dtype=np.float32)
+
+    def state_dict(self):
+        return {"w": self.w}
+
+    def load_state_dict(self, state):
+        self.w = state["w"]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "empty", "flip", "delete"])
+def test_a_damaged_meta_names_the_step_and_another_step_still_loads(tmp_path, damage):
+    saved = two_steps(tmp_path)
+    meta = tmp_path / "1" / "meta" / "metadata"
+    text = meta.read_bytes()
+    if damage == "delete":
+        meta.unlink()
+    else:
+        broken = {
+            "truncate": text[: len(text) // 2],
+            "empty": b"",
+            "flip": text[:10] + b"\xff" + text[11:],
+        }[damage]
+        meta.write_bytes(broken)
+    target = objects(seed=5)
+    before = state(target)
+    with pytest.raises(
+        CheckpointError,
+        match=rf"checkpoint {tmp_path}, step 1: the metadata "
+        r"file meta/metadata (is missing|cannot be read).*Fix: load another step "
+        r"\(which=...\): steps 0 are present",
+    ) as error:
+        load_checkpoint(tmp_path, target, which="last")
+    assert (error.value.step, error.value.part) == (1, "the metadata file meta/metadata")
+    assert_state(target, before)
+    assert load_checkpoint(tmp_path, target, which=0)["epoch"] == 0
+    assert_state(target, state(saved[0]))
+
+
+def test_a_damaged_or_missing_item_names_the_item(tmp_path):
+    two_steps(tmp_path)
+    (tmp_path / "1" / "state_optimizer" / "_METADATA").write_text("{not json")
+    target = objects(seed=5)
+    before = state(target)
+    with pytest.raises(
+        CheckpointError,
+        match=r"step 1: item 'state_optimizer' \(the arrays of "
+        r"'optimizer'\) cannot be read .*Fix: load another step",
+    ):
+        load_checkpoint(tmp_path, target, which="last")
+    assert_state(target, before)  # the model item read before it was not copied either
+    for item in (tmp_path / "1" / "state_rngs").iterdir():
+        item.unlink() if item.is_file() else None
+    with pytest.raises(CheckpointError, match=r"step 1: item 'state_rngs'"):
+        load_checkpoint(tmp_path, {"rngs": target["rngs"]}, which=1)
+
+
+def _largest_data_file(item: Path) -> Path:
+    return max(
+        (p for p in item.rglob("*") if p.is_file() and "/d/" in str(p)),
+        key=lambda p: p.stat().st_size,
+    )
+
+
+def test_a_flipped_byte_in_an_array_file_is_refused(tmp_path):
+    save_checkpoint(tmp_path, {"big": Big(), "model": MLP(rngs=js.Rngs(params=0))})
+    for item in ("state_big", "state_model"):
+        data = _largest_data_file(tmp_path / "0" / item)
+        raw = bytearray(data.read_bytes())
+        raw[len(raw) // 2] ^= 0x10
+        data.write_bytes(bytes(raw))
+    big, model = Big(10), MLP(rngs=js.Rngs(params=3))
+    before = model.state_dict()
+    with pytest.raises(
+        CheckpointError,
+        match=r"step 0: (item 'state_(big|model)'.*cannot be "
+        r"read|arrays? '(big|model)\..*does not match its recorded digest)",
+    ):
+        load_checkpoint(tmp_path, {"big": Big(40_000), "model": model})
+    for key, value in model.state_dict().items():
+        np.testing.assert_array_equal(value, before[key])
+    assert big.w.size == 10
+
+
+def test_a_changed_array_does_not_match_its_digest(tmp_path):
+    """The digest check itself: the meta records other contents than the item holds."""
+    save_checkpoint(tmp_path, objects())
+    meta_file = tmp_path / "0" / "meta" / "metadata"
+    meta = json.loads(meta_file.read_text())
+    entry = meta["items"]["optimizer"]["entries"]["adam.mu.fc1.weight"]
+    entry["digest"] = "0123456789abcdef"
+    meta_file.write_text(json.dumps(meta))
+    target = objects(seed=4)
+    before = state(target)
+    with pytest.raises(
+        CheckpointError,
+        match=r"step 0: array 'optimizer.adam.mu.fc1.weight' "
+        r"does not match its recorded digest: the checkpoint is damaged",
+    ):
+        load_checkpoint(tmp_path, target)
+    assert_state(target, before)
+
+
+def test_a_meta_from_another_save_is_refused(tmp_path):
+    two_steps(tmp_path)  # same structure, other arrays and epoch
+    (tmp_path / "1" / "meta" / "metadata").write_bytes(
+        (tmp_path / "0" / "meta" / "metadata").read_bytes()
+    )
+    target = objects(seed=5)
+    before = state(target)
+    with pytest.raises(
+        CheckpointError,
+        match=r"step 1: item 'state_model' belongs to another "
+        r"save .*the step mixes two saves",
+    ):
+        load_checkpoint(tmp_path, target, which=1)
+    assert_state(target, before)
+
+
+def test_a_meta_without_values_is_refused_before_anything_is_loaded(tmp_path):
+    save_checkpoint(tmp_path, objects(epoch=3))
+    meta_file = tmp_path / "0" / "meta" / "metadata"
+    meta = json.loads(meta_file.read_text())
+    del meta["values"]
+    meta_file.write_text(json.dumps(meta))
+    target = objects(seed=5)
+    before = state(target)
+    with pytest.raises(
+        CheckpointError,
+        match=r"meta/metadata lacks its 'values' or 'items' "
+        r"record.*Fix: save it again; no other step is present",
+    ):
+        load_checkpoint(tmp_path, target)
+    assert_state(target, before)
+    del meta["kinds"]
+    meta_file.write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match=r"has no valid 'kinds' record"):
+        load_checkpoint(tmp_path, target)
+
+
+def test_damaged_metrics_of_an_older_step_do_not_block_other_steps(tmp_path):
+    model, x = MLP(rngs=js.Rngs(params=0)), np.ones((4, 4), np.float32)
+
+    class Scored(js.training.Task):
+        scores = iter([1.0, 3.0, 2.0])
+
+        def training_step(self, batch):
+            return {"loss": np.float32(next(self.scores)), "count": 1}
+
+        def checkpoint_objects(self):
+            return {"model": model}
+
+    Trainer(3, callbacks=[ModelCheckpoint(tmp_path, monitor="train/loss")], verbose=False).fit(
+        Scored(model, make_optimizer(model)), [(x, x)]
+    )
+    assert sorted(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == [0, 2]
+    (tmp_path / "0" / "metrics" / "metrics").write_text("{broken")
+    assert load_checkpoint(tmp_path, {"model": model, "epoch": -1}, which="last")["epoch"] == 2
+    with pytest.warns(UserWarning, match=r"the metrics of steps \[0\] cannot be read"):
+        assert load_checkpoint(tmp_path, {"model": model, "epoch": -1})["epoch"] == 2
+    with pytest.raises(
+        CheckpointError,
+        match=r"the metrics of steps \[0\] cannot be read, and "
+        r"ModelCheckpoint ranks every step by them. Fix: delete those steps",
+    ):
+        Trainer(4, callbacks=[ModelCheckpoint(tmp_path, monitor="train/loss")], verbose=False).fit(
+            Scored(model, make_optimizer(model)), [(x, x)], start_epoch=3
+        )
+    assert not (tmp_path / ".js-writer.lock").exists()  # released on the refusal
+    info = checkpoint_info(tmp_path)
+    assert [i["step"] for i in info] == [0, 2] and info[0]["problem"].startswith("metrics")
+    assert info[1]["metrics"]["train/loss"] == 2.0 and info[1]["problem"] is None
+    assert info[1]["objects"] == {
+        "model": {"kind": "module", "arrays": 8},
+        "epoch": {"kind": "value", "value": 2},
+    }
+
+
+def test_partial_restore_reads_only_the_named_objects(tmp_path, make_task, data):
+    task = make_task()
+    checkpoint = ModelCheckpoint(tmp_path, monitor="train/loss")
+    x, y = data
+    Trainer(1, callbacks=[checkpoint], verbose=False).fit(
+        task, js.training.ArrayLoader(x, y, batch_size=32)
+    )
+    for item in ("state_optimizer", "state_rngs"):  # never read by a model-only restore
+        for part in sorted((tmp_path / "0" / item).rglob("*"), reverse=True):
+            part.unlink() if part.is_file() else part.rmdir()
+    model = MLP(rngs=js.Rngs(params=9))
+    restored = load_checkpoint(tmp_path, {"model": model})
+    assert restored == {"model": model, "step": 0}
+    for key, value in task.model.state_dict().items():
+        np.testing.assert_array_equal(model.state_dict()[key], value)
+    with pytest.raises(
+        ValueError,
+        match=r"objects not in the checkpoint: \['ema'\] \(it holds "
+        r"\['epoch', 'model', 'optimizer', 'rngs'\]\)",
+    ):
+        load_checkpoint(tmp_path, {"model": model, "ema": MLP(rngs=js.Rngs(params=1))})
+
+
+def test_checkpoint_info_lists_steps_without_reading_arrays(tmp_path):
+    two_steps(tmp_path)
+    for part in (tmp_path / "0" / "state_model").rglob("*"):
+        if part.is_file():
+            part.write_bytes(b"")  # arrays unreadable: info does not notice, it never reads them
+    info = checkpoint_info(tmp_path)
+    assert [i["step"] for i in info] == [0, 1]
+    assert info[0]["objects"] == {
+        "model": {"kind": "module", "arrays": 8},
+        "optimizer": {"kind": "state", "arrays": 14},
+        "rngs": {"kind": "rngs", "arrays": 2},
+        "epoch": {"kind": "value", "value": 0},
+    }
+    assert info[0]["metrics"] is None and info[1]["problem"] is None
+    (tmp_path / "1" / "meta" / "metadata").write_text("")
+    assert "step 1: the metadata file" in checkpoint_info(tmp_path)[1]["problem"]
+    with pytest.raises(FileNotFoundError, match="checkpoint_info: no checkpoint directory at"):
+        checkpoint_info(tmp_path / "nowhere")
+
+
+def test_a_refused_save_creates_nothing(tmp_path):
+    class Ragged:
+        def state_dict(self):
+            return {"w": object()}
+
+        def load_state_dict(self, state):
+            pass
+
+    with pytest.raises(TypeError, match=r"'bad': state_dict entry 'w' is a object, not an array"):
+        save_checkpoint(tmp_path / "a", {"model": MLP(rngs=js.Rngs(params=0)), "bad": Ragged()})
+    with pytest.raises(TypeError, match="neither stateful"):
+        save_checkpoint(tmp_path / "b", {"f": print})
+    with pytest.raises(
+        TypeError,
+        match=r"save_checkpoint lock_timeout must be a number of "
+        r"seconds >= 0, got '5' \(a str\)",
+    ):
+        save_checkpoint(tmp_path / "b", {"epoch": 0}, lock_timeout="5")
+    with pytest.raises(
+        ValueError,
+        match=r"ModelCheckpoint lock_timeout must be >= 0 seconds, "
+        r"got -1",
+    ):
+        ModelCheckpoint(tmp_path / "b", lock_timeout=-1)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_digests_agree_on_host_and_device_and_catch_one_flipped_bit():
+    import jax.numpy as jnp
+    import ml_dtypes
+
+    rng = np.random.default_rng(0)
+    arrays = [
+        rng.normal(size=(3, 5)).astype(np.float32),
+        rng.integers(0, 9, (4, 2), np.uint32),
+        rng.normal(size=(7,)).astype(ml_dtypes.bfloat16),
+        rng.random(5) > 0.5,
+        rng.integers(-9, 9, (2, 3)).astype(np.int8),
+        np.array(3, np.int32),
+    ]
+    assert device_digests([jnp.asarray(a) for a in arrays]) == [host_digest(a) for a in arrays]
+    flipped = arrays[0].copy()
+    flipped.reshape(-1).view(np.uint8)[7] ^= 0x01
+    assert host_digest(flipped) != host_digest(arrays[0])
+    swapped = arrays[0].copy().reshape(-1)
+    swapped[[0, 1]] = swapped[[1, 0]]
+    assert host_digest(swapped) != host_digest(arrays[0].reshape(-1))
+
+
+def test_a_failed_load_prints_no_traceback_on_stderr(tmp_path):
+    two_steps(tmp_path)
+    (tmp_path / "1" / "state_model" / "_METADATA").write_text("")
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from js_train_testing import MLP
+        import js
+        from js.training import CheckpointError, load_checkpoint
+        try:
+            load_checkpoint({str(tmp_path)!r}, {{"model": MLP(rngs=js.Rngs(params=0))}}, which=1)
+        except CheckpointError as error:
+            print("refused:", error.part)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(SRC)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.stdout.strip() == "refused: item 'state_model' (the arrays of 'model')"
+    assert "Traceback" not in done.stderr and "Event loop" not in done.stderr, done.stderr
+
+
+HOLD_LOCK = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from js.training._ckpt_lock import DirectoryLock
+    lock = DirectoryLock(Path(sys.argv[1]), "holder").acquire()
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))
+    lock.release()
+    print("released", flush=True)
+""")
+
+
+def _child(script, *args):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(SRC)}
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *map(str, args)], env=env, stdout=subprocess.PIPE, text=True
+    )
+
+
+def test_a_second_writer_is_refused_at_once_or_waits(tmp_path):
+    tmp_path.mkdir(exist_ok=True)
+    holder = _child(HOLD_LOCK, tmp_path, 2.0)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(
+            TimeoutError,
+            match=rf"save_checkpoint: {tmp_path} is being written "
+            rf"by pid {holder.pid} on .*could not take the writer lock at once.*"
+            r"Fix: wait for that writer to finish.*lock_timeout",
+        ):
+            save_checkpoint(tmp_path, {"epoch": 1})
+        with pytest.raises(TimeoutError, match=r"ModelCheckpoint: .* within 0.1 s"):
+            ModelCheckpoint(tmp_path, lock_timeout=0.1).on_fit_start(Trainer(1), None)
+        assert save_checkpoint(tmp_path, {"epoch": 2}, lock_timeout=60) == 0  # waits for it
+        assert holder.wait(timeout=60) == 0
+    finally:
+        holder.kill()
+        holder.stdout.close()
+    assert not (tmp_path / ".js-writer.lock").exists()  # cleaned up after each writer
+
+
+def test_the_lock_of_a_killed_writer_is_recovered(tmp_path):
+    holder = _child(HOLD_LOCK, tmp_path, 600)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        os.kill(holder.pid, signal.SIGKILL)
+        assert holder.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        holder.kill()
+        holder.stdout.close()
+    assert save_checkpoint(tmp_path, {"epoch": 0}) == 0
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from js.training import save_checkpoint
+
+    class Filled:
+        def __init__(self, value): self.w = np.full(100_000, value, np.float32)
+        def state_dict(self): return {"w": self.w}
+        def load_state_dict(self, state): self.w = state["w"]
+
+    writer = int(sys.argv[2])
+    for i in range(3):
+        value = writer * 100 + i  # the epoch and the array say who wrote the step
+        step = save_checkpoint(sys.argv[1], {"big": Filled(value), "epoch": value},
+                               lock_timeout=120)
+        print("saved", step, value, flush=True)
+""")
+
+
+def test_two_writers_never_mix_their_steps(tmp_path):
+    writers = [_child(WRITER, tmp_path, index) for index in (1, 2)]
+    try:
+        outputs = [w.communicate(timeout=300)[0] for w in writers]
+    finally:
+        for w in writers:
+            w.kill()
+    assert [w.returncode for w in writers] == [0, 0]
+    claimed = dict(
+        tuple(map(int, line.split()[1:])) for text in outputs for line in text.splitlines()
+    )
+    assert sorted(claimed) == list(range(6))  # six distinct steps, each told to one writer
+    for step, value in claimed.items():
+        target = Big(100_000)
+        restored = load_checkpoint(tmp_path, {"big": target, "epoch": 0}, which=step)
+        assert restored["epoch"] == value
+        np.testing.assert_array_equal(target.w, np.full(100_000, value, np.float32))
