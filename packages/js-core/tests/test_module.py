@@ -250,3 +250,29 @@ def test_load_state_dict_keeps_jax_arrays_and_the_current_placement(mlp):
     for key, value in mlp.state_dict(as_numpy=False).items():
         assert value.sharding == jax.sharding.SingleDeviceSharding(device)
         np.testing.assert_array_equal(value, live[key])
+
+
+def _aligned(values: np.ndarray, alignment: int = 64) -> np.ndarray:
+    """``values`` copied into a buffer whose address is a multiple of ``alignment`` (as torch's)."""
+    raw = np.empty(values.nbytes + alignment, np.uint8)
+    start = -raw.ctypes.data % alignment
+    out = raw[start : start + values.nbytes].view(values.dtype).reshape(values.shape)
+    out[...] = values
+    return out
+
+
+def test_loaded_arrays_do_not_alias_the_callers_buffers(mlp):
+    # XLA:CPU adopts an aligned host buffer without copying; a later write by the caller (torch's
+    # optimizer updating the tensors load_torch_state_dict read) must not reach the model.
+    state = {key: _aligned(value) for key, value in mlp.state_dict().items()}
+    mlp.load_state_dict(state)
+    before = mlp.state_dict()
+    for value in state.values():
+        value[...] = 7
+    after = mlp.state_dict()
+    for key, value in before.items():
+        np.testing.assert_array_equal(after[key], value)
+    buffer = _aligned(np.ones(16, np.float32))
+    param = js.Parameter(buffer)  # a Parameter built from a buffer copies it too
+    buffer[...] = 7
+    np.testing.assert_array_equal(param.value, 1.0)

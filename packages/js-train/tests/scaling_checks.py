@@ -149,7 +149,7 @@ def trainer_on_mesh() -> dict:
         trainer.fit(task, ArrayLoader(x, y, batch_size=64), ArrayLoader(x, y, batch_size=128))
         histories.append(trainer.history[0])
         if mesh is not None:
-            assert trainer.transfers == [2], trainer.transfers  # one read per epoch and split
+            assert trainer.transfers == 2, trainer.transfers  # one read per epoch and split
             assert all(p.value.sharding.mesh == mesh for p in model.parameters())
     keys = ("train/loss", "train/accuracy", "val/loss", "val/accuracy")
     return {"history_diff": max(abs(histories[0][k] - histories[1][k]) for k in keys)}

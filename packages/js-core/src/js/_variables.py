@@ -61,8 +61,18 @@ def _as_array(value):
         )
     if isinstance(value, (np.ndarray, np.generic)):
         # A host-to-device copy: jnp.asarray would compile a program per shape on first use.
-        return jax.device_put(value)
+        return jax.device_put(_private(value))
     return value if isinstance(value, jax.Array) else jnp.asarray(value)
+
+
+def _private(value):
+    """A NumPy value copied, so that no one else can write the buffer the array is built on.
+
+    XLA on the CPU adopts a suitably aligned host buffer instead of copying it (PyTorch's
+    tensors are aligned): without the copy, ``load_torch_state_dict`` followed by a torch
+    optimizer step on the same tensors would change the js model too.
+    """
+    return np.array(value, copy=True) if isinstance(value, (np.ndarray, np.generic)) else value
 
 
 def compare_state(current: dict, given: dict) -> tuple[list, list, list]:
@@ -132,7 +142,7 @@ def placed_like(values: list, currents: list) -> list[jax.Array]:
     # sharding, and each of 10,000 small parameters otherwise brings its own equal copy.
     canonical: dict = {}
     shardings = [canonical.setdefault(sharding, sharding) for sharding in shardings]
-    return jax.device_put(values, shardings)
+    return jax.device_put([_private(value) for value in values], shardings)
 
 
 def flat_arrays(tree) -> dict[str, Any]:
