@@ -88,8 +88,8 @@ class LeakyReLU(Module):
 
     Example:
         >>> import jax.numpy as jnp, js, js.nn
-        >>> js.nn.LeakyReLU(0.2, True)(jnp.array([-1.0, 2.0])).tolist()
-        [-0.2, 2.0]
+        >>> js.nn.LeakyReLU(0.25, True)(jnp.array([-1.0, 2.0])).tolist()
+        [-0.25, 2.0]
     """
 
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
