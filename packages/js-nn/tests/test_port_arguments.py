@@ -161,6 +161,7 @@ layers = {
     "BatchNorm2d": nn.BatchNorm2d(3), "LayerNorm": nn.LayerNorm(3), "GroupNorm": nn.GroupNorm(1, 3),
     "Embedding": nn.Embedding(5, 3, padding_idx=0, rngs=r),
     "MultiheadAttention": nn.MultiheadAttention(4, 2, rngs=r),
+    "RNN": nn.RNN(3, 4, rngs=r), "LSTM": nn.LSTM(3, 4, rngs=r),
 }
 dtypes = {name: sorted({str(v.dtype) for v in layer.state_dict().values()})
           for name, layer in layers.items()}
