@@ -190,3 +190,10 @@ def test_pytorch_only_keywords_are_refused_as_porting_md_says():
     up = nn.ConvTranspose2d(2, 2, 3, 2, rngs=R)
     with pytest.raises(TypeError, match="output_size"):
         up(jnp.ones((1, 2, 4, 4)), output_size=(9, 9))
+
+
+def test_sequential_refuses_an_ordered_dict_as_porting_md_says():
+    import collections
+
+    with pytest.raises(TypeError, match=r"Sequential: layer 0 must be a js Module, got Ordered"):
+        nn.Sequential(collections.OrderedDict(act=nn.ReLU()))
