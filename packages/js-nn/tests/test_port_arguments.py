@@ -197,3 +197,13 @@ def test_sequential_refuses_an_ordered_dict_as_porting_md_says():
 
     with pytest.raises(TypeError, match=r"Sequential: layer 0 must be a js Module, got Ordered"):
         nn.Sequential(collections.OrderedDict(act=nn.ReLU()))
+
+
+def test_refused_construction_leaves_rngs_untouched():
+    rngs = js.Rngs(params=0)
+    for build in (lambda: nn.Conv2d(2, 4, 3, bias="yes", rngs=rngs),
+                  lambda: nn.Embedding(5, 3, rngs=rngs, dtype=jnp.int32),
+                  lambda: nn.Linear(2, 3, rngs=rngs, dtype=jnp.int8)):  # fmt: skip
+        with pytest.raises(TypeError):
+            build()
+    assert int(rngs.state_dict()["params.count"]) == 0

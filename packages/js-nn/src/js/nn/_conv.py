@@ -95,13 +95,12 @@ class _ConvNd(Module):
         if self._transposed:
             self.output_padding = self._check_output_padding(output_padding)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        dtype = float_dtype(name, dtype)
+        dtype, has_bias = float_dtype(name, dtype), check_bool(name, "bias", bias)
         # Fan-in of this layout's input axis: C_in / groups * prod(K) for both directions
         # (PyTorch's transposed fan-in is C_out / groups * prod(K), from its weight layout).
         fan_in = in_channels // groups * math.prod(self.kernel_size)
         shape = (out_channels, in_channels // groups) + self.kernel_size
         self.weight = Parameter(uniform_fan_in(rngs.next("params"), shape, fan_in, dtype))
-        has_bias = check_bool(name, "bias", bias)
         self.bias = Parameter(zeros((out_channels,), dtype)) if has_bias else None
 
     def _check_output_padding(self, output_padding) -> tuple[int, ...]:
