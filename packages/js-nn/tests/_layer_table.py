@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import js
 import js.nn as nn
@@ -20,12 +21,18 @@ class Case(NamedTuple):
     stochastic: bool = False  # called with rngs= in training
 
 
+# Inputs come from NumPy, seeded by the key: a jax.random draw compiles one program per new
+# shape, which costs more than many of the checks themselves.
+def _rng(key) -> np.random.Generator:
+    return np.random.default_rng(np.asarray(jax.random.key_data(key)).tolist())
+
+
 def _normal(*shape):
-    return lambda key: jax.random.normal(key, shape)
+    return lambda key: jnp.asarray(_rng(key).standard_normal(shape, np.float32))
 
 
 def _ints(*shape, high=10):
-    return lambda key: jax.random.randint(key, shape, 0, high)
+    return lambda key: jnp.asarray(_rng(key).integers(0, high, shape), jnp.int32)
 
 
 CASES = [

@@ -161,6 +161,7 @@ layers = {
     "BatchNorm2d": nn.BatchNorm2d(3), "LayerNorm": nn.LayerNorm(3), "GroupNorm": nn.GroupNorm(1, 3),
     "Embedding": nn.Embedding(5, 3, padding_idx=0, rngs=r),
     "MultiheadAttention": nn.MultiheadAttention(4, 2, rngs=r),
+    "RNN": nn.RNN(3, 4, rngs=r), "LSTM": nn.LSTM(3, 4, rngs=r),
 }
 dtypes = {name: sorted({str(v.dtype) for v in layer.state_dict().values()})
           for name, layer in layers.items()}
@@ -189,3 +190,20 @@ def test_pytorch_only_keywords_are_refused_as_porting_md_says():
     up = nn.ConvTranspose2d(2, 2, 3, 2, rngs=R)
     with pytest.raises(TypeError, match="output_size"):
         up(jnp.ones((1, 2, 4, 4)), output_size=(9, 9))
+
+
+def test_sequential_refuses_an_ordered_dict_as_porting_md_says():
+    import collections
+
+    with pytest.raises(TypeError, match=r"Sequential: layer 0 must be a js Module, got Ordered"):
+        nn.Sequential(collections.OrderedDict(act=nn.ReLU()))
+
+
+def test_refused_construction_leaves_rngs_untouched():
+    rngs = js.Rngs(params=0)
+    for build in (lambda: nn.Conv2d(2, 4, 3, bias="yes", rngs=rngs),
+                  lambda: nn.Embedding(5, 3, rngs=rngs, dtype=jnp.int32),
+                  lambda: nn.Linear(2, 3, rngs=rngs, dtype=jnp.int8)):  # fmt: skip
+        with pytest.raises(TypeError):
+            build()
+    assert int(rngs.state_dict()["params.count"]) == 0

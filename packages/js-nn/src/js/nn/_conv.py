@@ -60,6 +60,18 @@ def _swap_group_axes(array, groups: int):
     return grouped.reshape((groups * b, a) + k)
 
 
+def _check_channels(layer: str, in_channels, out_channels, groups) -> tuple[int, int, int]:
+    in_channels = check_int(layer, "in_channels", in_channels)
+    out_channels = check_int(layer, "out_channels", out_channels)
+    groups = check_int(layer, "groups", groups)
+    if in_channels % groups or out_channels % groups:
+        raise ValueError(
+            f"{layer}: groups={groups} must divide in_channels={in_channels} and "
+            f"out_channels={out_channels}. Fix: choose channel counts that are multiples of groups"
+        )
+    return in_channels, out_channels, groups
+
+
 class _ConvNd(Module):
     """Shared constructor, checks and forward of every convolution."""
 
@@ -73,15 +85,7 @@ class _ConvNd(Module):
     ):  # fmt: skip
         super().__init__()
         name, n = self._name, self._ndim
-        in_channels = check_int(name, "in_channels", in_channels)
-        out_channels = check_int(name, "out_channels", out_channels)
-        groups = check_int(name, "groups", groups)
-        if in_channels % groups or out_channels % groups:
-            raise ValueError(
-                f"{name}: groups={groups} must divide in_channels={in_channels} and "
-                f"out_channels={out_channels}. Fix: choose channel counts that are multiples "
-                "of groups"
-            )
+        in_channels, out_channels, groups = _check_channels(name, in_channels, out_channels, groups)
         self.kernel_size = ints(name, "kernel_size", kernel_size, n, minimum=1)
         self.stride = ints(name, "stride", stride, n, minimum=1)
         self.dilation = ints(name, "dilation", dilation, n, minimum=1)
@@ -91,13 +95,12 @@ class _ConvNd(Module):
         if self._transposed:
             self.output_padding = self._check_output_padding(output_padding)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        dtype = float_dtype(name, dtype)
+        dtype, has_bias = float_dtype(name, dtype), check_bool(name, "bias", bias)
         # Fan-in of this layout's input axis: C_in / groups * prod(K) for both directions
         # (PyTorch's transposed fan-in is C_out / groups * prod(K), from its weight layout).
         fan_in = in_channels // groups * math.prod(self.kernel_size)
         shape = (out_channels, in_channels // groups) + self.kernel_size
         self.weight = Parameter(uniform_fan_in(rngs.next("params"), shape, fan_in, dtype))
-        has_bias = check_bool(name, "bias", bias)
         self.bias = Parameter(zeros((out_channels,), dtype)) if has_bias else None
 
     def _check_output_padding(self, output_padding) -> tuple[int, ...]:

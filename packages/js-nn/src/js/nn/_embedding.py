@@ -76,8 +76,8 @@ class Embedding(Module):
         self.padding_idx = _check_padding_idx(padding_idx, num_embeddings)
         _refuse_unsupported(max_norm, scale_grad_by_freq)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        shape = (num_embeddings, embedding_dim)
-        weight = normal(rngs.next("params"), shape, float_dtype("Embedding", dtype))
+        shape, dtype = (num_embeddings, embedding_dim), float_dtype("Embedding", dtype)
+        weight = normal(rngs.next("params"), shape, dtype)  # after every check: rngs untouched
         if self.padding_idx is not None:
             weight = weight.at[self.padding_idx].set(0)
         self.weight = Parameter(weight)

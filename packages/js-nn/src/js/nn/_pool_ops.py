@@ -157,9 +157,7 @@ def avg_pool(layer, input, kernel_size, stride, padding, ceil_mode, count_includ
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True):  # fmt: skip
     """Mean over ``kernel_size`` windows of ``[B, C, L]``, with PyTorch's arguments."""
-    return avg_pool(
-        "avg_pool1d", input, kernel_size, stride, padding, ceil_mode, count_include_pad
-    )
+    return avg_pool("avg_pool1d", input, kernel_size, stride, padding, ceil_mode, count_include_pad)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
