@@ -8,6 +8,8 @@ The conventions every page of the site follows (docs/index.md states them for re
 - A fence opened with ```` ```output ```` directly after a code block (blank lines between are
   allowed) is what that block prints. It is compared with the block's standard output.
 - A code block preceded by the line ``<!-- skip: REASON -->`` is not run; the reason is required.
+- A page holding ``<!-- docs: cpu-devices=N -->`` runs in a process of its own with N simulated
+  CPU devices (JAX fixes the device count when it starts), e.g. the scaling recipes.
 - Comparing output: trailing spaces and blank lines at the ends are ignored; ``...`` in the shown
   output stands for any text (as doctest's ELLIPSIS); a number in the shown output matches a
   printed number when they differ by at most one unit in the last decimal place shown or by
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SKIP = re.compile(r"^<!--\s*skip:\s*(?P<reason>.*?)\s*-->\s*$")
+DEVICES = re.compile(r"<!--\s*docs:\s*cpu-devices=(?P<n>\d+)")
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
@@ -117,3 +120,45 @@ def output_matches(shown: str, got: str) -> bool:
 def pages(docs: Path) -> list[Path]:
     """Every Markdown page of the site that holds at least one ```python block."""
     return [p for p in sorted(docs.rglob("*.md")) if "```python" in p.read_text()]
+
+
+def cpu_devices(text: str) -> int | None:
+    """The device count a page asks for with ``<!-- docs: cpu-devices=N -->``, or None."""
+    match = DEVICES.search(text)
+    return int(match["n"]) if match else None
+
+
+def run_page(page: Path, workdir: Path) -> tuple[int, int, str | None]:
+    """Run a page's blocks in order in one namespace: ``(ran, skipped, first problem or None)``."""
+    import contextlib
+    import io
+
+    namespace: dict = {"__name__": "__main__"}
+    ran = skipped = 0
+    for block in blocks(page.read_text()):
+        if block.skip:
+            skipped += 1
+            continue
+        stdout = io.StringIO()
+        code = compile(block.source, f"{page}:{block.line}", "exec")
+        with contextlib.redirect_stdout(stdout), contextlib.chdir(workdir):
+            exec(code, namespace)
+        ran += 1
+        if block.output is not None and not output_matches(block.output, stdout.getvalue()):
+            return (
+                ran,
+                skipped,
+                (
+                    f"{page}, block at line {block.line}: the output differs from the one shown.\n"
+                    f"--- shown\n{block.output}--- printed\n{stdout.getvalue()}"
+                ),
+            )
+    return ran, skipped, None
+
+
+if __name__ == "__main__":  # python docblocks.py PAGE WORKDIR: one page in this process
+    import json
+    import sys
+
+    ran, skipped, problem = run_page(Path(sys.argv[1]), Path(sys.argv[2]))
+    print(json.dumps({"ran": ran, "skipped": skipped, "problem": problem}))

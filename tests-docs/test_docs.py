@@ -5,10 +5,9 @@ Run with ``hatch run docs:test`` (an environment with every js distribution, tor
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import http.server
-import io
+import json
 import os
 import shutil
 import subprocess
@@ -68,24 +67,23 @@ def test_output_rule(shown, got, same):
 
 # ------------------------------------------------------------------------- the pages run
 def _run_page(page: Path, workdir: Path) -> tuple[int, int]:
-    namespace: dict = {"__name__": "__main__"}
-    ran = skipped = 0
-    for block in docblocks.blocks(page.read_text()):
-        if block.skip:
-            skipped += 1
-            continue
-        stdout = io.StringIO()
-        code = compile(block.source, f"{page.relative_to(ROOT)}:{block.line}", "exec")
-        with contextlib.redirect_stdout(stdout), contextlib.chdir(workdir):
-            exec(code, namespace)
-        ran += 1
-        if block.output is not None and not docblocks.output_matches(
-            block.output, stdout.getvalue()
-        ):
-            pytest.fail(
-                f"{page.relative_to(ROOT)}, block at line {block.line}: the output differs from "
-                f"the one shown.\n--- shown\n{block.output}--- printed\n{stdout.getvalue()}"
-            )
+    devices = docblocks.cpu_devices(page.read_text())
+    if devices is None:
+        ran, skipped, problem = docblocks.run_page(page, workdir)
+    else:  # a process of its own, started with the page's device count
+        env = dict(os.environ, JAX_PLATFORMS="cpu")
+        env["XLA_FLAGS"] = (
+            env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={devices}"
+        )
+        done = subprocess.run(
+            [sys.executable, "-W", "error", str(Path(docblocks.__file__)), str(page), str(workdir)],
+            capture_output=True, text=True, env=env, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-4000:]
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        ran, skipped, problem = result["ran"], result["skipped"], result["problem"]
+    if problem:
+        pytest.fail(problem)
     return ran, skipped
 
 
