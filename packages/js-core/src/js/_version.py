@@ -6,6 +6,6 @@ minor version changes with it; ``INTERFACE_RELEASES`` records the first release 
 interface, which ``tools/check_versions.py`` uses to derive the ranges the siblings must declare.
 """
 
-__version__ = "0.1.0"
-INTERFACE = 1
-INTERFACE_RELEASES = {1: "0.1.0"}
+__version__ = "0.2.0"
+INTERFACE = 2
+INTERFACE_RELEASES = {1: "0.1.0", 2: "0.2.0"}

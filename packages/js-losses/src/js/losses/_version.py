@@ -6,7 +6,7 @@ this distribution imports to the inclusive range of that sibling's interfaces it
 checked at import, and against pyproject.toml by ``tools/check_versions.py``.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.1.1"
 INTERFACE = 1
 INTERFACE_RELEASES = {1: "0.1.0"}
-REQUIRES = {"js-core": (1, 1)}
+REQUIRES = {"js-core": (1, 2)}
