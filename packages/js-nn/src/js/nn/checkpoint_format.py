@@ -408,9 +408,13 @@ def read_checkpoint(ckpt_dir, name: str = "model", which="best") -> tuple[int, d
         ``model.load_state_dict`` (what ``js.nn.load_weights`` does).
 
     Example:
+        >>> import tempfile, js.nn as nn
         >>> step, arrays = nn.read_checkpoint("runs/digits/checkpoints")  # doctest: +SKIP
         >>> sorted(arrays)[:2]  # doctest: +SKIP
         ['bn1.bias', 'bn1.running_mean']
+        >>> nn.read_checkpoint(tempfile.mkdtemp())  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        FileNotFoundError: read_checkpoint: no complete checkpoint in ...
     """
     where, meta, record = locate(ckpt_dir, name, which, "read_checkpoint")
     import orbax.checkpoint as ocp
