@@ -311,8 +311,8 @@ def _unpack(record: dict, tree: dict, device_digests: Callable | None) -> tuple[
         got.update(zip(keys, packed_digests(buffer, starts, sizes), strict=True))
         for key, start, size in zip(keys, starts, sizes, strict=True):
             flat[key] = buffer[start : start + size].reshape(record["entries"][key]["shape"])
-    if on_devices:
-        digests = device_digests([flat[k] for k in on_devices])
+    if on_devices:  # without device_digests (js-nn's own read) every leaf is NumPy already
+        digests = (device_digests or _host_digests)([flat[k] for k in on_devices])
         got.update(zip(on_devices, digests, strict=True))
     damaged = [
         key
@@ -320,6 +320,10 @@ def _unpack(record: dict, tree: dict, device_digests: Callable | None) -> tuple[
         if (got[key] if key in got else host_digest(value)) != record["entries"][key]["digest"]
     ]
     return flat, damaged
+
+
+def _host_digests(arrays: list) -> list[str]:
+    return [host_digest(np.asarray(array)) for array in arrays]
 
 
 def checked_item(where: tuple, name: str, record: dict, tree: dict, save_id: str,
