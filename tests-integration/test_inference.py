@@ -163,10 +163,13 @@ def test_a_weight_file_loads_bit_identically_with_only_core_and_nn(trained, infe
 def test_b_the_model_checkpoint_directory_loads_directly(trained, inference):
     script = INFERENCE_PROLOGUE + textwrap.dedent(
         """
+        assert not any(m.startswith("orbax") for m in sys.modules), "import js.nn imported orbax"
         model = DigitsCNN(rngs=js.Rngs(params=8)).eval()
-        nn.load_weights(model, {work!r} + "/ckpt")
+        nn.load_weights(model, {work!r} + "/ckpt")  # js.training/2, verified by js-nn alone
         np.testing.assert_array_equal(logits_of(model, x), np.load({work!r} + "/logits_best.npy"))
-        print("b: bit-identical to the best checkpoint")
+        step, arrays = nn.read_checkpoint({work!r} + "/ckpt", which="last")
+        assert sorted(arrays) == sorted(model.state_dict()), sorted(arrays)
+        print("b: bit-identical to the best checkpoint; last step", step)
         """
     )
     output = inference.python_code(script.format(work=str(trained))).stdout

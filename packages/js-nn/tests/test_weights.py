@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import subprocess
 import sys
 import zipfile
 
@@ -205,8 +206,17 @@ def test_zero_dimensional_and_integer_buffers_round_trip(tmp_path):
     ] == ((), "I32")
 
 
-def test_checkpoint_reading_falls_back_to_orbax_without_js_train(monkeypatch):
+def test_checkpoint_reading_uses_js_nn_reader_without_js_train(monkeypatch, tmp_path):
     from js.nn import _checkpoint_read
 
     monkeypatch.setitem(sys.modules, "js.training", None)  # as if js-train were not installed
     assert _checkpoint_read._training() is None
+    with pytest.raises(FileNotFoundError, match=r"load_weights: no complete checkpoint in"):
+        nn.load_weights(Net(js.Rngs(params=0)), tmp_path)
+
+
+def test_import_js_nn_imports_no_orbax():
+    """The checkpoint reader imports orbax only when it reads (a fresh interpreter)."""
+    code = "import sys, js.nn; print(sorted(m for m in sys.modules if m.startswith('orbax')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

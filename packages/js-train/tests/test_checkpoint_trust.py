@@ -208,8 +208,11 @@ def test_damaged_metrics_of_an_older_step_do_not_block_other_steps(tmp_path):
     class Scored(js.training.Task):
         scores = iter([1.0, 3.0, 2.0])
 
-        def training_step(self, batch):
+        def training_step(self, model, optimizer, rngs, batch):
             return {"loss": np.float32(next(self.scores)), "count": 1}
+
+        def validation_step(self, model, batch):  # unused: the fits have no validation data
+            return {"count": 1}
 
         def checkpoint_objects(self):
             return {"model": model}

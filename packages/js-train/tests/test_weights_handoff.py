@@ -3,6 +3,8 @@ js.training.export_weights to a safetensors file."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from js_train_testing import MLP
@@ -11,7 +13,14 @@ import js
 import js.nn as nn
 import js.training
 from js.nn import _checkpoint_read
-from js.training import ArrayLoader, ModelCheckpoint, Trainer, export_weights, save_checkpoint
+from js.training import (
+    ArrayLoader,
+    CheckpointError,
+    ModelCheckpoint,
+    Trainer,
+    export_weights,
+    save_checkpoint,
+)
 
 X = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
 
@@ -25,15 +34,12 @@ def ckpt(tmp_path, make_task, data):
     return checkpoint, task
 
 
-@pytest.fixture(params=["orbax", "js-train"])
+@pytest.fixture(params=["js-nn", "js-train"])
 def route(request, monkeypatch):
-    """Both ways load_weights reads a checkpoint: js-train's partial restore, when this js-train
-    has it (``checkpoint_info``), and js-nn's own minimal orbax read (what a js-nn-only install
-    uses)."""
-    if request.param == "orbax":
+    """Both ways load_weights reads a checkpoint: js-train's partial restore, and js-nn's own
+    host reader (what an install of js-core + js-nn uses)."""
+    if request.param == "js-nn":
         monkeypatch.setattr(_checkpoint_read, "_training", lambda: None)
-    elif not hasattr(js.training, "checkpoint_info"):
-        pytest.skip("this js-train has no partial restore: js-nn reads through orbax")
     return request.param
 
 
@@ -60,18 +66,78 @@ def test_checkpoint_errors_name_what_is_there(ckpt, tmp_path, route):
     checkpoint, _ = ckpt
     model = MLP(rngs=js.Rngs(params=5))
     before = model.state_dict()
-    if route == "orbax":
-        with pytest.raises(KeyError, match=r"has no step 7; steps: \[0, 2\]"):
-            nn.load_weights(model, checkpoint.path, step=7)
-        with pytest.raises(KeyError, match=r"holds no model entry 'net' \(format 'js\.train"):
-            nn.load_weights(model, checkpoint.path, name="net")
-        (tmp_path / "empty").mkdir()
-        with pytest.raises(FileNotFoundError, match=r"holds no complete js checkpoint step"):
-            nn.load_weights(model, tmp_path / "empty")
+    with pytest.raises(ValueError, match=r"load_weights: no step 7 in .*; steps: \[0, 2\]"):
+        nn.load_weights(model, checkpoint.path, step=7)
+    with pytest.raises(KeyError, match=r"holds no array entry 'net'; it holds model \(module\)"):
+        nn.load_weights(model, checkpoint.path, name="net")
+    with pytest.raises(KeyError, match=r"the entry 'optimizer' is a state, not a model"):
+        nn.load_weights(model, checkpoint.path, name="optimizer")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"load_weights: no complete checkpoint in"):
+        nn.load_weights(model, tmp_path / "empty")
     with pytest.raises(ValueError, match=r"fc2\.weight"):
         nn.load_weights(MLP(classes=4, rngs=js.Rngs(params=5)), checkpoint.path)
     for key, value in model.state_dict().items():
         np.testing.assert_array_equal(value, before[key])
+
+
+def _rewrite_meta(step_dir, change):
+    meta_file = step_dir / "meta" / "metadata"
+    meta = json.loads(meta_file.read_text())
+    change(meta)
+    meta_file.write_text(json.dumps(meta))
+
+
+def test_a_damaged_checkpoint_is_refused_by_both_readers(tmp_path, route):
+    """The reader shared by js-nn and js-train checks the save id and every digest."""
+    path = tmp_path / "c"
+    for seed in (0, 1):
+        save_checkpoint(path, {"model": MLP(rngs=js.Rngs(params=seed)), "epoch": seed})
+    (path / "1" / "meta" / "metadata").write_bytes((path / "0" / "meta" / "metadata").read_bytes())
+    model = MLP(rngs=js.Rngs(params=5))
+    before = model.state_dict()
+    with pytest.raises(CheckpointError, match=r"step 1: item 'state_model' belongs to another"):
+        nn.load_weights(model, path, step=1)
+
+    def corrupt(meta):
+        meta["items"]["model"]["entries"]["fc1.bias"]["digest"] = "0123456789abcdef"
+
+    _rewrite_meta(path / "0", corrupt)
+    with pytest.raises(
+        CheckpointError,
+        match=r"step 0: array 'model\.fc1\.bias' does not match its recorded digest: the "
+        r"checkpoint is damaged\. Fix: load another step \(which=\.\.\.\): steps 1 are",
+    ):
+        nn.load_weights(model, path, step=0)
+    for key, value in model.state_dict().items():
+        np.testing.assert_array_equal(value, before[key])
+
+
+def test_an_old_format_checkpoint_is_a_clear_error(tmp_path, route):
+    save_checkpoint(tmp_path / "c", {"model": MLP(rngs=js.Rngs(params=0)), "epoch": 0})
+    _rewrite_meta(tmp_path / "c" / "0", lambda meta: meta.update(format="js.training/1"))
+    with pytest.raises(
+        CheckpointError,
+        match=r"meta/metadata has the old format 'js\.training/1' \(js-train 0\.1\), expected "
+        r"'js\.training/2'\. Fix: load it with the js release that wrote it",
+    ):
+        nn.load_weights(MLP(rngs=js.Rngs(params=1)), tmp_path / "c")
+
+
+def test_read_checkpoint_gives_verified_numpy_arrays(ckpt):
+    checkpoint, task = ckpt
+    step, arrays = nn.read_checkpoint(checkpoint.path, which="last")
+    assert step == 2 and set(arrays) == set(task.model.state_dict())
+    for key, value in task.model.state_dict().items():
+        assert isinstance(arrays[key], np.ndarray)
+        np.testing.assert_array_equal(arrays[key], value)
+    step, moments = nn.read_checkpoint(checkpoint.path, name="optimizer", which=0)
+    assert step == 0 and any(key.startswith("adam.mu.") for key in moments)
+    with pytest.raises(FileNotFoundError, match=r"read_checkpoint: no checkpoint directory at"):
+        nn.read_checkpoint(checkpoint.path / "none")
+    with pytest.raises(ValueError, match=r"read_checkpoint which must be 'best', 'last' or a"):
+        nn.read_checkpoint(checkpoint.path, which="first")
+    assert js.training.CheckpointError is nn.CheckpointError  # one error type for both readers
 
 
 def test_export_weights_writes_a_file_js_nn_loads(ckpt, tmp_path):
@@ -89,7 +155,7 @@ def test_export_weights_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"export_weights: no checkpoint directory at"):
         export_weights(tmp_path / "none", tmp_path / "w.safetensors")
     save_checkpoint(tmp_path / "c", {"net": MLP(rngs=js.Rngs(params=0)), "epoch": 1})
-    with pytest.raises(KeyError, match=r"holds no model entry 'model' \(module entries: \['net'\]"):
+    with pytest.raises(KeyError, match=r"holds no array entry 'model'; it holds net \(module\)"):
         export_weights(tmp_path / "c", tmp_path / "w.safetensors")
     assert not (tmp_path / "w.safetensors").exists()
     export_weights(tmp_path / "c", tmp_path / "w.safetensors", name="net")

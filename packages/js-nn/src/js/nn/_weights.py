@@ -10,7 +10,8 @@ names and layouts through the per-layer ``from_torch``/``to_torch``/``torch_extr
 writes loads into the equivalent js model). The header's metadata records the layout and the js
 versions next to the user's ``{str: str}`` entries; :func:`weights_info` reads it alone.
 
-``load_weights`` also reads a js-train checkpoint directory (see :mod:`js.nn._checkpoint_read`).
+``load_weights`` also reads a js-train checkpoint directory (see :mod:`js.nn._checkpoint_read`
+and :func:`js.nn.read_checkpoint`).
 """
 
 from __future__ import annotations
@@ -240,7 +241,8 @@ def load_weights(
     Args:
         model: the ``js.Module`` to fill (same architecture as the saved one).
         path: a ``.safetensors`` file, or a directory written by js-train's
-            ``save_checkpoint``/``ModelCheckpoint`` (orbax is imported only then).
+            ``save_checkpoint``/``ModelCheckpoint`` (orbax is imported only then; the save
+            id and every digest are verified, a damaged step raises ``CheckpointError``).
         layout: ``'js'`` or ``'torch'`` (PyTorch's names and layouts, converted per layer).
             A file js wrote records its layout; asking for the other one is an error.
         strict: with ``False``, missing and unexpected names are skipped and returned
@@ -273,7 +275,7 @@ def load_weights(
                 "strictly: layout, prefix and strict=False apply to weight files. Fix: drop "
                 "them, or export the checkpoint first (js.training.export_weights)"
             )
-        load_checkpoint_model(model, Path(path), step, name)
+        load_checkpoint_model(model, Path(path), "best" if step is None else step, name)
         return js.IncompatibleKeys([], [])
     if step is not None or name != "model":
         raise ValueError(

@@ -33,25 +33,15 @@ import orbax.checkpoint as ocp
 
 import js
 import js.optim
+from js.nn.checkpoint_format import read_json
+from js.nn.checkpoint_format import score as _score
 
 from ._callbacks import Callback, check_mode, monitored
 from ._checks import check_int
-from ._ckpt_format import (
-    FORMAT,
-    CheckpointError,
-    build_item,
-    flatten,
-    item_name,
-    read_json,
-)
+from ._ckpt_format import FORMAT, CheckpointError, build_item, flatten, item_name
 from ._ckpt_lock import DirectoryLock, check_timeout
 
 __all__ = ["FORMAT", "CheckpointError"]
-
-
-def _score(metrics) -> float:
-    score = metrics.get("_score") if isinstance(metrics, Mapping) else None
-    return -math.inf if score is None or math.isnan(score) else float(score)
 
 
 def _manager(path, ranked=True, preservation=None, asynchronous=False):

@@ -16,44 +16,26 @@ Small arrays (at most ``SMALL_BYTES``) are packed because orbax writes and reads
 its own tensorstore array: 10,000 ``Linear(2, 2)`` arrays cost seconds as leaves, milliseconds
 as a few buffers. An array that is sharded and not fully replicated stays a leaf, so that
 orbax writes it shard by shard from the processes that hold it. Digests: ``_ckpt_digest``.
+Reading (meta checks, save ids, digests, unpacking) is js-nn's ``js.nn.checkpoint_format``,
+shared with ``js.nn.read_checkpoint``; what is here builds the items and reads them onto shardings.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from js.nn.checkpoint_format import FORMAT as FORMAT
+from js.nn.checkpoint_format import CheckpointError as CheckpointError
+from js.nn.checkpoint_format import host_tree
+from js.nn.checkpoint_format import item_name as item_name
+
 from . import _ckpt_digest as digest
 
-FORMAT = "js.training/2"
 SMALL_BYTES = 64 * 1024
-KINDS = ("module", "rngs", "state", "value")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint step that cannot be read or does not match what was written.
-
-    Attributes: ``directory``, ``step`` (None when no step is concerned) and ``part`` (the
-    file, item or array that failed).
-    """
-
-    def __init__(self, directory, step, part: str, what: str, fix: str):
-        self.directory, self.step, self.part = str(directory), step, part
-        where = f"{directory}" if step is None else f"{directory}, step {step}"
-        super().__init__(f"checkpoint {where}: {part} {what}. Fix: {fix}")
-
-
-class ForeignItemError(Exception):
-    """An item whose save id is not its step's (raised by :func:`unpack`)."""
-
-
-def item_name(name: str) -> str:
-    return f"state_{name}"
 
 
 def flatten(tree, prefix: tuple = ()) -> dict:
@@ -142,122 +124,16 @@ def build_item(flat: dict, save_id: bytes) -> tuple[dict, dict]:
     return tree, record
 
 
-# -- reading ----------------------------------------------------------------------------------
-
-_HEX16 = re.compile(r"[0-9a-f]{16}\Z")
-
-
-def _entry_problem(key: str, entry) -> str | None:
-    if not isinstance(entry, Mapping):
-        return f"entry {key!r} is a {type(entry).__name__}, not a record"
-    shape, dtype = entry.get("shape"), entry.get("dtype")
-    if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
-        return f"entry {key!r} has no valid shape"
-    try:
-        jnp.dtype(dtype)
-    except TypeError:
-        return f"entry {key!r} has no valid dtype ({dtype!r})"
-    if not isinstance(entry.get("digest"), str) or not _HEX16.match(entry["digest"]):
-        return f"entry {key!r} has no valid digest"
-    packed, array = entry.get("packed"), entry.get("array")
-    if not (
-        (
-            isinstance(packed, list)
-            and len(packed) == 2
-            and isinstance(packed[0], str)
-            and type(packed[1]) is int
-            and packed[1] >= 0
-        )
-        or isinstance(array, str)
-    ):
-        return f"entry {key!r} says neither where it is packed nor which array it is"
-    return None
-
-
-def meta_problems(meta) -> list[str]:
-    """What makes a decoded ``meta`` item unusable (empty when it is well-formed)."""
-    if not isinstance(meta, Mapping):
-        return [f"holds a {type(meta).__name__}, not a record"]
-    if meta.get("format") != FORMAT:
-        return [f"has format {meta.get('format')!r}, expected {FORMAT!r}"]
-    problems = []
-    kinds, values, items = meta.get("kinds"), meta.get("values"), meta.get("items")
-    if not isinstance(meta.get("save_id"), str):
-        problems.append("has no save id")
-    if not isinstance(kinds, Mapping) or not all(k in KINDS for k in kinds.values()):
-        return [*problems, "has no valid 'kinds' record"]
-    if not isinstance(values, Mapping) or not isinstance(items, Mapping):
-        return [*problems, "lacks its 'values' or 'items' record"]
-    for name, kind in kinds.items():
-        if kind == "value" and name not in values:
-            problems.append(f"has no value for {name!r}")
-        record = items.get(name) if kind != "value" else {}
-        if kind != "value" and not (
-            isinstance(record, Mapping)
-            and isinstance(record.get("entries"), Mapping)
-            and isinstance(record.get("packed"), Mapping)
-        ):
-            problems.append(f"has no array record for {name!r}")
-            continue
-        for key, entry in (record.get("entries") or {}).items():
-            if (problem := _entry_problem(key, entry)) is not None:
-                problems.append(f"{name!r}: {problem}")
-    return problems
-
-
-def read_json(path):
-    """A JSON file's value; OSError when unreadable, ValueError when not JSON."""
-    with open(path, "rb") as file:
-        return json.loads(file.read().decode("utf-8"))
+# -- reading ---------------------------------------------------------------------------------
 
 
 def restore_tree(record: dict, currents: dict) -> dict:
-    """The abstract orbax tree that reads one object's item onto ``currents``' shardings."""
-    tree = {"id": np.zeros(16, np.uint8)}
-    for dtype, length in record["packed"].items():
-        tree.setdefault("packed", {})[dtype] = np.zeros(length, jnp.dtype(dtype))
+    """The abstract orbax tree that reads one object's item onto ``currents``' shardings
+    (NumPy where the current array has none)."""
+    tree = host_tree(record)
     for key, entry in record["entries"].items():
-        if "array" not in entry:
-            continue
-        shape, dtype, current = tuple(entry["shape"]), jnp.dtype(entry["dtype"]), currents[key]
-        sharding = getattr(current, "sharding", None)
-        leaf = (
-            jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)
-            if sharding is not None
-            else np.empty(shape, dtype)
-        )
-        tree.setdefault("arrays", {})[entry["array"]] = leaf
+        sharding = getattr(currents[key], "sharding", None)
+        if "array" in entry and sharding is not None:
+            shape, dtype = tuple(entry["shape"]), jnp.dtype(entry["dtype"])
+            tree["arrays"][entry["array"]] = jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)
     return tree
-
-
-def unpack(record: dict, tree: dict, save_id: str) -> tuple[dict, list[str]]:
-    """``({key: array}, damaged keys)`` from a restored item, its digests checked; a
-    CheckpointPartError when the item belongs to another save."""
-    if bytes(np.asarray(tree["id"], np.uint8)).hex() != save_id:
-        raise ForeignItemError()
-    flat, problems, on_devices = {}, [], []
-    by_group: dict[str, list] = {}
-    for key, entry in record["entries"].items():
-        if "packed" in entry:
-            by_group.setdefault(entry["packed"][0], []).append(key)
-            continue
-        flat[key] = tree["arrays"][entry["array"]]
-        if isinstance(flat[key], jax.Array):
-            on_devices.append(key)
-    got = {}
-    for dtype, keys in by_group.items():
-        buffer = np.asarray(tree["packed"][dtype])
-        starts = np.array([record["entries"][k]["packed"][1] for k in keys], np.int64)
-        sizes = np.array([int(np.prod(record["entries"][k]["shape"])) for k in keys], np.int64)
-        if buffer.size < int(np.max(starts + sizes, initial=0)):
-            return {}, [f"(packed {dtype})"]
-        got.update(zip(keys, digest.packed_digests(buffer, starts, sizes), strict=True))
-        for key, start, size in zip(keys, starts, sizes, strict=True):
-            flat[key] = buffer[start : start + size].reshape(record["entries"][key]["shape"])
-    got.update(zip(on_devices, digest.device_digests([flat[k] for k in on_devices]), strict=True))
-    for key, value in flat.items():
-        if key not in got:
-            got[key] = digest.host_digest(value)
-        if got[key] != record["entries"][key]["digest"]:
-            problems.append(key)
-    return flat, problems

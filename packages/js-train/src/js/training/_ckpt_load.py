@@ -7,120 +7,36 @@ dtypes against it, the items of the named objects only (orbax restores each arra
 current sharding of the object's array), then the save id of each item and the digest of every
 array. Only then are the objects loaded: other stateful objects first (their own
 ``load_state_dict`` may still refuse), js's own last (already checked here in full).
+
+The reading half of the format (steps, ``which``, meta checks, save ids, digests, unpacking,
+the errors' wording) is js-nn's ``js.nn.checkpoint_format``, the one reader that
+``js.nn.read_checkpoint`` (an install without js-train) uses too; this module adds the strict
+check of several objects and the restore onto each array's current sharding.
 """
 
 from __future__ import annotations
 
-import logging
-import warnings
 from collections.abc import Mapping
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import orbax.checkpoint as ocp
 
-from ._checkpoint import _kinds, _live, _manager, _score
-from ._checks import is_int
-from ._ckpt_format import (
-    FORMAT,
+from js.nn.checkpoint_format import (
     CheckpointError,
-    ForeignItemError,
+    checked_item,
     item_name,
-    meta_problems,
-    read_json,
-    restore_tree,
-    unpack,
+    quiet_orbax,
+    read_meta,
+    read_metrics,
+    select_step,
+    steps_in,
+    unreadable_item,
 )
 
-
-def steps_in(path: Path) -> list[int]:
-    """The committed steps in ``path``: orbax renames a step's directory to its number only
-    when the step is complete."""
-    return sorted(int(p.name) for p in path.iterdir() if p.name.isdigit() and p.is_dir())
-
-
-def _others(steps: list[int], step: int) -> str:
-    rest = [s for s in steps if s != step]
-    if not rest:
-        return "save it again; no other step is present"
-    return f"load another step (which=...): steps {', '.join(map(str, rest))} are present"
-
-
-def _metrics(path: Path, step: int):
-    """A step's metrics, None when it has none; OSError/ValueError when unreadable."""
-    if not (path / str(step) / "metrics").exists():
-        return None
-    return read_json(path / str(step) / "metrics" / "metrics")
-
-
-def _best(path: Path, steps: list[int]) -> int:
-    scores, unreadable = {}, []
-    for step in steps:
-        try:
-            metrics = _metrics(path, step)
-        except (OSError, ValueError):
-            unreadable.append(step)
-            continue
-        if metrics is not None:
-            scores[step] = _score(metrics)
-    if unreadable:
-        warnings.warn(
-            f"load_checkpoint({str(path)!r}): the metrics of steps {unreadable} cannot be read; "
-            "they were skipped when choosing the best step",
-            stacklevel=3,
-        )
-    if not scores:
-        return steps[-1]
-    return max(scores, key=lambda step: (scores[step], step))  # ties: the later step
-
-
-def _select(path: Path, steps: list[int], which) -> int:
-    if not steps:
-        raise FileNotFoundError(f"load_checkpoint: no complete checkpoint in {path}")
-    if which == "best":
-        return _best(path, steps)
-    if which == "last":
-        return steps[-1]
-    if is_int(which):
-        if int(which) not in steps:
-            raise ValueError(f"load_checkpoint: no step {int(which)} in {path}; steps: {steps}")
-        return int(which)
-    raise ValueError(
-        f"load_checkpoint which must be 'best', 'last' or a step number, got {which!r}"
-    )
-
-
-def read_meta(path: Path, step: int, steps: list[int]) -> dict:
-    """The step's checked ``meta`` record, or a CheckpointError naming what is wrong."""
-    file = path / str(step) / "meta" / "metadata"
-    try:
-        meta = read_json(file)
-    except FileNotFoundError:
-        raise CheckpointError(
-            path,
-            step,
-            "the metadata file meta/metadata",
-            "is missing (this step holds no js checkpoint)",
-            _others(steps, step),
-        ) from None
-    except (OSError, ValueError) as error:
-        raise CheckpointError(
-            path,
-            step,
-            "the metadata file meta/metadata",
-            f"cannot be read ({type(error).__name__}: {error})",
-            _others(steps, step),
-        ) from None
-    problems = meta_problems(meta)
-    if problems:
-        fix = _others(steps, step)
-        if isinstance(meta, Mapping) and meta.get("format") not in (None, FORMAT):
-            fix = f"load it with the js release that wrote it, or {fix}"
-        raise CheckpointError(
-            path, step, "the metadata file meta/metadata", "; ".join(problems), fix
-        )
-    return meta
+from ._checkpoint import _kinds, _live, _manager
+from ._ckpt_digest import device_digests
+from ._ckpt_format import restore_tree
 
 
 def _problems(ours: dict, current: dict, meta: dict) -> list[str]:
@@ -158,64 +74,15 @@ def _problems(ours: dict, current: dict, meta: dict) -> list[str]:
     return problems
 
 
-@contextmanager
-def _quiet_orbax():
-    """orbax logs (and asyncio prints) the tracebacks of a failed read before raising; the
-    CheckpointError we raise says it once, readably."""
-    loggers = [logging.getLogger(name) for name in ("absl", "orbax", "asyncio")]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.CRITICAL + 1)
-    try:
-        yield
-    finally:
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
-
-
 def _restore(manager, where: tuple, name: str, record: dict, currents: dict) -> dict:
     """One object's item as orbax restores it onto ``currents``' shardings."""
-    path, step, steps = where
     item = item_name(name)
     args = ocp.args.Composite(**{item: ocp.args.StandardRestore(restore_tree(record, currents))})
     try:
-        with _quiet_orbax():
-            return manager.restore(step, args=args)[item]
+        with quiet_orbax():
+            return manager.restore(where[1], args=args)[item]
     except Exception as error:  # orbax/tensorstore raise many types for one cause
-        text = str(error).splitlines()[0][:300] if str(error) else ""
-        raise CheckpointError(
-            path,
-            step,
-            f"item {item!r} (the arrays of {name!r})",
-            f"cannot be read ({type(error).__name__}: {text})",
-            _others(steps, step),
-        ) from None
-
-
-def _checked(where: tuple, name: str, record: dict, tree: dict, save_id: str) -> dict:
-    """The item's ``{key: array}`` once its save id and every digest are checked."""
-    path, step, steps = where
-    try:
-        flat, damaged = unpack(record, tree, save_id)
-    except ForeignItemError:
-        raise CheckpointError(
-            path,
-            step,
-            f"item {item_name(name)!r}",
-            "belongs to another save (its save id is not "
-            "the one in the step's meta/metadata): the step mixes two saves",
-            _others(steps, step),
-        ) from None
-    if damaged:
-        listed = ", ".join(f"'{name}.{key}'" for key in damaged)
-        raise CheckpointError(
-            path,
-            step,
-            f"{'array' if len(damaged) == 1 else 'arrays'} {listed}",
-            "does not match its recorded digest: the checkpoint is damaged",
-            _others(steps, step),
-        )
-    return flat
+        raise unreadable_item(where, name, error) from None
 
 
 def _read_items(path: Path, step: int, steps: list[int], meta: dict, current: dict) -> dict:
@@ -226,7 +93,7 @@ def _read_items(path: Path, step: int, steps: list[int], meta: dict, current: di
         for name, currents in current.items():
             record = meta["items"][name]
             tree = _restore(manager, where, name, record, currents)
-            flat[name] = _checked(where, name, record, tree, meta["save_id"])
+            flat[name] = checked_item(where, name, record, tree, meta["save_id"], device_digests)
     finally:
         manager.close()
     return flat
@@ -279,7 +146,7 @@ def load_checkpoint(path, objects: Mapping, which="best") -> dict:
         raise FileNotFoundError(f"load_checkpoint: no checkpoint directory at {path}")
     ours = _kinds(objects)
     steps = steps_in(path)
-    step = _select(path, steps, which)
+    step = select_step(path, steps, which)
     meta = read_meta(path, step, steps)
     current = {name: _live(name, obj) for name, obj in objects.items() if ours[name] != "value"}
     problems = _problems(ours, current, meta)
@@ -317,7 +184,7 @@ def _is_optimizer(obj) -> bool:
 def _step_info(path: Path, step: int, steps: list[int]) -> dict:
     info = {"step": step, "metrics": None, "objects": {}, "problem": None}
     try:
-        metrics = _metrics(path, step)
+        metrics = read_metrics(path, step)
         if metrics is not None:
             info["metrics"] = {k: v for k, v in metrics.items() if k != "_score"}
     except (OSError, ValueError, AttributeError) as error:

@@ -1,8 +1,9 @@
 """export_weights: a checkpoint's model as a safetensors weight file, for js-nn-only installs.
 
-The file is written by ``js.nn.save_weights`` (layout ``'js'``), so ``js.nn.load_weights``
-reads it with neither js-train nor orbax installed. The arrays are read with this package's
-checkpoint reader; no model object is needed.
+The arrays are read, verified (save id, digests), by ``js.nn.read_checkpoint``, the one host
+reader of the checkpoint format, and the file is written by ``js.nn.save_weights`` (layout
+``'js'``), so ``js.nn.load_weights`` reads it with neither js-train nor orbax installed. No
+model object is needed.
 """
 
 from __future__ import annotations
@@ -10,32 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-import numpy as np
-import orbax.checkpoint as ocp
-
 import js.nn as nn
-
-from ._checkpoint import FORMAT, _manager, _select
-
-
-def _model_arrays(path: Path, which, name: str) -> tuple[int, dict[str, np.ndarray]]:
-    manager = _manager(path)
-    try:
-        step = _select(manager, path, which)
-        meta = manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
-        meta = meta["meta"] or {}
-        kinds = meta.get("kinds", {})
-        if meta.get("format") != FORMAT or kinds.get(name) != "module":
-            modules = sorted(key for key, kind in kinds.items() if kind == "module")
-            raise KeyError(
-                f"export_weights: {path}/{step} holds no model entry {name!r} (module entries: "
-                f"{modules}). Fix: pass name= one of those"
-            )
-        args = ocp.args.Composite(state=ocp.args.StandardRestore())
-        state = manager.restore(step, args=args)["state"][name]
-    finally:
-        manager.close()
-    return step, {key: np.asarray(value) for key, value in state.items()}
 
 
 def export_weights(
@@ -46,7 +22,7 @@ def export_weights(
     name: str = "model",
     metadata: Mapping[str, str] | None = None,
 ) -> int:
-    """Write the model entry of a checkpoint as the safetensors weight file ``path``.
+    """Write the entry ``name`` (the model) of a checkpoint as the safetensors file ``path``.
 
     Args:
         ckpt_dir: a directory written by ``save_checkpoint`` or ``ModelCheckpoint``.
@@ -55,7 +31,8 @@ def export_weights(
         name: the checkpoint entry holding the model (``'model'`` for a ``Task``).
         metadata: extra ``{str: str}`` for the header; ``'step'`` is added.
 
-    Returns the step exported. Load the file with ``js.nn.load_weights(model, path)``.
+    Returns the step exported. Load the file with ``js.nn.load_weights(model, path)``. A
+    damaged step raises :class:`CheckpointError` and writes nothing.
 
     Example:
         >>> import os, tempfile, js, js.nn as nn
@@ -75,6 +52,6 @@ def export_weights(
             f"export_weights: no checkpoint directory at {ckpt_dir}. Fix: pass the "
             "directory given to ModelCheckpoint or save_checkpoint"
         )
-    step, arrays = _model_arrays(ckpt_dir, which, name)
+    step, arrays = nn.read_checkpoint(ckpt_dir, name=name, which=which)
     nn.save_weights(arrays, path, metadata={**(metadata or {}), "step": str(step)})
     return step
