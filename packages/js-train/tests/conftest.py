@@ -13,6 +13,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from js_train_testing import MLP, blobs, make_optimizer  # noqa: E402
 
+# A child-process script that runs at import (it joins a 2-process job): --doctest-modules
+# (tools/run_suite.py) must not import it.
+collect_ignore = ["multiprocess_checkpoint_script.py"]
+
 
 @pytest.fixture
 def data():

@@ -109,6 +109,11 @@ def test_a_damaged_checkpoint_is_refused_by_both_readers(tmp_path, route):
         r"checkpoint is damaged\. Fix: load another step \(which=\.\.\.\): steps 1 are",
     ):
         nn.load_weights(model, path, step=0)
+    (path / "0" / "state_model" / "_METADATA").write_text("{not json")
+    with pytest.raises(
+        CheckpointError, match=r"step 0: item 'state_model' \(the arrays of 'model'\) cannot be"
+    ):
+        nn.load_weights(model, path, step=0)
     for key, value in model.state_dict().items():
         np.testing.assert_array_equal(value, before[key])
 

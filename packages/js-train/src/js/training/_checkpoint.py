@@ -7,7 +7,8 @@ subdirectory ``path/<step>/`` holding one orbax item per stateful object (model,
 item (the kinds of the objects, plain values such as the epoch, and a shape, dtype and content
 digest per array, with a random save id shared by all items) and, for ModelCheckpoint, the
 epoch's ``metrics``. The layout is in ``_ckpt_format``, the digests in ``_ckpt_digest``, the
-writer lock in ``_ckpt_lock``.
+writer lock in ``_ckpt_lock``; the reading half of the format (shared with js-nn's
+``read_checkpoint``) in ``js.nn.checkpoint_format``.
 
 Promises. Nothing is pickled. A step becomes visible by an atomic rename when complete, so a
 process killed during a save leaves the previous steps intact. One writer at a time holds the
