@@ -11,7 +11,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ._harness import Variant, js_program, program_bytes
+from ._harness import Variant, js_program, program_bytes, program_flops
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 LR = 1e-3
@@ -71,7 +71,9 @@ def jax_variant(loss_fn, params, batch, *, extra=None) -> Variant:
         state[:] = new
         return loss
 
-    return Variant(step=run, memory=lambda: program_bytes(step.lower(*state, *batch).compile()))
+    compiled = functools.cache(lambda: step.lower(*state, *batch).compile())
+    return Variant(step=run, memory=lambda: program_bytes(compiled()),
+                   flops=lambda: program_flops(compiled()))
 
 
 def nnx_variant(model, loss_fn, batch) -> Variant:
