@@ -25,7 +25,7 @@ from js.nn.attention import causal_mask
 
 from . import _common as C
 from ._harness import Variant
-from ._transformer import _ln
+from ._transformer import _ln, attention_before
 
 VOCAB = 65
 
@@ -63,8 +63,7 @@ class GPT(js.Module):
         return self.head(self.ln_f(x))  # [B, T, V]
 
 
-@js.jit
-def js_step(model, optimizer, x, y, mask):
+def js_step_fn(model, optimizer, x, y, mask):
     def loss_fn(model):
         logits = model(x, mask)
         return losses.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1))
@@ -72,6 +71,9 @@ def js_step(model, optimizer, x, y, mask):
     loss, grads = js.value_and_grad(loss_fn)(model)
     optimizer.step(grads)
     return loss
+
+
+js_step = js.jit(js_step_fn)
 
 
 # -- hand-written: the same network over js's parameter paths.
@@ -172,6 +174,10 @@ def variants(layers=4, heads=4, dim=128, context=128, batch=16) -> dict[str, Var
         "jax (dot_product_attention)": C.jax_variant(loss(_attention_fused),
                                                      C.param_dict(model), (x, y, mask)),
     }
+    old = GPT(layers, heads, dim, context, rngs=js.Rngs(params=0))
+    out["js (attention before)"] = attention_before(C.js_variant(
+        js.jit(js_step_fn), old, js.optim.Adam(old.parameters(), lr=C.LR),
+        *(jnp.asarray(a) for a in (x, y, mask))))
     if C.HAVE_TORCH:
         C.torch_manual_seed()
         out["torch"] = C.torch_variant(_torch_model(layers, heads, dim, context), _torch_loss,

@@ -18,7 +18,7 @@ import js.nn as nn
 import js.optim
 
 from . import _common as C
-from ._cnn import _bn
+from ._cnn import _bn, batch_norm_before
 from ._harness import Variant
 
 CLASSES = 10
@@ -77,14 +77,16 @@ class ResNet18(js.Module):
         return self.fc(self.pool(x).reshape(x.shape[0], -1))  # [B, 10]
 
 
-@js.jit
-def js_step(model, optimizer, x, y):
+def js_step_fn(model, optimizer, x, y):
     def loss_fn(model):
         return losses.cross_entropy(model(x), y)
 
     loss, grads = js.value_and_grad(loss_fn)(model)
     optimizer.step(grads)
     return loss
+
+
+js_step = js.jit(js_step_fn)
 
 
 # -- hand-written: NCHW/OIHW like the js layers; BatchNorm statistics threaded as extra state.
@@ -168,6 +170,10 @@ def variants(batch: int, size: int = 32, width: int = 64) -> dict[str, Variant]:
                            jnp.asarray(x), jnp.asarray(y)),
         "jax": C.jax_variant(jax_loss, params, (x, y), extra=stats),
     }
+    old = ResNet18(width, rngs=js.Rngs(params=0))
+    out["js (BatchNorm before)"] = batch_norm_before(C.js_variant(
+        js.jit(js_step_fn), old, js.optim.Adam(old.parameters(), lr=C.LR), jnp.asarray(x),
+        jnp.asarray(y)))
     if C.HAVE_TORCH:
         C.torch_manual_seed()
         out["torch"] = C.torch_variant(_torch_model(width), _torch_loss, (x, y))
