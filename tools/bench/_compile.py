@@ -122,10 +122,14 @@ def _median(rows: list[dict]) -> dict:
     return out
 
 
-def main(repeats: int = 3) -> int:
+def measure(repeats: int = 3, only: str | None = None) -> dict[str, dict[str, dict]]:
+    """``{workload: {"js.jit": phases, "jax.jit": phases}}``, medians of fresh compilations."""
     import js
 
+    out = {}
     for name, build in workloads():
+        if only and only.lower() not in name.lower():
+            continue
         runs: dict[str, list[dict]] = {"js.jit": [], "jax.jit": []}
         for r in range(repeats):  # alternate the order: the process warms up as it goes
             for variant in (("js.jit", "jax.jit") if r % 2 == 0 else ("jax.jit", "js.jit")):
@@ -135,7 +139,12 @@ def main(repeats: int = 3) -> int:
                     runs[variant].append(_js_phases(js.jit(step_fn), js_args))
                 else:
                     runs[variant].append(_phases(*_hand_written(loss_fn, params, batch)))
-        rows = {v: _median(rs) for v, rs in runs.items()}
+        out[name] = {v: _median(rs) for v, rs in runs.items()}
+    return out
+
+
+def main(repeats: int = 3) -> int:
+    for name, rows in measure(repeats).items():
         print(f"## {name} (median of {repeats} fresh compilations each)")
         for variant, row in rows.items():
             total = sum(row.get(k, 0.0) for k in ("flatten", "trace", "lower", "compile"))
