@@ -53,8 +53,16 @@ def _by_package(profile) -> dict:
     stats = pstats.Stats(profile)
     totals: dict[str, float] = defaultdict(float)
     for (filename, _, _), (_, _, own, _, _) in stats.stats.items():
-        for package in ("js/", "flax/nnx", "optax", "jax/_src/interpreters", "jax/_src/lax",
-                        "jax/_src/numpy", "jax/_src", "tools/bench"):
+        for package in (
+            "js/",
+            "flax/nnx",
+            "optax",
+            "jax/_src/interpreters",
+            "jax/_src/lax",
+            "jax/_src/numpy",
+            "jax/_src",
+            "tools/bench",
+        ):
             if package in filename:
                 totals[package] += own
                 break
@@ -76,8 +84,12 @@ def workloads():
         sizes, batch = (10, 16, 16, 4), 8
         x, y = C.classes(0, batch, sizes[0], sizes[-1])
         model = _mlp.js_model(sizes)
-        js_args = (model, js.optim.Adam(model.parameters(), lr=C.LR), jnp.asarray(x),
-                   jnp.asarray(y))
+        js_args = (
+            model,
+            js.optim.Adam(model.parameters(), lr=C.LR),
+            jnp.asarray(x),
+            jnp.asarray(y),
+        )
         return _mlp.js_step_fn, js_args, _mlp._jax_loss, C.param_arrays(model), (x, y)
 
     def transformer():
@@ -86,10 +98,18 @@ def workloads():
         x, y = (rng.standard_normal((batch, steps, dim)).astype(np.float32) for _ in range(2))
         mask = np.asarray(_transformer.causal_mask(steps))
         model = _transformer.Block(dim, rngs=js.Rngs(params=0))
-        js_args = (model, js.optim.Adam(model.parameters(), lr=C.LR),
-                   *(jnp.asarray(a) for a in (x, y, mask)))
-        return (_transformer.js_step_fn, js_args, _transformer._jax_loss, C.param_dict(model),
-                (x, y, mask))
+        js_args = (
+            model,
+            js.optim.Adam(model.parameters(), lr=C.LR),
+            *(jnp.asarray(a) for a in (x, y, mask)),
+        )
+        return (
+            _transformer.js_step_fn,
+            js_args,
+            _transformer._jax_loss,
+            C.param_dict(model),
+            (x, y, mask),
+        )
 
     yield "tiny MLP", mlp
     yield "transformer block", transformer
@@ -132,7 +152,7 @@ def measure(repeats: int = 3, only: str | None = None) -> dict[str, dict[str, di
             continue
         runs: dict[str, list[dict]] = {"js.jit": [], "jax.jit": []}
         for r in range(repeats):  # alternate the order: the process warms up as it goes
-            for variant in (("js.jit", "jax.jit") if r % 2 == 0 else ("jax.jit", "js.jit")):
+            for variant in ("js.jit", "jax.jit") if r % 2 == 0 else ("jax.jit", "js.jit"):
                 jax.clear_caches()
                 step_fn, js_args, loss_fn, params, batch = build()
                 if variant == "js.jit":
@@ -148,12 +168,16 @@ def main(repeats: int = 3) -> int:
         print(f"## {name} (median of {repeats} fresh compilations each)")
         for variant, row in rows.items():
             total = sum(row.get(k, 0.0) for k in ("flatten", "trace", "lower", "compile"))
-            phases = "  ".join(f"{k} {row[k]:.3f}" for k in ("flatten", "trace", "lower",
-                                                              "compile") if k in row)
-            print(f"{variant:8s} total {total:.3f} s: {phases}  (StableHLO {row['hlo_lines']} "
-                  "lines)")
-        print("js trace (profiled, so slower), own time by package (s):",
-              rows["js.jit"]["trace_by_package"])
+            phases = "  ".join(
+                f"{k} {row[k]:.3f}" for k in ("flatten", "trace", "lower", "compile") if k in row
+            )
+            print(
+                f"{variant:8s} total {total:.3f} s: {phases}  (StableHLO {row['hlo_lines']} lines)"
+            )
+        print(
+            "js trace (profiled, so slower), own time by package (s):",
+            rows["js.jit"]["trace_by_package"],
+        )
     return 0
 
 

@@ -96,8 +96,10 @@ def _block(p, x, mask, heads, prefix, attend):
     B, T, D = x.shape
     h = _ln(x, p[f"{prefix}.ln1.weight"], p[f"{prefix}.ln1.bias"])
     qkv = h @ p[f"{prefix}.attn.in_proj_weight"].T + p[f"{prefix}.attn.in_proj_bias"]
-    q, k, v = (a.reshape(B, T, heads, D // heads).transpose(0, 2, 1, 3)  # [B, h, T, d]
-               for a in jnp.split(qkv, 3, axis=-1))
+    q, k, v = (
+        a.reshape(B, T, heads, D // heads).transpose(0, 2, 1, 3)  # [B, h, T, d]
+        for a in jnp.split(qkv, 3, axis=-1)
+    )
     a = attend(q, k, v, mask).transpose(0, 2, 1, 3).reshape(B, T, D)
     x = x + a @ p[f"{prefix}.attn.out_proj.weight"].T + p[f"{prefix}.attn.out_proj.bias"]
     h = _ln(x, p[f"{prefix}.ln2.weight"], p[f"{prefix}.ln2.bias"])
@@ -128,8 +130,10 @@ def _torch_model(layers, heads, dim, context):
 
         def forward(self, x):
             B, T, D = x.shape
-            q, k, v = (a.view(B, T, heads, D // heads).transpose(1, 2)
-                       for a in self.c_attn(self.ln1(x)).split(D, dim=2))
+            q, k, v = (
+                a.view(B, T, heads, D // heads).transpose(1, 2)
+                for a in self.c_attn(self.ln1(x)).split(D, dim=2)
+            )
             a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             x = x + self.c_proj(a.transpose(1, 2).reshape(B, T, D))
             return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
@@ -151,8 +155,9 @@ def _torch_model(layers, heads, dim, context):
 def _torch_loss(model, x, y):
     import torch
 
-    return torch.nn.functional.cross_entropy(model(x.long()).reshape(-1, VOCAB),
-                                             y.long().reshape(-1))
+    return torch.nn.functional.cross_entropy(
+        model(x.long()).reshape(-1, VOCAB), y.long().reshape(-1)
+    )
 
 
 def variants(layers=4, heads=4, dim=128, context=128, batch=16) -> dict[str, Variant]:
@@ -164,22 +169,34 @@ def variants(layers=4, heads=4, dim=128, context=128, batch=16) -> dict[str, Var
     params = C.param_dict(model)
 
     def loss(attend):
-        return lambda p, e, x, y, m: jax_loss(p, e, x, y, m, layers=layers, heads=heads,
-                                              attend=attend)
+        return lambda p, e, x, y, m: jax_loss(
+            p, e, x, y, m, layers=layers, heads=heads, attend=attend
+        )
 
     out = {
-        "js": C.js_variant(js_step, model, js.optim.Adam(model.parameters(), lr=C.LR),
-                           *(jnp.asarray(a) for a in (x, y, mask))),
+        "js": C.js_variant(
+            js_step,
+            model,
+            js.optim.Adam(model.parameters(), lr=C.LR),
+            *(jnp.asarray(a) for a in (x, y, mask)),
+        ),
         "jax": C.jax_variant(loss(_attention_matmul), params, (x, y, mask)),
-        "jax (dot_product_attention)": C.jax_variant(loss(_attention_fused),
-                                                     C.param_dict(model), (x, y, mask)),
+        "jax (dot_product_attention)": C.jax_variant(
+            loss(_attention_fused), C.param_dict(model), (x, y, mask)
+        ),
     }
     old = GPT(layers, heads, dim, context, rngs=js.Rngs(params=0))
-    out["js (attention before)"] = attention_before(C.js_variant(
-        js.jit(js_step_fn), old, js.optim.Adam(old.parameters(), lr=C.LR),
-        *(jnp.asarray(a) for a in (x, y, mask))))
+    out["js (attention before)"] = attention_before(
+        C.js_variant(
+            js.jit(js_step_fn),
+            old,
+            js.optim.Adam(old.parameters(), lr=C.LR),
+            *(jnp.asarray(a) for a in (x, y, mask)),
+        )
+    )
     if C.HAVE_TORCH:
         C.torch_manual_seed()
-        out["torch"] = C.torch_variant(_torch_model(layers, heads, dim, context), _torch_loss,
-                                       (x, y))
+        out["torch"] = C.torch_variant(
+            _torch_model(layers, heads, dim, context), _torch_loss, (x, y)
+        )
     return out

@@ -32,8 +32,10 @@ def peak(n: int = 2048, repeats: int = 5) -> dict:
     flops = 2.0 * n**3
     ja, jb = jnp.asarray(a), jnp.asarray(b)
     matmul = jax.jit(jnp.matmul)
-    out = {"n": n, "jnp_gflops": flops / _best(lambda: matmul(ja, jb).block_until_ready(),
-                                               repeats) / 1e9}
+    out = {
+        "n": n,
+        "jnp_gflops": flops / _best(lambda: matmul(ja, jb).block_until_ready(), repeats) / 1e9,
+    }
     if C.HAVE_TORCH:
         import torch
 

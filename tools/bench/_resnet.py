@@ -48,7 +48,8 @@ class BasicBlock(js.Module):
         self.downsample = nn.Identity()
         if stride != 1 or cin != cout:
             self.downsample = nn.Sequential(
-                nn.Conv2d(cin, cout, 1, stride, bias=False, rngs=rngs), nn.BatchNorm2d(cout))
+                nn.Conv2d(cin, cout, 1, stride, bias=False, rngs=rngs), nn.BatchNorm2d(cout)
+            )
 
     def forward(self, x):
         h = jax.nn.relu(self.bn1(self.conv1(x)))
@@ -65,9 +66,11 @@ class ResNet18(js.Module):
         stages: dict[str, list] = {}
         for path, cin, cout, stride in plan(width):
             stages.setdefault(path.split(".")[0], []).append(
-                BasicBlock(cin, cout, stride, rngs=rngs))
+                BasicBlock(cin, cout, stride, rngs=rngs)
+            )
         self.layer1, self.layer2, self.layer3, self.layer4 = (
-            nn.Sequential(*stages[f"layer{i}"]) for i in range(1, 5))
+            nn.Sequential(*stages[f"layer{i}"]) for i in range(1, 5)
+        )
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.fc = nn.Linear(8 * width, CLASSES, rngs=rngs)
 
@@ -94,13 +97,15 @@ js_step = js.jit(js_step_fn)
 
 def _conv(x, w, stride: int):
     pad = w.shape[-1] // 2
-    return jax.lax.conv_general_dilated(x, w, (stride, stride), [(pad, pad)] * 2,
-                                        dimension_numbers=("NCHW", "OIHW", "NCHW"))
+    return jax.lax.conv_general_dilated(
+        x, w, (stride, stride), [(pad, pad)] * 2, dimension_numbers=("NCHW", "OIHW", "NCHW")
+    )
 
 
 def _conv_bn(p, stats, x, conv: str, bn: str, stride: int):
-    y, stats[bn] = _bn(_conv(x, p[f"{conv}.weight"], stride), p[f"{bn}.weight"],
-                       p[f"{bn}.bias"], *stats[bn])
+    y, stats[bn] = _bn(
+        _conv(x, p[f"{conv}.weight"], stride), p[f"{bn}.weight"], p[f"{bn}.bias"], *stats[bn]
+    )
     return y
 
 
@@ -120,9 +125,14 @@ def forward(p, stats, x, width: int):
 
 def _stats(model) -> dict:
     buffers = dict(model.named_buffers())
-    return {path[: -len(".running_mean")]: (jnp.array(buffers[path].value),
-                                            jnp.array(buffers[path[:-4] + "var"].value))
-            for path in buffers if path.endswith(".running_mean")}
+    return {
+        path[: -len(".running_mean")]: (
+            jnp.array(buffers[path].value),
+            jnp.array(buffers[path[:-4] + "var"].value),
+        )
+        for path in buffers
+        if path.endswith(".running_mean")
+    }
 
 
 def _torch_model(width: int):
@@ -137,17 +147,23 @@ def _torch_model(width: int):
             self.bn2 = tnn.BatchNorm2d(cout)
             self.downsample = tnn.Identity()
             if stride != 1 or cin != cout:
-                self.downsample = tnn.Sequential(tnn.Conv2d(cin, cout, 1, stride, bias=False),
-                                                 tnn.BatchNorm2d(cout))
+                self.downsample = tnn.Sequential(
+                    tnn.Conv2d(cin, cout, 1, stride, bias=False), tnn.BatchNorm2d(cout)
+                )
 
         def forward(self, x):
             h = self.bn1(self.conv1(x)).relu()
             return (self.bn2(self.conv2(h)) + self.downsample(x)).relu()
 
     return tnn.Sequential(
-        tnn.Conv2d(3, width, 3, 1, 1, bias=False), tnn.BatchNorm2d(width), tnn.ReLU(),
+        tnn.Conv2d(3, width, 3, 1, 1, bias=False),
+        tnn.BatchNorm2d(width),
+        tnn.ReLU(),
         *[Block(cin, cout, stride) for _, cin, cout, stride in plan(width)],
-        tnn.AdaptiveAvgPool2d(1), tnn.Flatten(), tnn.Linear(8 * width, CLASSES))
+        tnn.AdaptiveAvgPool2d(1),
+        tnn.Flatten(),
+        tnn.Linear(8 * width, CLASSES),
+    )
 
 
 def _torch_loss(model, x, y):
@@ -166,14 +182,25 @@ def variants(batch: int, size: int = 32, width: int = 64) -> dict[str, Variant]:
         return C.cross_entropy(logits, y), stats
 
     out = {
-        "js": C.js_variant(js_step, model, js.optim.Adam(model.parameters(), lr=C.LR),
-                           jnp.asarray(x), jnp.asarray(y)),
+        "js": C.js_variant(
+            js_step,
+            model,
+            js.optim.Adam(model.parameters(), lr=C.LR),
+            jnp.asarray(x),
+            jnp.asarray(y),
+        ),
         "jax": C.jax_variant(jax_loss, params, (x, y), extra=stats),
     }
     old = ResNet18(width, rngs=js.Rngs(params=0))
-    out["js (BatchNorm before)"] = batch_norm_before(C.js_variant(
-        js.jit(js_step_fn), old, js.optim.Adam(old.parameters(), lr=C.LR), jnp.asarray(x),
-        jnp.asarray(y)))
+    out["js (BatchNorm before)"] = batch_norm_before(
+        C.js_variant(
+            js.jit(js_step_fn),
+            old,
+            js.optim.Adam(old.parameters(), lr=C.LR),
+            jnp.asarray(x),
+            jnp.asarray(y),
+        )
+    )
     if C.HAVE_TORCH:
         C.torch_manual_seed()
         out["torch"] = C.torch_variant(_torch_model(width), _torch_loss, (x, y))

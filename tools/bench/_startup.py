@@ -78,8 +78,14 @@ PHASES = ("imports", "build", "first step", "first validation")
 
 def _run(code: str, *args: str) -> list[float]:
     env = {k: v for k, v in os.environ.items() if k != "JS_COMPILATION_CACHE"}
-    done = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if done.returncode:
         raise RuntimeError(done.stderr[-3000:])
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -87,8 +93,11 @@ def _run(code: str, *args: str) -> list[float]:
 
 def measure() -> dict[str, list[float]]:
     cache = tempfile.mkdtemp(prefix="js-startup-cache-")
-    rows = {"js, no cache": _run(_JS, "none"), "js, cold cache": _run(_JS, cache),
-            "js, warm cache": _run(_JS, cache)}
+    rows = {
+        "js, no cache": _run(_JS, "none"),
+        "js, cold cache": _run(_JS, cache),
+        "js, warm cache": _run(_JS, cache),
+    }
     try:
         import torch  # noqa: F401
 
