@@ -151,14 +151,18 @@ def measure(repeats: int = 3, only: str | None = None) -> dict[str, dict[str, di
         if only and only.lower() not in name.lower():
             continue
         runs: dict[str, list[dict]] = {"js.jit": [], "jax.jit": []}
-        for r in range(repeats):  # alternate the order: the process warms up as it goes
+        # Round 0 warms the process up (XLA's first compilations are slower) and is dropped;
+        # then the order alternates.
+        for r in range(repeats + 1):
             for variant in ("js.jit", "jax.jit") if r % 2 == 0 else ("jax.jit", "js.jit"):
                 jax.clear_caches()
                 step_fn, js_args, loss_fn, params, batch = build()
                 if variant == "js.jit":
-                    runs[variant].append(_js_phases(js.jit(step_fn), js_args))
+                    row = _js_phases(js.jit(step_fn), js_args)
                 else:
-                    runs[variant].append(_phases(*_hand_written(loss_fn, params, batch)))
+                    row = _phases(*_hand_written(loss_fn, params, batch))
+                if r:
+                    runs[variant].append(row)
         out[name] = {v: _median(rs) for v, rs in runs.items()}
     return out
 
