@@ -10,9 +10,7 @@ closed form PyTorch and cuDNN use,
     dweight = sum(dy * xhat),  dbias = sum(dy),
 
 three reductions and one elementwise pass, where autodiff of the two-pass forward emits about
-twice as many passes over ``x``. Measured on the CPU (XLA, one core), forward and backward of
-BatchNorm + ReLU on [32, 64, 32, 32]: 141 ms -> 41 ms (PyTorch 46 ms); on [64, 32, 28, 28]:
-38 -> 25 ms. See docs/benchmarks.md.
+twice as many passes over ``x`` (2-3x slower on XLA:CPU; measured in docs/benchmarks.md).
 """
 
 from __future__ import annotations
