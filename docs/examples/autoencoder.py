@@ -44,7 +44,11 @@ class ReconstructionTask(Task):
 def main(argv=None) -> float:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fast", action="store_true", help="a short smoke run")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="compile every program afresh (no persistent compilation cache)")
     args = parser.parse_args(argv)
+    if not args.no_cache:
+        js.enable_compilation_cache()  # the next run loads its programs from ~/.cache/js/jax
     x = (load_digits().data / 16.0).astype(np.float32)  # [1797, 64] in [0, 1]
     order = np.random.default_rng(0).permutation(len(x))
     train, val = x[order[:1500]], x[order[1500:]]

@@ -4,11 +4,13 @@
     python docs/examples/digits.py --resume --epochs 20   # continue from the last checkpoint
     python docs/examples/digits.py --overwrite            # start again in the same directory
     python docs/examples/digits.py --fast                 # 2 epochs, for the test suite
+    python docs/examples/digits.py --no-cache             # without the compilation cache
 
 Writes ``<out>/checkpoints/`` (best by val/loss, and the last), ``<out>/metrics.csv`` and
 ``<out>/curves.png`` (default ``runs/digits``). A non-empty ``<out>`` holds an earlier run: it is
 refused unless ``--resume`` continues it or ``--overwrite`` replaces it. The data ships with
-scikit-learn: nothing is downloaded.
+scikit-learn: nothing is downloaded. Compiled programs are cached in ``~/.cache/js/jax``
+(``js.enable_compilation_cache``), so a second run loads them instead of compiling.
 """
 
 from __future__ import annotations
@@ -82,7 +84,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier run in --out instead of refusing")
     parser.add_argument("--fast", action="store_true", help="a 2-epoch smoke run")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="compile every program afresh (no persistent compilation cache)")
     args = parser.parse_args(argv)
+    if not args.no_cache:
+        js.enable_compilation_cache()  # the next run loads its programs from ~/.cache/js/jax
     epochs = args.epochs or (2 if args.fast else 15)
     started = time.perf_counter()
     out = Path(args.out)

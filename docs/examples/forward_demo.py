@@ -38,6 +38,7 @@ class MLP(js.Module):
 
 
 def main() -> None:
+    js.enable_compilation_cache()  # reused by the next run; JS_COMPILATION_CACHE=0 turns it off
     model = MLP(rngs=js.Rngs(params=0))
     print(model)
     x = jax.random.normal(jax.random.key(1), (8, 64))  # [B=8, 64]

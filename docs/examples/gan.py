@@ -41,7 +41,11 @@ def mlp(sizes, rngs):
 def main(argv=None) -> float:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fast", action="store_true", help="a short smoke run")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="compile every program afresh (no persistent compilation cache)")
     args = parser.parse_args(argv)
+    if not args.no_cache:
+        js.enable_compilation_cache()  # the next run loads its programs from ~/.cache/js/jax
     rngs = js.Rngs(params=0, noise=1)
     generator = mlp([LATENT, 64, 64, 2], rngs)  # z [B, 4] -> point [B, 2]
     discriminator = mlp([2, 64, 64, 1], rngs)  # point [B, 2] -> logit [B, 1]

@@ -48,7 +48,11 @@ def windows(series: np.ndarray, width: int):
 def main(argv=None) -> float:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fast", action="store_true", help="a short smoke run")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="compile every program afresh (no persistent compilation cache)")
     args = parser.parse_args(argv)
+    if not args.no_cache:
+        js.enable_compilation_cache()  # the next run loads its programs from ~/.cache/js/jax
     t = np.arange(1200 if not args.fast else 400)
     rng = np.random.default_rng(0)
     series = np.sin(2 * np.pi * t / 50) + 0.5 * np.sin(2 * np.pi * t / 17) + 0.1 * rng.normal(

@@ -75,7 +75,11 @@ def trainer_epochs(train, epochs: int) -> list[float]:
 def main(argv=None) -> float:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fast", action="store_true", help="3 epochs instead of 8")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="compile every program afresh (no persistent compilation cache)")
     args = parser.parse_args(argv)
+    if not args.no_cache:
+        js.enable_compilation_cache()  # the next run loads its programs from ~/.cache/js/jax
     epochs = 3 if args.fast else 8
     train, _, _ = split_digits()
     plain = statistics.median(handwritten_epochs(train, epochs)[1:])

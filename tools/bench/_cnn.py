@@ -44,14 +44,23 @@ class _ReduceWindowPool(js.Module):
         return _pool_reduce_window(x)
 
 
-@js.jit
-def js_step(model, optimizer, rngs, x, y):
+def js_step_fn(model, optimizer, rngs, x, y):
     def loss_fn(model, rngs):
         return losses.cross_entropy(model(x, rngs=rngs), y)
 
     loss, grads = js.value_and_grad(loss_fn)(model, rngs)
     optimizer.step(grads)
     return loss
+
+
+js_step = js.jit(js_step_fn)
+
+
+def batch_norm_before(variant: Variant) -> Variant:
+    """``variant`` compiled with js-nn's BatchNorm before its hand-written backward (autodiff)."""
+    import js.nn.functional as F
+
+    return C.traced_with(variant, F, "_fused_batch_norm", lambda *arrays: False)
 
 
 # -- hand-written: NCHW like the js layers, BatchNorm's running statistics and the dropout key
@@ -170,6 +179,10 @@ def variants(batch: int, size: int = 28, c1: int = 32, c2: int = 64) -> dict[str
     out["js (pool before)"] = C.js_variant(js_step, before, js.optim.Adam(before.parameters(),
                                            lr=C.LR), js.Rngs(dropout=1), jnp.asarray(x),
                                            jnp.asarray(y))
+    old_bn = CNN(c1, c2, size, rngs=js.Rngs(params=0))
+    out["js (BatchNorm before)"] = batch_norm_before(C.js_variant(
+        js.jit(js_step_fn), old_bn, js.optim.Adam(old_bn.parameters(), lr=C.LR),
+        js.Rngs(dropout=1), jnp.asarray(x), jnp.asarray(y)))
     if C.HAVE_TORCH:
         C.torch_manual_seed()
         out["torch"] = C.torch_variant(_torch_model(c1, c2, size), _torch_loss, (x, y))

@@ -11,7 +11,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ._harness import Variant, js_program, program_bytes
+from ._harness import Variant, js_program, program_bytes, program_flops
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 LR = 1e-3
@@ -71,7 +71,9 @@ def jax_variant(loss_fn, params, batch, *, extra=None) -> Variant:
         state[:] = new
         return loss
 
-    return Variant(step=run, memory=lambda: program_bytes(step.lower(*state, *batch).compile()))
+    compiled = functools.cache(lambda: step.lower(*state, *batch).compile())
+    return Variant(step=run, memory=lambda: program_bytes(compiled()),
+                   flops=lambda: program_flops(compiled()))
 
 
 def nnx_variant(model, loss_fn, batch) -> Variant:
@@ -107,6 +109,34 @@ def torch_variant(model, loss_fn, batch) -> Variant:
         return loss.detach()
 
     return Variant(step=run)
+
+
+def traced_with(variant: Variant, owner, name: str, replacement) -> Variant:
+    """``variant`` traced with ``owner.name`` replaced: a "before" variant of a js-nn change.
+
+    The first call (where the step is traced and compiled) and the memory analysis (which
+    lowers it again) see the old formulation; the library is restored right after each, so
+    the variants of a workload still interleave. The variant's step must be its own
+    ``js.jit`` function, not one shared with the "after" variant.
+    """
+    step, memory, first = variant.step, variant.memory, [True]
+
+    def patched(fn):
+        saved = getattr(owner, name)
+        setattr(owner, name, replacement)
+        try:
+            return fn()
+        finally:
+            setattr(owner, name, saved)
+
+    def run():
+        if first[0]:
+            first[0] = False
+            return patched(step)
+        return step()
+
+    variant.step, variant.memory = run, lambda: patched(memory)
+    return variant
 
 
 def torch_manual_seed(seed: int = 0) -> None:

@@ -28,10 +28,13 @@ class Variant:
     something to wait on (an array, a torch tensor, or None). ``memory()`` returns the bytes of
     the step's compiled program (see :func:`program_bytes`), or None where not measurable.
     ``steps_per_call`` divides the time of one call (K steps per dispatch, an epoch's steps).
+    ``flops()`` counts the floating-point operations of one step (see :func:`program_flops`);
+    the reference variant's count is the workload's, shown against every variant's time.
     """
 
     step: Callable[[], Any]
     memory: Callable[[], int | None] = lambda: None
+    flops: Callable[[], float | None] = lambda: None
     steps_per_call: int = 1
     first_loss: float | None = None
 
@@ -46,6 +49,7 @@ class Result:
     memory_bytes: int | None
     note: str = ""
     rounds: list[float] = field(default_factory=list)
+    flops: float | None = None  # floating-point operations of one step (the workload's)
 
 
 def wait(output) -> None:
@@ -71,6 +75,18 @@ def program_bytes(compiled) -> int | None:
         - stats.alias_size_in_bytes
         + stats.temp_size_in_bytes
     )
+
+
+def program_flops(compiled) -> float | None:
+    """XLA's count of the floating-point operations of one run of a compiled program.
+
+    ``cost_analysis()`` counts a loop body once, not once per iteration: a workload with a
+    ``lax.scan`` (the LSTM) supplies its own count.
+    """
+    cost = compiled.cost_analysis()
+    if isinstance(cost, list | tuple):
+        cost = cost[0] if cost else None
+    return None if not cost else cost.get("flops")
 
 
 def js_program(fn, *args, **kwargs):
@@ -127,6 +143,7 @@ def measure(
             per_round[name].append(_timed(variants[name], calls[name]))
     results = []
     ref = per_round.get(REFERENCE)
+    flops = variants[REFERENCE].flops() if REFERENCE in variants and memory else None
     for name in names:
         times = per_round[name]
         ratio = None
@@ -137,6 +154,6 @@ def measure(
             workload, name, statistics.median(times), ratio,
             compile_s[name] if is_jax else None,
             variants[name].memory() if memory else None,
-            (notes or {}).get(name, ""), times,
+            (notes or {}).get(name, ""), times, flops,
         ))
     return results

@@ -130,12 +130,25 @@ def js_variant(batch: int, steps: int, hidden: int, unroll: int = 1, cls=Forecas
     return C.js_variant(js_step, model, optimizer, jnp.asarray(x), jnp.asarray(y))
 
 
+def flops(batch: int, steps: int, hidden: int) -> float:
+    """The step's matmul FLOPs, counted by hand (XLA's count takes the scan body once).
+
+    Forward: the input projection ``[T*B, I] x [I, 4H]`` and T recurrent ``[B, H] x [H, 4H]``;
+    the backward pass twice that (the input and the weight gradient of each); the head is
+    negligible.
+    """
+    forward = 2 * steps * batch * 4 * hidden * (INPUT + hidden)
+    return 3.0 * forward
+
+
 def variants(batch: int, steps: int, hidden: int) -> dict[str, Variant]:
     x, y = data(batch, steps)
     params = C.param_dict(Forecaster(hidden, rngs=js.Rngs(params=0)))
+    reference = C.jax_variant(_jax_loss, params, (x, y))
+    reference.flops = lambda: flops(batch, steps, hidden)
     out = {
         "js": js_variant(batch, steps, hidden),
-        "jax": C.jax_variant(_jax_loss, params, (x, y)),
+        "jax": reference,
         "nnx": C.nnx_variant(_NNXForecaster(hidden, nnx.Rngs(0)), _nnx_loss, (x, y)),
     }
     out["js (LSTM before)"] = js_variant(batch, steps, hidden, cls=ForecasterBefore)

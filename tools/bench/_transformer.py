@@ -37,14 +37,34 @@ class Block(js.Module):
         return x + self.fc2(jax.nn.gelu(self.fc1(self.ln2(x)), approximate=False))
 
 
-@js.jit
-def js_step(model, optimizer, x, y, mask):
+def js_step_fn(model, optimizer, x, y, mask):
     def loss_fn(model):
         return losses.mse_loss(model(x, mask), y)
 
     loss, grads = js.value_and_grad(loss_fn)(model)
     optimizer.step(grads)
     return loss
+
+
+js_step = js.jit(js_step_fn)
+
+
+def _attend_before(q, k, v, mask):
+    """js-nn's attention before the speed work: a select over every weight of a masked row."""
+    scores = q @ jnp.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])  # [..., Tq, Tk]
+    if mask is None:
+        weights = jax.nn.softmax(scores, axis=-1)
+    else:
+        scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
+        weights = jnp.where(mask, jax.nn.softmax(scores, axis=-1), 0)
+    return weights @ v, weights
+
+
+def attention_before(variant: Variant) -> Variant:
+    """``variant`` compiled with js-nn's attention before the speed work."""
+    import js.nn.attention
+
+    return C.traced_with(variant, js.nn.attention, "_attend", _attend_before)
 
 
 def _ln(x, w, b):
@@ -127,6 +147,10 @@ def variants(batch: int, steps: int, dim: int) -> dict[str, Variant]:
         "jax": C.jax_variant(_jax_loss, params, (x, y, mask)),
         "nnx": C.nnx_variant(_NNXBlock(dim, nnx.Rngs(0)), _nnx_loss, (x, y, mask)),
     }
+    old = Block(dim, rngs=js.Rngs(params=0))
+    out["js (attention before)"] = attention_before(C.js_variant(
+        js.jit(js_step_fn), old, js.optim.Adam(old.parameters(), lr=C.LR),
+        *(jnp.asarray(a) for a in (x, y, mask))))
     if C.HAVE_TORCH:
         C.torch_manual_seed()
         blocked = ~mask[0, 0]  # torch's nn.MultiheadAttention: True = blocked

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -10,6 +11,9 @@ import pytest
 import js
 
 sys.path.insert(0, str(Path(__file__).parent))
+# The Trainer turns on JAX's persistent compilation cache by default: keep the suite (and the
+# example scripts it starts) out of the user's cache; test_trainer_cache.py turns it on itself.
+os.environ.setdefault("JS_COMPILATION_CACHE", "0")
 
 from js_train_testing import MLP, blobs, make_optimizer  # noqa: E402
 

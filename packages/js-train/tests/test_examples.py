@@ -1,5 +1,6 @@
 """Every example in docs/examples runs in its fast mode and prints what it promises."""
 
+import os
 import re
 import subprocess
 import sys
@@ -12,13 +13,15 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples"
 
 
 STEP_EXAMPLES = ("lstm_forecast.py", "autoencoder.py", "gan.py", "char_lm.py")
+# The examples turn on js's compilation cache: keep it out of the user's ~/.cache.
+ENV = {**os.environ, "XDG_CACHE_HOME": tempfile.mkdtemp(prefix="js-examples-cache-")}
 
 
 def start(name, *args):
     if name == "char_lm.py" and not args:  # its TensorBoard run goes to a temporary directory
         args = ("--out", tempfile.mkdtemp(prefix="char_lm-"))
     return subprocess.Popen([sys.executable, str(EXAMPLES / name), "--fast", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
 
 
 def finish(process):
@@ -44,7 +47,7 @@ def step_examples():
 
 def refused(name, *args):
     process = subprocess.run([sys.executable, str(EXAMPLES / name), *args],
-                             capture_output=True, text=True, timeout=300)
+                             capture_output=True, text=True, timeout=300, env=ENV)
     assert process.returncode == 2, process.stdout + process.stderr  # argparse's usage error
     return process.stderr
 
@@ -97,7 +100,7 @@ def test_step_examples_run_and_report(name, pattern, step_examples):
 
 def test_forward_demo_prints_the_model_and_its_output_shape():
     process = subprocess.run([sys.executable, str(EXAMPLES / "forward_demo.py")],
-                             capture_output=True, text=True, timeout=300)
+                             capture_output=True, text=True, timeout=300, env=ENV)
     assert process.returncode == 0, process.stdout + process.stderr
     out = process.stdout
     assert out.startswith("MLP(\n  (hidden): Linear(\n")  # the printed module tree

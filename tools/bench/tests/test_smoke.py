@@ -31,6 +31,7 @@ def test_smoke_run_writes_table_chart_and_agrees_with_hand_written(tmp_path):
     assert workloads == {
         "tiny MLP", "tiny MLP, K steps/dispatch", "MLP 784-512-512-10", "CNN 28x28", "LSTM",
         "transformer block", "transformer block, bf16-mixed", "digits epoch", *INFERENCE,
+        "ResNet-18 32x32", "GPT 4x128",
     }
     variants = {(r["workload"], r["variant"]) for r in report["results"]}
     for workload in INFERENCE:  # each variant's output was checked against hand-written JAX
@@ -39,7 +40,9 @@ def test_smoke_run_writes_table_chart_and_agrees_with_hand_written(tmp_path):
                                                             "js bf16-mixed")} <= variants
     for workload in workloads - {"digits epoch", "tiny MLP, K steps/dispatch",
                                  "transformer block, bf16-mixed", *INFERENCE}:
-        assert {(workload, "js"), (workload, "jax"), (workload, "nnx")} <= variants
+        assert {(workload, "js"), (workload, "jax")} <= variants
+    for workload in ("tiny MLP", "MLP 784-512-512-10", "CNN 28x28", "LSTM", "transformer block"):
+        assert (workload, "nnx") in variants
     assert {("digits epoch", "js Trainer.fit"), ("digits epoch", "js Trainer K=2")} <= variants
     assert ("tiny MLP, K steps/dispatch", "js K=4") in variants
     for row in report["results"]:
@@ -49,9 +52,31 @@ def test_smoke_run_writes_table_chart_and_agrees_with_hand_written(tmp_path):
     memory = {r["variant"]: r["memory_bytes"] for r in report["results"]
               if r["workload"] == "tiny MLP"}
     assert memory["js"] and memory["jax"]
+    flops = {r["variant"]: r["flops"] for r in report["results"] if r["workload"] == "tiny MLP"}
+    assert flops["js"] == flops["jax"] > 0  # the hand-written step's count, for every variant
+    machine = report["machine"]
+    assert machine["cores"] >= 1 and machine["peak_jnp_gflops"] > 0
+    if "torch" in machine:  # torch gets one thread per core that XLA may use
+        assert machine["torch_threads"] == machine["cores"]
     assert "| tiny MLP | js |" in table and "LSTM compile time" in table
     checkpoints = {r["workload"]: r for r in report["checkpoints"]}
     assert set(checkpoints) == {"100 small arrays", "wide model (0.0M parameters)"}
     for row in checkpoints.values():
         assert row["save_s"] > 0 and row["load_s"] > 0 and row["save_peak_extra_x"] >= 0
     assert "| 100 small arrays | 100 |" in table
+    assert "Peak, one large float32 matmul: jnp" in table
+
+
+def test_cores_option_pins_xla_and_torch_to_one_core(tmp_path):
+    env = {**os.environ, "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "")
+                                       + " --xla_backend_optimization_level=0")}
+    done = subprocess.run(
+        [sys.executable, "-m", "tools.bench", "--smoke", "--cores", "1", "--only", "tiny MLP",
+         "--out", str(tmp_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    machine = json.loads((tmp_path / "benchmarks.json").read_text())["machine"]
+    assert machine["cores"] == 1 and len(machine["core_ids"].split(",")) == 1
+    if "torch" in machine:
+        assert machine["torch_threads"] == 1

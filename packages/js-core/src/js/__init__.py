@@ -13,6 +13,7 @@ __path__ = pkgutil.extend_path(__path__, __name__)
 import jax.random as random  # noqa: E402  (js.random is JAX's random namespace)
 
 from ._autodiff import grad, value_and_grad  # noqa: E402
+from ._cache import disable_compilation_cache, enable_compilation_cache  # noqa: E402
 from ._export import export  # noqa: E402
 from ._jit import jit  # noqa: E402
 from ._missing import DISTRIBUTIONS as _DISTRIBUTIONS  # noqa: E402
@@ -39,6 +40,8 @@ __all__ = [
     "__interface__",
     "__version__",
     "apply",
+    "disable_compilation_cache",
+    "enable_compilation_cache",
     "export",
     "grad",
     "jit",

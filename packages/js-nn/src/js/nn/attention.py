@@ -115,9 +115,13 @@ def _attend(q, k, v, mask, *, dropout: float = 0.0, key=None):
         weights = jax.nn.softmax(scores, axis=-1)
     else:
         # The smallest finite value, not -inf: an all-masked row stays finite (uniform), then
-        # its weights are zeroed, and no NaN enters the forward or backward pass.
+        # its weights are zeroed, and no NaN enters the forward or backward pass. Masked keys
+        # of a row with an allowed key already get exactly 0 (exp underflows), so only the
+        # all-masked rows are zeroed, [..., Tq, 1]: a full-size select over the weights cost
+        # 15-45 % of attention's forward and backward on XLA:CPU (docs/benchmarks.md).
         scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
-        weights = jnp.where(mask, jax.nn.softmax(scores, axis=-1), 0)
+        alive = jnp.any(mask, axis=-1, keepdims=True)  # [..., Tq or 1, 1]
+        weights = jnp.where(alive, jax.nn.softmax(scores, axis=-1), 0)
     if key is not None:  # PyTorch drops the weights themselves, and returns them dropped
         weights = F.dropout(weights, dropout, True, key=key)
     return weights @ v, weights

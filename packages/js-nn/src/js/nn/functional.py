@@ -20,6 +20,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from ._checks import as_tuple
+from ._lstm_kernel import forward_mode
+from ._norm_kernel import batch_norm_train
 
 # Pooling (PyTorch's window arithmetic) and resizing live in their own files; these are their
 # public doors under PyTorch's names.
@@ -205,14 +207,15 @@ def batch_norm(
     is updated in place.
     """
     shape = (1, -1) + (1,) * (input.ndim - 2)
-    if training or running_mean is None:  # no running statistics: always the batch's (PyTorch)
+    batch_stats = training or running_mean is None  # no running statistics: the batch's
+    if batch_stats and _fused_batch_norm(input, weight, bias):
+        y, mean, var = batch_norm_train(input, weight, bias, eps)  # hand-written backward
+        return (y, *_running_stats(running_mean, running_var, mean, var, momentum))
+    if batch_stats:
         axes = (0,) + tuple(range(2, input.ndim))
         mean = jnp.mean(input, axis=axes)
         var = jnp.mean(jnp.square(input - mean.reshape(shape)), axis=axes)
-        if running_mean is not None:
-            stats = lax.stop_gradient((mean, var))
-            running_mean = (1 - momentum) * running_mean + momentum * stats[0]
-            running_var = (1 - momentum) * running_var + momentum * stats[1]
+        running_mean, running_var = _running_stats(running_mean, running_var, mean, var, momentum)
     else:
         mean, var = running_mean, running_var
     y = (input - mean.reshape(shape)) * lax.rsqrt(var.reshape(shape) + eps)
@@ -221,6 +224,22 @@ def batch_norm(
     if bias is not None:
         y = y + bias.reshape(shape)
     return y, running_mean, running_var
+
+
+def _running_stats(running_mean, running_var, mean, var, momentum):
+    """``(1 - momentum) * running + momentum * batch`` for both, without gradient."""
+    if running_mean is None:
+        return running_mean, running_var
+    mean, var = lax.stop_gradient((mean, var))
+    return (1 - momentum) * running_mean + momentum * mean, (
+        (1 - momentum) * running_var + momentum * var
+    )
+
+
+def _fused_batch_norm(input, weight, bias) -> bool:
+    """Whether training-mode batch_norm takes the hand-written backward (``_norm_kernel``):
+    affine, and no forward-mode derivative (jvp/jacfwd/hessian) being taken of it."""
+    return weight is not None and bias is not None and not forward_mode(input, weight, bias)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):

@@ -11,6 +11,7 @@ floats with ``step`` and ``epoch``), in ``history``, sent to the run and the cal
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Mapping
 
 import jax
@@ -91,6 +92,11 @@ class Trainer:
             as it enters a step; place the model (and ``Rngs``) with ``js.shard`` before
             building the optimizer. Metrics are still summed on the devices.
         batch_axis: the mesh axis the batches are split over.
+        compilation_cache: True (the default) turns on JAX's persistent compilation cache
+            with ``js.enable_compilation_cache()`` when ``fit``, ``validate`` or ``predict``
+            starts, so a later run loads its compiled steps instead of compiling them; a path
+            uses that directory; False leaves the cache as it is. ``JS_COMPILATION_CACHE=0`` in
+            the environment turns it off everywhere.
 
     Example:
         >>> trainer = Trainer(max_steps=1000, val_every_n_steps=200, log_every_n_steps=50)
@@ -105,7 +111,8 @@ class Trainer:
                  log_every_n_steps: int | None = None, limit_val_batches: int | None = None,
                  progress: bool | None = None, verbose: bool = True,
                  steps_per_execution: int = 1, unroll: int | bool = True,
-                 mesh=None, batch_axis: str = "data"):
+                 mesh=None, batch_axis: str = "data",
+                 compilation_cache: bool | str | os.PathLike = True):
         if max_epochs is not None:
             max_epochs = check_int("Trainer max_epochs", max_epochs, 1)
         options = check_options(max_epochs, dict(zip(_OPTIONAL, (
@@ -119,6 +126,13 @@ class Trainer:
             raise TypeError(f"Trainer unroll must be True, False or an int >= 1 (steps unrolled "
                             f"per loop iteration), got {unroll!r}")
         check_mesh(mesh, batch_axis)
+        if not isinstance(compilation_cache, (bool, str, os.PathLike)):
+            raise TypeError(
+                "Trainer compilation_cache must be True, False or a directory path, got "
+                f"{type(compilation_cache).__name__}. Fix: compilation_cache=False to leave "
+                "JAX's cache alone, or a path such as '~/.cache/js/jax'"
+            )
+        self.compilation_cache = compilation_cache
         self.max_epochs = max_epochs
         self.mesh, self.batch_axis = mesh, batch_axis
         self.max_steps = options["max_steps"]
@@ -164,6 +178,7 @@ class Trainer:
         """
         check_task(task)
         start_epoch = check_int("fit start_epoch", start_epoch, 0)
+        self._enable_cache()
         several = self.max_epochs is None or self.max_epochs - start_epoch > 1
         check_data(train_data, "train_data", several and self.max_epochs is not None)
         if val_data is not None:
@@ -260,6 +275,7 @@ class Trainer:
         """Run ``task.validation_step`` over ``data`` (up to ``limit_val_batches``); return
         ``{'val/loss':, 'val/count':[, 'val/accuracy':]}`` after one device read."""
         check_task(task)
+        self._enable_cache()
         check_data(data, "val_data", False)
         self.transfers = 0
         return self._validation(task, data, Display(enabled=False))
@@ -268,6 +284,7 @@ class Trainer:
         """``task.predict_step(model, batch)`` over ``data`` in eval mode, the outputs
         concatenated along the first axis and read to the host once (NumPy)."""
         check_task(task)
+        self._enable_cache()
         check_data(data, "data", False)
         self.transfers = 0
         task.set_phase("eval")
@@ -290,6 +307,13 @@ class Trainer:
         return rates(jax.device_get(totals), "val")
 
     # -- pieces --------------------------------------------------------------------------------
+
+    def _enable_cache(self) -> None:
+        """The persistent compilation cache, before the first step compiles (process-wide)."""
+        if self.compilation_cache is not False:
+            js.enable_compilation_cache(
+                None if self.compilation_cache is True else self.compilation_cache
+            )
 
     def _to_device(self, batch):
         """The one place every train, validation and predict batch passes before its step:

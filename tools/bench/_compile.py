@@ -1,0 +1,189 @@
+"""Where ``js.jit``'s compile time goes, next to the hand-written ``jax.jit`` step.
+
+``python -m tools.bench._compile`` splits the first call of each into: js's host-side
+flattening of the objects (``_refresh``), JAX tracing (the Python of the step, and for js the
+NNX graph rebuild and structure checks inside it), lowering to StableHLO, and XLA compilation;
+it also counts the StableHLO lines of both programs and profiles js's trace by package.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+import statistics
+import sys
+import time
+from collections import defaultdict
+
+import jax
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def _phases(traceable, args) -> dict:
+    traced, t_trace = _timed(lambda: traceable.trace(*args))
+    lowered, t_lower = _timed(traced.lower)
+    _, t_compile = _timed(lowered.compile)
+    lines = lowered.as_text().count("\n")
+    return {"trace": t_trace, "lower": t_lower, "compile": t_compile, "hlo_lines": lines}
+
+
+def _js_phases(fn, args) -> dict:
+    """``fn`` a ``js.jit`` function: flatten (host), then the phases of its jax.jit program."""
+    objects, key, dyn_args, dyn_kwargs = fn._layout(args, {})
+    entry, t_flatten = _timed(lambda: fn._refresh(key, objects))
+    leaves = [v._raw_value for v in entry.variables]
+    out = _phases(entry.program, (leaves, dyn_args, dyn_kwargs))
+    out["flatten"] = t_flatten
+    jax.clear_caches()  # trace again, from scratch, under the profiler
+    profile = cProfile.Profile()
+    profile.enable()
+    entry.program.trace(leaves, dyn_args, dyn_kwargs)
+    profile.disable()
+    out["trace_by_package"] = _by_package(profile)
+    return out
+
+
+def _by_package(profile) -> dict:
+    """Own (not cumulative) time of the trace, by top-level package of the function's file."""
+    stats = pstats.Stats(profile)
+    totals: dict[str, float] = defaultdict(float)
+    for (filename, _, _), (_, _, own, _, _) in stats.stats.items():
+        for package in (
+            "js/",
+            "flax/nnx",
+            "optax",
+            "jax/_src/interpreters",
+            "jax/_src/lax",
+            "jax/_src/numpy",
+            "jax/_src",
+            "tools/bench",
+        ):
+            if package in filename:
+                totals[package] += own
+                break
+        else:
+            totals["other"] += own
+    return {k: round(v, 4) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}
+
+
+def workloads():
+    import jax.numpy as jnp
+    import numpy as np
+
+    import js.optim
+
+    from . import _common as C
+    from . import _mlp, _transformer
+
+    def mlp():
+        sizes, batch = (10, 16, 16, 4), 8
+        x, y = C.classes(0, batch, sizes[0], sizes[-1])
+        model = _mlp.js_model(sizes)
+        js_args = (
+            model,
+            js.optim.Adam(model.parameters(), lr=C.LR),
+            jnp.asarray(x),
+            jnp.asarray(y),
+        )
+        return _mlp.js_step_fn, js_args, _mlp._jax_loss, C.param_arrays(model), (x, y)
+
+    def transformer():
+        batch, steps, dim = 16, 128, 256
+        rng = np.random.default_rng(0)
+        x, y = (rng.standard_normal((batch, steps, dim)).astype(np.float32) for _ in range(2))
+        mask = np.asarray(_transformer.causal_mask(steps))
+        model = _transformer.Block(dim, rngs=js.Rngs(params=0))
+        js_args = (
+            model,
+            js.optim.Adam(model.parameters(), lr=C.LR),
+            *(jnp.asarray(a) for a in (x, y, mask)),
+        )
+        return (
+            _transformer.js_step_fn,
+            js_args,
+            _transformer._jax_loss,
+            C.param_dict(model),
+            (x, y, mask),
+        )
+
+    yield "tiny MLP", mlp
+    yield "transformer block", transformer
+
+
+def _hand_written(loss_fn, params, batch):
+    import functools
+
+    import jax.numpy as jnp
+    import optax
+
+    from . import _common as C
+
+    tx = optax.adam(C.LR)
+
+    @functools.partial(jax.jit, donate_argnums=(0, 1, 2))
+    def step(params, opt_state, extra, *batch):
+        (loss, extra), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, extra, *batch)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, extra, loss
+
+    return step, (params, tx.init(params), None, *(jnp.asarray(b) for b in batch))
+
+
+def _median(rows: list[dict]) -> dict:
+    out = dict(rows[-1])
+    for key in ("flatten", "trace", "lower", "compile"):
+        if key in out:
+            out[key] = statistics.median(r[key] for r in rows)
+    return out
+
+
+def measure(repeats: int = 3, only: str | None = None) -> dict[str, dict[str, dict]]:
+    """``{workload: {"js.jit": phases, "jax.jit": phases}}``, medians of fresh compilations."""
+    import js
+
+    out = {}
+    for name, build in workloads():
+        if only and only.lower() not in name.lower():
+            continue
+        runs: dict[str, list[dict]] = {"js.jit": [], "jax.jit": []}
+        # Round 0 warms the process up (XLA's first compilations are slower) and is dropped;
+        # then the order alternates.
+        for r in range(repeats + 1):
+            for variant in ("js.jit", "jax.jit") if r % 2 == 0 else ("jax.jit", "js.jit"):
+                jax.clear_caches()
+                step_fn, js_args, loss_fn, params, batch = build()
+                if variant == "js.jit":
+                    row = _js_phases(js.jit(step_fn), js_args)
+                else:
+                    row = _phases(*_hand_written(loss_fn, params, batch))
+                if r:
+                    runs[variant].append(row)
+        out[name] = {v: _median(rs) for v, rs in runs.items()}
+    return out
+
+
+def main(repeats: int = 3) -> int:
+    for name, rows in measure(repeats).items():
+        print(f"## {name} (median of {repeats} fresh compilations each)")
+        for variant, row in rows.items():
+            total = sum(row.get(k, 0.0) for k in ("flatten", "trace", "lower", "compile"))
+            phases = "  ".join(
+                f"{k} {row[k]:.3f}" for k in ("flatten", "trace", "lower", "compile") if k in row
+            )
+            print(
+                f"{variant:8s} total {total:.3f} s: {phases}  (StableHLO {row['hlo_lines']} lines)"
+            )
+        print(
+            "js trace (profiled, so slower), own time by package (s):",
+            rows["js.jit"]["trace_by_package"],
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
