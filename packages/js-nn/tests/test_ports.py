@@ -403,6 +403,79 @@ def test_language_model_adam_lockstep(rnn_type):
     _check_lockstep(f"LM {rnn_type}", losses, t_losses, trains=False)
 
 
+# -- a TransformerEncoder classifier -----------------------------------------------------------
+
+LENGTHS = np.array([9, 5, 7, 2])  # valid tokens per sequence; the rest is padding (id 0)
+
+
+def _classifier_pair(dropout=0.0):
+    from ports import torch_transformer_classifier as torch_tc
+    from ports import transformer_classifier as tc
+
+    torch.manual_seed(0)
+    args = (40, 16, 4, 32, 2, 3, dropout)  # ntoken, d_model, nhead, d_hid, nlayers, nclass
+    t_model = torch_tc.TransformerClassifier(*args)
+    model = tc.TransformerClassifier(*args, rngs=js.Rngs(params=0))
+    assert nn.load_torch_state_dict(model, t_model.state_dict()) == ([], [])
+    return model, t_model
+
+
+def _padded_tokens(seed):
+    pad = np.arange(LENGTHS.max())[None, :] >= LENGTHS[:, None]  # [B, T], True = padding
+    tokens = np.random.default_rng(seed).integers(1, 40, pad.shape)
+    return np.where(pad, 0, tokens), pad
+
+
+# torch warns that its nested tensors (the fast path for padded batches) are a prototype.
+NESTED = pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+
+
+@NESTED
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_transformer_classifier_matches_pytorch(mode):
+    # dropout=0 for values (masks differ between generators). In evaluation mode without
+    # gradients torch takes its fused fast path; with gradients (here) its ordinary one.
+    model, t_model = _classifier_pair()
+    tokens, pad = _padded_tokens(0)
+    _check_outputs_and_grads(
+        "Transformer classifier", model, t_model,
+        lambda m, x, p: m(x, p, rngs=js.Rngs(dropout=0)), lambda m, x, p: m(x, p), mode,
+        (jnp.asarray(tokens), jnp.asarray(pad)), (torch.from_numpy(tokens), torch.from_numpy(pad)),
+    )  # fmt: skip
+
+
+@NESTED
+def test_transformer_classifier_fast_path_and_dropout_shapes():
+    model, t_model = _classifier_pair(dropout=0.3)
+    tokens, pad = _padded_tokens(1)
+    with torch.no_grad():  # PyTorch's fused inference path (nested tensors for the padding)
+        t_out = t_model.eval()(torch.from_numpy(tokens), torch.from_numpy(pad)).numpy()
+    out = model.eval()(jnp.asarray(tokens), jnp.asarray(pad))
+    assert record("Transformer classifier", "output eval fast path", compare.max_abs(
+        [(out, t_out)])) < 1e-5  # fmt: skip
+    train = model.train()(jnp.asarray(tokens), jnp.asarray(pad), rngs=js.Rngs(dropout=0))
+    assert train.shape == t_out.shape and not np.allclose(train, out)
+
+
+def test_transformer_classifier_adam_lockstep():
+    model, t_model = _classifier_pair()
+    model.train()
+    t_model.train()
+    labels = np.random.default_rng(7).integers(0, 3, (STEPS, len(LENGTHS)))
+    data = [(*_padded_tokens(s), labels[s]) for s in range(STEPS)]
+
+    def js_loss(m, x, p, y):
+        return _logits_loss_js(lambda v: m(v, p, rngs=js.Rngs(dropout=0)), x, y)
+
+    def torch_loss(m, x, p, y):
+        return F.cross_entropy(m(x, p), y)
+
+    losses = _adam_losses(model, js_loss, [tuple(map(jnp.asarray, d)) for d in data])
+    t_losses = _torch_adam_losses(t_model, torch_loss, [
+        tuple(map(torch.from_numpy, d)) for d in data])  # fmt: skip
+    _check_lockstep("Transformer classifier", losses, t_losses, trains=False)
+
+
 @pytest.mark.skipif(not os.environ.get("JS_NN_REPORT"), reason="set JS_NN_REPORT=1 to print")
 def test_report_port_differences(capsys):
     # JS_NN_REPORT=1 pytest ... test_ports.py -s prints the figures quoted in docs/porting.md.
@@ -410,3 +483,17 @@ def test_report_port_differences(capsys):
         for port, table in MAX_DIFF.items():
             for what, value in table.items():
                 print(f"{port:<22} {what:<32} {value:.2e}")
+
+
+@pytest.mark.parametrize(
+    "layer, shape",
+    [(nn.MaxPool2d(3, 2, 1), (2, 3, 8, 8)), (nn.AvgPool2d(3, 2, 1), (2, 3, 8, 8)),
+     (nn.MaxPool1d(3, 2, 1), (2, 3, 8)), (nn.AvgPool1d(3, 2, 1), (2, 3, 8))],
+    ids=["MaxPool2d", "AvgPool2d", "MaxPool1d", "AvgPool1d"],
+)  # fmt: skip
+def test_padded_pools_differentiate_under_jit(layer, shape):
+    # The ResNet stem found it: reduce_window with a traced init value has no gradient.
+    x = jax.random.normal(jax.random.key(0), shape)
+    eager = jax.grad(lambda v: jnp.sum(layer(v) ** 2))(x)
+    compiled = jax.jit(jax.grad(lambda v: jnp.sum(layer(v) ** 2)))(x)
+    np.testing.assert_allclose(compiled, eager, atol=1e-6)
