@@ -162,6 +162,7 @@ def _image_batches(n, shape, classes, seed=0):
             for _ in range(n)]  # fmt: skip
 
 
+@pytest.mark.slow  # ~30 s here: ResNet-18 forward and backward 20 times in each library
 def test_resnet18_adam_lockstep(resnet_pair):
     # Evaluation mode (fixed BatchNorm statistics), one batch 20 times, lr=1e-5: the loss falls
     # from 2.9 to 0.26 without reaching float32 noise. In training mode with batch 4 the run
@@ -266,9 +267,12 @@ def _bce(p, target):  # torch's BCELoss: log clamped at -100
     return -jnp.mean(target * log_p + (1 - target) * log_q)
 
 
+@pytest.mark.slow  # ~40 s here: two compiled models, 20 steps
 def test_dcgan_adam_lockstep(dcgan_pair):
     # The tutorial's loop: a discriminator step on real and (detached) fake images, then a
-    # generator step through the updated discriminator; Adam(lr=2e-4, betas=(0.5, 0.999)).
+    # generator step through the updated discriminator; Adam(betas=(0.5, 0.999)) with lr 2e-5.
+    # At the tutorial's lr=2e-4 the game amplifies float32 rounding: js and torch agree to
+    # 3e-7 for 10-15 steps, then part (measured 1.7e-2 relative by step 20, batch 4 or 8).
     optim = pytest.importorskip("js.optim")
     g, d, t_g, t_d, _, nz = dcgan_pair
     _dcgan_reset(dcgan_pair)
@@ -278,7 +282,7 @@ def test_dcgan_adam_lockstep(dcgan_pair):
     real = rng.uniform(-1, 1, (STEPS, 4, 3, 64, 64)).astype(np.float32)
     noise = rng.standard_normal((STEPS, 4, nz, 1, 1)).astype(np.float32)
     data = list(zip(real, noise, strict=True))
-    adam = dict(lr=2e-4, betas=(0.5, 0.999))
+    adam = dict(lr=2e-5, betas=(0.5, 0.999))
     opt_d, opt_g = optim.Adam(d.parameters(), **adam), optim.Adam(g.parameters(), **adam)
 
     def d_loss(d, real, fake):
@@ -299,7 +303,8 @@ def test_dcgan_adam_lockstep(dcgan_pair):
     losses = [tuple(float(v) for v in step(g, d, opt_g, opt_d, jnp.asarray(r), jnp.asarray(z)))
               for r, z in data]  # fmt: skip
     t_losses = _torch_dcgan_losses(t_g, t_d, data, adam)
-    _check_lockstep("DCGAN", [loss for pair in losses for loss in pair], t_losses, trains=False)
+    js_losses = [loss for pair in losses for loss in pair]
+    _check_lockstep("DCGAN", js_losses, t_losses, trains=False)
 
 
 def _torch_dcgan_losses(t_g, t_d, data, adam):
