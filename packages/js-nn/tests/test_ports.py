@@ -269,7 +269,6 @@ def _bce(p, target):  # torch's BCELoss: log clamped at -100
     return -jnp.mean(target * log_p + (1 - target) * log_q)
 
 
-@pytest.mark.slow  # ~40 s here: two compiled models, 20 steps
 def test_dcgan_adam_lockstep(dcgan_pair):
     # The tutorial's loop: a discriminator step on real and (detached) fake images, then a
     # generator step through the updated discriminator; Adam(betas=(0.5, 0.999)) with lr 2e-5.
