@@ -92,7 +92,9 @@ def max_pool(layer, input, kernel_size, stride, padding, dilation, ceil_mode):
     whole = all(o == m // k for o, m, k in zip(outs, sizes, kernel, strict=True))
     if n == 2 and whole and stride == kernel and max(padding) == 0 and max(dilation) == 1:
         return _max_pool_tiled(input, kernel)
-    init = jnp.array(_lowest(input.dtype), input.dtype)  # padding never wins a maximum
+    # A NumPy scalar stays concrete under jit: lax.reduce_window then recognises the max
+    # monoid and has a gradient (a traced jnp.array init has none).
+    init = np.array(_lowest(input.dtype), input.dtype)  # padding never wins a maximum
     if max(dilation) > 1:  # JAX has no gradient for a dilated reduce_window max
         return _max_pool_windows(input, init, kernel, stride, dilation, pads, outs)
     return _reduce(input, init, lax.max, kernel, stride, dilation, pads, outs)
@@ -143,7 +145,7 @@ def avg_pool(layer, input, kernel_size, stride, padding, ceil_mode, count_includ
     n = input.ndim - 2
     kernel, stride, padding, ones = _pool_args(n, kernel_size, stride, padding, 1)
     outs, pads = pool_geometry(layer, input.shape[2:], kernel, stride, padding, ones, ceil_mode)
-    total = _reduce(input, jnp.array(0, input.dtype), lax.add, kernel, stride, ones, pads, outs)
+    total = _reduce(input, np.array(0, input.dtype), lax.add, kernel, stride, ones, pads, outs)
     if divisor_override is not None:
         return total / divisor_override
     counts = [
