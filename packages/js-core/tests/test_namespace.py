@@ -68,4 +68,4 @@ def test_unknown_attribute_is_a_plain_attribute_error():
 
 
 def test_version_and_interface():
-    assert js.__version__ == "0.1.0" and js.__interface__ == 1
+    assert js.__version__ == "0.2.0" and js.__interface__ == 2

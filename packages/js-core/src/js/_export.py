@@ -134,9 +134,14 @@ def export(
         that ``jax.export.deserialize`` reloads without js installed.
 
     Example:
-        >>> import jax, numpy as np, js, js.nn as nn
-        >>> model = nn.Linear(3, 2, rngs=js.Rngs(params=0)).eval()
-        >>> exported = js.export(model, np.ones((4, 3), np.float32))
+        >>> import jax, jax.numpy as jnp, numpy as np, js
+        >>> class Affine(js.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.w = js.Parameter(jnp.ones((3, 2)))
+        ...     def forward(self, x):
+        ...         return x @ self.w.value
+        >>> exported = js.export(Affine().eval(), np.ones((4, 3), np.float32))
         >>> str(exported.in_avals[0].shape)
         '(batch, 3)'
         >>> restored = jax.export.deserialize(exported.serialize())
