@@ -101,10 +101,10 @@ def test_unknown_package_is_refused(tree):
 
 
 def test_metapackage_bump_edits_its_static_version(tree):
-    result = tree.run("bump_version.py", "js", "0.2.0")
+    result = tree.run("bump_version.py", "js", "0.9.0")
     assert result.returncode == 0, result.stderr
-    assert 'version = "0.2.0"' in tree.pyproject("js").read_text()
-    result = tree.run("bump_version.py", "js", "0.3.0", "--interface")
+    assert 'version = "0.9.0"' in tree.pyproject("js").read_text()
+    result = tree.run("bump_version.py", "js", "0.10.0", "--interface")
     assert result.stderr == (
         "bump_version: error: js is the metapackage: it has no interface to bump\n"
     )
