@@ -49,8 +49,10 @@ def js_step_fn(model, optimizer, x, y, mask):
 js_step = js.jit(js_step_fn)
 
 
-def _attend_before(q, k, v, mask):
-    """js-nn's attention before the speed work: a select over every weight of a masked row."""
+def _attend_before(q, k, v, mask, *, dropout: float = 0.0, key=None):
+    """js-nn's attention before the speed work: a select over every weight of a masked row
+    (the bench's blocks use no attention dropout: ``key`` is None)."""
+    assert key is None, "the 'before' attention variant has no dropout"
     scores = q @ jnp.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])  # [..., Tq, Tk]
     if mask is None:
         weights = jax.nn.softmax(scores, axis=-1)
