@@ -23,7 +23,13 @@ from ._rngs import Rngs  # noqa: E402
 from ._scan import scan_steps  # noqa: E402
 from ._sharding import shard, shard_batch  # noqa: E402
 from ._transforms import apply, merge, split, stop_gradient, update  # noqa: E402
-from ._variables import Buffer, Object, Parameter, ParameterSelection  # noqa: E402
+from ._variables import (  # noqa: E402
+    Buffer,
+    Object,
+    Parameter,
+    ParameterSelection,
+    check_state_dict,  # noqa: E402
+)
 from ._version import INTERFACE as __interface__  # noqa: E402
 from ._version import __version__  # noqa: E402
 
@@ -40,6 +46,7 @@ __all__ = [
     "__interface__",
     "__version__",
     "apply",
+    "check_state_dict",
     "disable_compilation_cache",
     "enable_compilation_cache",
     "export",

@@ -15,9 +15,9 @@ from ._variables import (
     ParameterSelection,
     TrackedList,
     _Tracked,
+    check_state_dict,
     compare_state,
     placed_like,
-    state_arrays,
 )
 
 
@@ -232,7 +232,7 @@ class Module(_Tracked, nnx.Module):
         shape and dtype mismatches are still errors. A ``jax.Array`` entry is not copied
         through the host; every array lands on its variable's current devices and sharding.
         """
-        arrays = state_arrays(state_dict, type(self).__name__)
+        arrays = check_state_dict(state_dict, type(self).__name__)
         targets = self._state_variables()
         current = {path: variable.get_raw_value() for path, variable in targets.items()}
         missing, unexpected, mismatched = compare_state(current, arrays)

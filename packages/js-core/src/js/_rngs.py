@@ -16,7 +16,7 @@ import numpy as np
 from flax import nnx
 from flax.nnx.rnglib import RngStream
 
-from ._variables import _Tracked, compare_state, placed_like, state_arrays
+from ._variables import _Tracked, check_state_dict, compare_state, placed_like
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
@@ -150,7 +150,7 @@ class Rngs(_Tracked, nnx.Rngs):
 
     def load_state_dict(self, state_dict) -> None:
         """Restore keys and counters saved by :meth:`state_dict`, all or nothing."""
-        arrays = state_arrays(state_dict, "Rngs")
+        arrays = check_state_dict(state_dict, "Rngs")
         current = self.state_dict(as_numpy=False)
         missing, unexpected, mismatched = compare_state(current, arrays)
         missing, unexpected = sorted(missing), sorted(unexpected)

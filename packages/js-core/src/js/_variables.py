@@ -98,12 +98,15 @@ def compare_state(current: dict, given: dict) -> tuple[list, list, list]:
     return missing, unexpected, mismatched
 
 
-def state_arrays(state_dict, owner: str) -> dict[str, Any]:
+def check_state_dict(state_dict, owner: str) -> dict[str, Any]:
     """``state_dict`` as ``{key: array}``, checked before any state changes: a non-mapping is a
     TypeError naming the argument, an entry that is not an array (a ragged list, an object) a
     TypeError naming the entry, as PyTorch's ``load_state_dict`` does. ``jax.Array`` values are
     kept as they are (a sharded array spanning other processes cannot become NumPy); anything
-    else becomes a NumPy array."""
+    else becomes a NumPy array. ``owner`` names the object in the errors (``'Adam'``).
+
+    Every ``load_state_dict`` of js calls it first (Module, Rngs, and js-optim's optimizers).
+    """
     if not isinstance(state_dict, Mapping):
         raise TypeError(
             f"{owner}.load_state_dict: state_dict must be a mapping {{key: array}}, got "

@@ -10,7 +10,6 @@ structure of that state (its pytree definition and key names) is static; only ar
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
@@ -86,32 +85,6 @@ def _show_devices(devices: frozenset) -> str:
     shown = [repr(d) for d in sorted(devices, key=lambda d: (d.platform, d.id))]
     return shown[0] if len(shown) == 1 else f"[{', '.join(shown)}]"
 
-
-def _state_arrays(state_dict, owner: str) -> dict:
-    """``state_dict`` checked as js-core's ``load_state_dict``s check it: a mapping (TypeError
-    naming the argument) of arrays (TypeError naming each entry that is not one)."""
-    if not isinstance(state_dict, Mapping):
-        raise TypeError(
-            f"{owner}.load_state_dict: state_dict must be a mapping {{key: array}}, got "
-            f"{type(state_dict).__name__}; nothing was loaded. Fix: pass the dict that "
-            "state_dict() returned (dict(pairs) for a list of (key, array) pairs)."
-        )
-    arrays, bad = {}, []
-    for key, value in state_dict.items():
-        try:
-            arrays[key] = value if isinstance(value, jax.Array) else np.asarray(value)
-        except (TypeError, ValueError) as error:
-            bad.append(f"{key!r}: {type(value).__name__} ({error})")
-            continue
-        if arrays[key].dtype == object:
-            bad.append(f"{key!r}: {type(value).__name__} is not an array of numbers")
-    if bad:
-        raise TypeError(
-            f"{owner}.load_state_dict: entries that are not arrays; nothing was loaded.\n  "
-            + "\n  ".join(bad)
-            + "\nFix: give each entry as an array of the saved shape (e.g. from state_dict())."
-        )
-    return arrays
 
 
 def _key_name(path, param_paths: tuple[str, ...]) -> str:
@@ -250,7 +223,7 @@ class Optimizer(js.Object):
         first and one error lists every problem."""
         targets = dict(zip(self._keys, self._state, strict=True))
         targets = {"step_count": self._step_count, **targets}
-        arrays = _state_arrays(state_dict, type(self).__name__)
+        arrays = js.check_state_dict(state_dict, type(self).__name__)
         problems = [f"missing key {key!r}" for key in targets if key not in arrays]
         problems += [f"unexpected key {key!r}" for key in arrays if key not in targets]
         for key, variable in targets.items():
