@@ -8,6 +8,9 @@ padding never counts).
 
 from __future__ import annotations
 
+import functools
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -62,8 +65,32 @@ def _reduce(input, init, op, kernel, stride, dilation, pads, outs):
     return y[(slice(None), slice(None), *(slice(0, o) for o in outs))]
 
 
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _window_max(windows, axes: tuple[int, ...]):
+    """The maximum over the window ``axes``; its derivative goes to the *first* maximum in
+    row-major window order (PyTorch's rule: a tie does not split the gradient). The forward
+    alone is one reduction, as hand-written JAX writes it; the argmax that picks the first
+    maximum is built only when a derivative is taken."""
+    return jnp.max(windows, axis=axes)
+
+
+@_window_max.defjvp
+def _window_max_jvp(axes, primals, tangents):
+    (windows,), (tangent,) = primals, tangents
+    kept = [a for a in range(windows.ndim) if a not in axes]
+
+    def taps(x):  # the window axes last, flattened in row-major order: [..., K]
+        x = x.transpose(*kept, *axes)
+        return x.reshape(*x.shape[: len(kept)], -1)
+
+    flat = taps(windows)
+    first = jnp.argmax(flat, axis=-1)[..., None] == jnp.arange(flat.shape[-1])
+    zero = jnp.zeros((), tangent.dtype)
+    return jnp.max(windows, axis=axes), jnp.sum(jnp.where(first, taps(tangent), zero), axis=-1)
+
+
 def _max_pool_tiled(input, kernel):
-    """Non-overlapping max pooling (stride == kernel) as a reshape, an argmax and a select.
+    """Non-overlapping max pooling (stride == kernel) as a reshape and a maximum per window.
 
     Same values and gradients as ``reduce_window`` (the whole gradient goes to the first
     maximum of a window, as in PyTorch), but the backward pass is an elementwise select instead
@@ -74,9 +101,7 @@ def _max_pool_tiled(input, kernel):
     kh, kw = kernel
     ho, wo = H // kh, W // kw  # VALID windows: a remainder row or column is dropped
     windows = input[:, :, : ho * kh, : wo * kw].reshape(B, C, ho, kh, wo, kw)
-    windows = windows.transpose(0, 1, 2, 4, 3, 5).reshape(B, C, ho, wo, kh * kw)
-    first = jnp.argmax(windows, axis=-1)[..., None] == jnp.arange(kh * kw)  # [B, C, ho, wo, k]
-    return jnp.sum(jnp.where(first, windows, jnp.zeros((), windows.dtype)), axis=-1)
+    return _window_max(windows, (3, 5))
 
 
 def _lowest(dtype):
@@ -111,9 +136,8 @@ def _max_pool_windows(input, init, kernel, stride, dilation, pads, outs):
             for o, d, n, s in zip(offsets, dilation, outs, stride, strict=True)
         )
         taps.append(padded[(slice(None), slice(None), *index)])
-    windows = jnp.stack(taps, axis=-1)  # [B, C, *outs, K]
-    first = jnp.argmax(windows, axis=-1)[..., None] == jnp.arange(len(taps))
-    return jnp.sum(jnp.where(first, windows, jnp.zeros((), windows.dtype)), axis=-1)
+    stacked = jnp.stack(taps, axis=-1)  # [B, C, *outs, K]
+    return _window_max(stacked, (stacked.ndim - 1,))
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):

@@ -1,0 +1,46 @@
+"""Max pooling's forward is one maximum per window; the first-maximum gradient (PyTorch's rule
+for ties) comes from a ``jax.custom_jvp``, so forward and reverse mode both work."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import js.nn.functional as F
+
+
+def _ties(shape):
+    """Small integers: most 2x2 windows hold a tied maximum."""
+    return jnp.asarray(np.random.default_rng(0).integers(0, 3, shape).astype(np.float32))
+
+
+@pytest.mark.parametrize("dilation", [1, 2])
+def test_the_forward_alone_builds_no_argmax(dilation):
+    x = _ties((2, 3, 8, 8))
+    assert "argmax" not in str(jax.make_jaxpr(lambda x: F.max_pool2d(x, 2, dilation=dilation))(x))
+    assert "argmax" in str(jax.make_jaxpr(jax.grad(lambda x: F.max_pool2d(x, 2).sum()))(x))
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("kernel, dilation", [(2, 1), (3, 1), (2, 2)])
+def test_tied_windows_send_the_gradient_to_the_first_maximum_as_torch(kernel, dilation):
+    torch = pytest.importorskip("torch")
+    x = _ties((2, 3, 9, 8))
+    out = F.max_pool2d(x, kernel, dilation=dilation)
+    weights = np.random.default_rng(1).normal(size=out.shape).astype(np.float32)
+
+    def loss(x):
+        return (F.max_pool2d(x, kernel, dilation=dilation) * weights).sum()
+
+    t_x = torch.tensor(np.array(x), requires_grad=True)
+    t_out = torch.nn.functional.max_pool2d(t_x, kernel, dilation=dilation)
+    (t_out * torch.tensor(weights)).sum().backward()
+    np.testing.assert_array_equal(np.asarray(out), t_out.detach().numpy())
+    np.testing.assert_array_equal(np.asarray(jax.grad(loss)(x)), t_x.grad.numpy())
+
+
+def test_forward_mode_agrees_with_reverse_mode():
+    x, tangent = _ties((2, 3, 8, 8)), jnp.ones((2, 3, 8, 8))
+    _, jvp = jax.jvp(lambda x: F.max_pool2d(x, 2).sum(), (x,), (tangent,))
+    assert float(jvp) == float(jnp.vdot(jax.grad(lambda x: F.max_pool2d(x, 2).sum())(x), tangent))
+    assert float(jvp) == 2 * 3 * 4 * 4  # one unit of tangent per window: ties do not split it
