@@ -64,13 +64,20 @@ def test_static_argnames_apply_to_positional_calls_and_back():
     assert float(by_position(jnp.float32(0), n=4)) == 4.0
 
 
+def _scale_and_call(m, w):
+    m.weight.value = m.weight.value * 2  # a write: the state is donated
+    return m(w[0])
+
+
 def test_an_argument_aliasing_donated_state_is_explained():
     model = Linear(2, 2, rngs=js.Rngs(params=0))
-    run = js.jit(lambda m, w: m(w[0]))
+    run = js.jit(_scale_and_call)
     with pytest.raises(ValueError, match="also the state of a module or optimizer"):
         run(model, model.weight.value)
-    keep = js.jit(lambda m, w: m(w[0]), donate=False)
+    keep = js.jit(_scale_and_call, donate=False)
     assert keep(model, model.weight.value).shape == (2,)
+    read = js.jit(lambda m, w: m(w[0]))  # reads only: nothing is donated
+    assert read(model, model.weight.value).shape == (2,)
 
 
 def test_raw_array_state_is_refused_by_every_transform():

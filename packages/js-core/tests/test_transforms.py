@@ -96,6 +96,38 @@ def test_buffers_update_and_donated_arrays_are_invalidated():
     assert not before.is_deleted() and int(counter.calls.value) == 3
 
 
+def test_a_read_only_call_donates_nothing_and_returns_no_state(data):
+    model = MLP(rngs=js.Rngs(params=0))
+    weight = model.layers[0].weight.value
+    traces = []
+
+    @js.jit
+    def forward(model, x):
+        traces.append(1)
+        return model(x)
+
+    first = forward(model, data[0])
+    np.testing.assert_array_equal(forward(model, data[0]), first)
+    assert not weight.is_deleted()  # read, not donated: the old array is the current one
+    assert model.layers[0].weight.value is weight
+    assert len(traces) == 1  # the read-only program reuses the first trace
+
+
+def test_a_call_that_writes_for_one_input_shape_only_is_exact():
+    counter = Counter()
+
+    @js.jit
+    def count_long(model, x):
+        if x.shape[0] > 2:  # another branch per shape: this one writes
+            model(1.0)
+        return x.sum()
+
+    for n in (1, 3, 1, 3):
+        count_long(counter, jnp.ones(n))
+    assert int(counter.calls.value) == 2
+    assert len(count_long._programs) == 1  # one layout; its program writes from the switch on
+
+
 def test_static_arguments_select_a_program():
     @functools.partial(js.jit, static_argnames="power")
     def f(x, *, power):

@@ -1,8 +1,9 @@
 """``js.jit``: compile a function of modules, optimizers, ``Rngs`` and arrays.
 
-Stateful arguments are *passed* into the program as donated arrays and their new values are
-written back after the call (state passed is an argument; state read from scope would be
-frozen, so ``_capture`` refuses it).
+Stateful arguments are *passed* into the program as arrays, donated when the function changes
+them, and their new values are written back after the call (state passed is an argument; state
+read from scope would be frozen, so ``_capture`` refuses it). A function that changes no state
+(an evaluation, an inference forward) runs a program that neither donates nor returns it.
 
 Speed: on the first call for a given set of objects, the object graph is flattened once into a
 graph definition (static: structure, modes) and a list of Variable objects. Later calls only
@@ -87,7 +88,15 @@ def _static_both_ways(fn, argnums, argnames):
 class _Entry:
     """What one call signature (these objects, this layout) needs on the fast path."""
 
-    __slots__ = ("refs", "epoch", "variables", "program", "tracked")
+    __slots__ = ("refs", "epoch", "variables", "program", "tracked", "layout")
+
+
+class _OtherKind(Exception):
+    """Raised while tracing: the call needs another kind of program (see ``_compile``)."""
+
+    def __init__(self, kind: str):
+        super().__init__(kind)
+        self.kind = kind
 
 
 class CompiledFunction:
@@ -103,6 +112,7 @@ class CompiledFunction:
         self._constants = frozenset(constants)
         self._entries: dict[Any, _Entry] = {}
         self._programs: dict[Any, Callable] = {}
+        self._pure: dict[CallLayout, Callable] = {}
 
     def __get__(self, obj, objtype=None):
         # As a decorator on a method, bind like a function: `self` becomes the first argument.
@@ -144,6 +154,9 @@ class CompiledFunction:
         variables = entry.variables
         try:
             output, new_leaves = entry.program(list(map(_get_raw, variables)), dyn_args, dyn_kwargs)
+        except _OtherKind as other:  # raised by a trace, before anything ran
+            entry.program = self._programs[entry.layout] = self._compile(entry.layout, other.kind)
+            output, new_leaves = entry.program(list(map(_get_raw, variables)), dyn_args, dyn_kwargs)
         except (ValueError, RuntimeError) as error:
             if "donat" not in str(error):
                 raise
@@ -180,13 +193,47 @@ class CompiledFunction:
         entry.epoch = STRUCTURE_EPOCH.value
         entry.variables = variables
         entry.program = program
+        entry.layout = layout
         entry.tracked = _all_tracked(tuple(objects))
         alive = {k: e for k, e in self._entries.items() if all(r() is not None for r in e.refs)}
         self._entries = alive
         self._entries[key] = entry
         return entry
 
-    def _compile(self, layout: CallLayout):
+    def _compile(self, layout: CallLayout, kind: str = "first"):
+        """The program of ``layout``. The ``"first"`` kind donates the state and returns its new
+        arrays; a trace of it that finds no state array changed (an evaluation, an inference
+        forward) stops before lowering and asks for the ``"read"`` kind, which neither donates
+        nor returns the state, so the call costs what a hand-written ``jax.jit`` of the forward
+        costs. Should a read-only trace find a change (a new input shape taking another
+        branch), the layout keeps the ``"write"`` kind from then on: the first kind without the
+        question. The function itself is traced once per input signature, whatever the kind:
+        ``_traced`` caches its trace, and inlines it, so an unchanged array is the very tracer
+        that came in."""
+        traced = self._traced(layout)
+        read_only = kind == "read"
+
+        def program(leaves, dyn_args, dyn_kwargs):
+            output, new_leaves = traced(leaves, dyn_args, dyn_kwargs)
+            if kind != "write":
+                writes = any(new is not old for new, old in zip(new_leaves, leaves, strict=True))
+                if writes == read_only:
+                    raise _OtherKind("write" if writes else "read")
+            return output, ([] if read_only else new_leaves)
+
+        # State stays where it is: on a mesh, each new array leaves on its input's sharding
+        # (inputs are committed arrays, so jit already reads theirs). One device: jit's default.
+        donate = (0,) if self._donate and not read_only else ()
+        if layout.placement is None or read_only:
+            return jax.jit(program, donate_argnums=donate)
+        return jax.jit(program, donate_argnums=donate, out_shardings=(None, list(layout.placement)))
+
+    def _traced(self, layout: CallLayout):
+        """``fn`` as a pure function of the state arrays, one per layout (``inline``: its trace
+        is cached by JAX and inlined into each kind of program)."""
+        traced = self._pure.get(layout)
+        if traced is not None:
+            return traced
         fn = self._fn
 
         def pure(leaves, dyn_args, dyn_kwargs):
@@ -207,12 +254,8 @@ class CompiledFunction:
                 )
             return output, layout.updated(objects, "js.jit", fn)
 
-        # State stays where it is: on a mesh, each new array leaves on its input's sharding
-        # (inputs are committed arrays, so jit already reads theirs). One device: jit's default.
-        donate = (0,) if self._donate else ()
-        if layout.placement is None:
-            return jax.jit(pure, donate_argnums=donate)
-        return jax.jit(pure, donate_argnums=donate, out_shardings=(None, list(layout.placement)))
+        traced = self._pure[layout] = jax.jit(pure, inline=True)
+        return traced
 
 
 def jit(fn=None, *, static_argnums=(), static_argnames=(), donate=True, constants=()):
@@ -222,9 +265,10 @@ def jit(fn=None, *, static_argnums=(), static_argnames=(), donate=True, constant
         fn: the function. Stateful objects must be arguments (top-level positional or keyword);
             arrays and pytrees of arrays are traced; ``static_argnums``/``static_argnames`` name
             hashable arguments that select a program (a new value compiles anew).
-        donate: donate the state arrays to the program (default), so that XLA updates them in
-            place. An array read earlier from ``param.value`` is invalid after the call; copy it
-            (``np.array(param.value)``) to keep it.
+        donate: donate the state arrays to the program (default) when ``fn`` changes them, so
+            that XLA updates them in place. An array read earlier from ``param.value`` is then
+            invalid after the call; copy it (``np.array(param.value)``) to keep it. A function
+            that changes no state donates nothing.
         constants: names of globals or closure variables holding modules or optimizers that are
             deliberately frozen into the program. Any other such read is refused with an error.
 
