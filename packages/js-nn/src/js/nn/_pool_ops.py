@@ -65,28 +65,30 @@ def _reduce(input, init, op, kernel, stride, dilation, pads, outs):
     return y[(slice(None), slice(None), *(slice(0, o) for o in outs))]
 
 
+def _first_max(windows, tangent):
+    """The maximum over the last axis and the tangent of its *first* maximum, in window order
+    (PyTorch's rule: a tie does not split the gradient)."""
+    first = jnp.argmax(windows, axis=-1)[..., None] == jnp.arange(windows.shape[-1])
+    zero = jnp.zeros((), tangent.dtype)
+    return jnp.max(windows, axis=-1), jnp.sum(jnp.where(first, tangent, zero), axis=-1)
+
+
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
-def _window_max(windows, axes: tuple[int, ...]):
-    """The maximum over the window ``axes``; its derivative goes to the *first* maximum in
-    row-major window order (PyTorch's rule: a tie does not split the gradient). The forward
-    alone is one reduction, as hand-written JAX writes it; the argmax that picks the first
-    maximum is built only when a derivative is taken."""
+def _tiled_max(windows, axes: tuple[int, ...]):
+    """The maximum over the window ``axes`` of a reshaped input: one reduction forward, as
+    hand-written JAX writes it; the argmax is built only when a derivative is taken."""
     return jnp.max(windows, axis=axes)
 
 
-@_window_max.defjvp
-def _window_max_jvp(axes, primals, tangents):
-    (windows,), (tangent,) = primals, tangents
-    kept = [a for a in range(windows.ndim) if a not in axes]
+@_tiled_max.defjvp
+def _tiled_max_jvp(axes, primals, tangents):
+    kept = [a for a in range(primals[0].ndim) if a not in axes]
 
     def taps(x):  # the window axes last, flattened in row-major order: [..., K]
         x = x.transpose(*kept, *axes)
         return x.reshape(*x.shape[: len(kept)], -1)
 
-    flat = taps(windows)
-    first = jnp.argmax(flat, axis=-1)[..., None] == jnp.arange(flat.shape[-1])
-    zero = jnp.zeros((), tangent.dtype)
-    return jnp.max(windows, axis=axes), jnp.sum(jnp.where(first, taps(tangent), zero), axis=-1)
+    return _first_max(taps(primals[0]), taps(tangents[0]))
 
 
 def _max_pool_tiled(input, kernel):
@@ -101,11 +103,12 @@ def _max_pool_tiled(input, kernel):
     kh, kw = kernel
     ho, wo = H // kh, W // kw  # VALID windows: a remainder row or column is dropped
     windows = input[:, :, : ho * kh, : wo * kw].reshape(B, C, ho, kh, wo, kw)
-    return _window_max(windows, (3, 5))
+    return _tiled_max(windows, (3, 5))
 
 
 def _lowest(dtype):
-    return -jnp.inf if jnp.issubdtype(dtype, jnp.floating) else jnp.iinfo(dtype).min
+    # A NumPy scalar stays concrete under jit: lax.reduce_window then recognises the max monoid.
+    return np.array(-np.inf if jnp.issubdtype(dtype, jnp.floating) else jnp.iinfo(dtype).min, dtype)
 
 
 def max_pool(layer, input, kernel_size, stride, padding, dilation, ceil_mode):
@@ -117,18 +120,31 @@ def max_pool(layer, input, kernel_size, stride, padding, dilation, ceil_mode):
     whole = all(o == m // k for o, m, k in zip(outs, sizes, kernel, strict=True))
     if n == 2 and whole and stride == kernel and max(padding) == 0 and max(dilation) == 1:
         return _max_pool_tiled(input, kernel)
-    # A NumPy scalar stays concrete under jit: lax.reduce_window then recognises the max
-    # monoid and has a gradient (a traced jnp.array init has none).
-    init = np.array(_lowest(input.dtype), input.dtype)  # padding never wins a maximum
-    if max(dilation) > 1:  # JAX has no gradient for a dilated reduce_window max
-        return _max_pool_windows(input, init, kernel, stride, dilation, pads, outs)
-    return _reduce(input, init, lax.max, kernel, stride, dilation, pads, outs)
+    return _max_pool_windows(input, (kernel, stride, dilation, tuple(pads), tuple(outs)))
 
 
-def _max_pool_windows(input, init, kernel, stride, dilation, pads, outs):
-    """Max pooling as an explicit stack of the window taps, first maximum chosen (PyTorch's
-    gradient rule), for any dilation: ``[B, C, *outs, prod(kernel)]`` then a select."""
-    padded = lax.pad(input, init, [(0, 0, 0), (0, 0, 0), *((lo, hi, 0) for lo, hi in pads)])
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _max_pool_windows(input, geometry):
+    """Any max pooling (``geometry``: kernel, stride, dilation, pads, outs): ``reduce_window``
+    forward, padding ``-inf`` so that it never wins. Its derivative comes from the window taps
+    (``[B, C, *outs, prod(kernel)]``) and a select of the first maximum: PyTorch's rule, for any
+    dilation (JAX has no gradient for a dilated max ``reduce_window``), and 1.6x faster forward
+    and backward on the CPU than XLA's ``select_and_scatter`` (ResNet's 3x3/2 stem pool)."""
+    kernel, stride, dilation, pads, outs = geometry
+    return _reduce(input, _lowest(input.dtype), lax.max, kernel, stride, dilation, pads, outs)
+
+
+@_max_pool_windows.defjvp
+def _max_pool_windows_jvp(geometry, primals, tangents):
+    (input,), (tangent,) = primals, tangents
+    zero = np.array(0, tangent.dtype)
+    return _first_max(_taps(input, _lowest(input.dtype), geometry), _taps(tangent, zero, geometry))
+
+
+def _taps(x, pad_value, geometry):
+    """The window taps of ``x`` padded with ``pad_value``, stacked last: ``[B, C, *outs, K]``."""
+    kernel, stride, dilation, pads, outs = geometry
+    padded = lax.pad(x, pad_value, [(0, 0, 0), (0, 0, 0), *((lo, hi, 0) for lo, hi in pads)])
     taps = []
     for offsets in np.ndindex(*kernel):
         index = tuple(
@@ -136,8 +152,7 @@ def _max_pool_windows(input, init, kernel, stride, dilation, pads, outs):
             for o, d, n, s in zip(offsets, dilation, outs, stride, strict=True)
         )
         taps.append(padded[(slice(None), slice(None), *index)])
-    stacked = jnp.stack(taps, axis=-1)  # [B, C, *outs, K]
-    return _window_max(stacked, (stacked.ndim - 1,))
+    return jnp.stack(taps, axis=-1)
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
