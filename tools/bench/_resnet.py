@@ -1,8 +1,8 @@
 """ResNet-18 on 3x32x32 inputs, batch 32, 10 classes: torchvision's BasicBlock network; Adam.
 
 The stem is the CIFAR one (a 3x3 convolution, stride 1, and no max-pool), not ImageNet's 7x7
-stride-2 convolution and 3x3 stride-2 max pool: js-nn's ``MaxPool2d`` has no padding today, and
-on 32x32 inputs the CIFAR stem is what people run. The four stages (2 BasicBlocks each, widths
+stride-2 convolution and 3x3 stride-2 max pool: on 32x32 inputs the CIFAR stem is what people
+run (ImageNet's would shrink them to 8x8 before the first block). The four stages (2 BasicBlocks each, widths
 64-128-256-512, stride 2 from the second stage on, 1x1 projection shortcuts), the global
 average pool and the linear head are torchvision's ``resnet18``.
 """
