@@ -5,6 +5,11 @@ An :class:`Optimizer` holds the live ``ParameterSelection`` it updates, the opta
 ``OptState`` variable per array (so ``js.jit`` threads them and updates them in place). The
 structure of that state (its pytree definition and key names) is static; only arrays change at
 ``step``, so a compiled training step never re-traces because of the optimizer.
+
+The transform is held as a :class:`Transform`: optax builds new closures for every optimizer,
+which compare by identity, so js's optimizers describe their transform by a hashable key (the
+class and its hyperparameters). Two optimizers with equal keys have equal graph definitions,
+so a ``js.jit`` step compiled for one runs the other without compiling again.
 """
 
 from __future__ import annotations
@@ -26,14 +31,39 @@ class OptState(js.Buffer):
     differentiated, saved by :meth:`Optimizer.state_dict`."""
 
 
+class Transform:
+    """An optax transform with the equality of its static description, ``key``.
+
+    ``key`` is a hashable description of everything the transform computes with (e.g.
+    ``('Adam', lr, betas, eps, weight_decay)``): equal keys mean the same update, so the
+    compiled programs of one optimizer serve another. Callables inside the key (a schedule)
+    compare by identity. ``key=None`` compares the transform itself, by identity.
+    """
+
+    __slots__ = ("tx", "key")
+
+    def __init__(self, tx: optax.GradientTransformation, key=None):
+        self.tx = tx
+        self.key = ("transform", tx) if key is None else ("key", key)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Transform) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"Transform({self.key[1]!r})"
+
+
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def _apply(tx: optax.GradientTransformation, treedef, grads, state_leaves, params):
+def _apply(tx: Transform, treedef, grads, state_leaves, params):
     """One pure optax step: ``(new_params, new_state_leaves)``, all lists in selection order.
 
     The state travels as its leaves; rebuilding and flattening the optax tree from the static
     ``treedef`` happens once per trace, not on every eager step."""
     state = jax.tree_util.tree_unflatten(treedef, state_leaves)
-    updates, state = tx.update(grads, state, params)
+    updates, state = tx.tx.update(grads, state, params)
     return optax.apply_updates(params, updates), jax.tree_util.tree_leaves(state)
 
 
@@ -86,7 +116,6 @@ def _show_devices(devices: frozenset) -> str:
     return shown[0] if len(shown) == 1 else f"[{', '.join(shown)}]"
 
 
-
 def _key_name(path, param_paths: tuple[str, ...]) -> str:
     """``'adam.mu.encoder.weight'`` from the optax key path of one state leaf."""
     parts = []
@@ -112,9 +141,12 @@ class Optimizer(js.Object):
         params: the live selection to update, ``model.parameters()``.
         tx: the optax transform computing the update (learning rate included).
         config: ``(name, value)`` pairs shown by ``repr``.
+        key: a hashable description of ``tx`` (see :class:`Transform`): optimizers of one
+            class with equal keys share compiled programs. None (the default) compares ``tx``
+            by identity, so each new optimizer compiles its own.
     """
 
-    def __init__(self, params, tx: optax.GradientTransformation, config: tuple = ()):
+    def __init__(self, params, tx: optax.GradientTransformation, config: tuple = (), *, key=None):
         name = type(self).__name__
         if not isinstance(params, js.ParameterSelection):
             raise TypeError(
@@ -124,7 +156,7 @@ class Optimizer(js.Object):
         if len(params) == 0:
             raise ValueError(f"{name}: got an empty parameter selection; nothing to optimize")
         self.params = params
-        self._tx = tx
+        self._tx = Transform(tx, None if key is None else (type(self).__qualname__, key))
         self._config = tuple(config)
         arrays = [param.value for param in params]
         # (path, shape, dtype, sharding) at construction: step refuses parameters cast, reshaped
