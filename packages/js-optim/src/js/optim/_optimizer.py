@@ -14,8 +14,6 @@ so a ``js.jit`` step compiled for one runs the other without compiling again.
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -56,15 +54,18 @@ class Transform:
         return f"Transform({self.key[1]!r})"
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _apply(tx: Transform, treedef, grads, state_leaves, params):
-    """One pure optax step: ``(new_params, new_state_leaves)``, all lists in selection order.
-
-    The state travels as its leaves; rebuilding and flattening the optax tree from the static
-    ``treedef`` happens once per trace, not on every eager step."""
+def _update(tx: Transform, treedef, grads, state_leaves, params):
+    """One pure optax step: ``(new_params, new_state_leaves)``, all lists in selection order."""
     state = jax.tree_util.tree_unflatten(treedef, state_leaves)
     updates, state = tx.tx.update(grads, state, params)
     return optax.apply_updates(params, updates), jax.tree_util.tree_leaves(state)
+
+
+# Eagerly, one compiled program per optimizer structure: the state travels as its leaves, so
+# rebuilding and flattening the optax tree from the static ``treedef`` happens once per trace,
+# not on every step. Inside a trace (js.jit) the step is inlined instead: a nested jit would
+# add a call to the program and trace it apart, for the same operations.
+_apply = jax.jit(_update, static_argnums=(0, 1))
 
 
 def _sharding(value):
@@ -198,7 +199,8 @@ class Optimizer(js.Object):
         grads = self.params.match(grads)
         params = [param.value for param in self.params]
         state = [variable.value for variable in self._state]
-        new_params, new_state = _apply(self._tx, self._treedef, grads, state, params)
+        update = _update if isinstance(params[0], jax.core.Tracer) else _apply
+        new_params, new_state = update(self._tx, self._treedef, grads, state, params)
         for param, value in zip(self.params, new_params, strict=True):
             param.value = value
         for variable, value in zip(self._state, new_state, strict=True):
