@@ -124,3 +124,25 @@ def test_a_custom_optimizer_shares_programs_only_with_a_key(keyed, traced):
         model = MLP()
         step(model, Plain(model.parameters(), 0.1, key=("sgd", 0.1) if keyed else None), x, y)
     assert len(traces) == traced
+
+
+class Halving:
+    """A schedule object that defines ``__eq__`` and so is not hashable."""
+
+    def __call__(self, step):
+        return 0.1 * 0.5**step
+
+    def __eq__(self, other):
+        return isinstance(other, Halving)
+
+
+def test_an_unhashable_schedule_still_steps_eagerly():
+    # Its transform falls back to identity; js.jit refuses the optimizer's unhashable static
+    # configuration with its own error, as before.
+    x, y = batch()
+    for _ in range(2):
+        model = MLP()
+        opt = SGD(model.parameters(), lr=Halving())
+        for _ in range(2):
+            opt.step(js.value_and_grad(mse)(model, x, y)[1])
+    assert opt._tx.key[0] == "transform" and int(opt.step_count) == 2

@@ -29,20 +29,29 @@ class OptState(js.Buffer):
     differentiated, saved by :meth:`Optimizer.state_dict`."""
 
 
+def _hashable(value) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
 class Transform:
     """An optax transform with the equality of its static description, ``key``.
 
     ``key`` is a hashable description of everything the transform computes with (e.g.
     ``('Adam', lr, betas, eps, weight_decay)``): equal keys mean the same update, so the
     compiled programs of one optimizer serve another. Callables inside the key (a schedule)
-    compare by identity. ``key=None`` compares the transform itself, by identity.
+    compare by identity. ``key=None``, or a key that cannot be hashed (a schedule object
+    without ``__hash__``), compares the transform itself, by identity.
     """
 
     __slots__ = ("tx", "key")
 
     def __init__(self, tx: optax.GradientTransformation, key=None):
         self.tx = tx
-        self.key = ("transform", tx) if key is None else ("key", key)
+        self.key = ("transform", tx) if key is None or not _hashable(key) else ("key", key)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Transform) and self.key == other.key
