@@ -107,6 +107,22 @@ def test_cross_entropy_out_of_range_labels_give_nan_and_never_wrap(options):
     assert np.isnan(np.asarray(compiled(X, labels))[[1, 3]]).all()
 
 
+@pytest.mark.parametrize(
+    "dtype, classes, labels, readable",
+    [
+        (jnp.int32, 5, [0, -1, 4, 5, -5, -(2**31)], [1, 0, 1, 0, 0, 0]),
+        (jnp.int8, 5, [0, -1, 4, 5, 127, -128], [1, 0, 1, 0, 0, 0]),
+        (jnp.int8, 200, [0, -1, 127, -128], [1, 0, 1, 0]),  # more classes than int8 holds
+        (jnp.uint8, 5, [0, 4, 5, 255], [1, 1, 0, 0]),
+    ],
+    ids=["int32", "int8", "int8-many-classes", "uint8"],
+)
+def test_the_label_range_check_holds_for_every_integer_dtype(dtype, classes, labels, readable):
+    logits = jnp.zeros((len(labels), classes))
+    loss = cross_entropy(logits, jnp.array(labels, dtype), reduction="none")
+    np.testing.assert_array_equal(~np.isnan(loss), np.array(readable, bool))
+
+
 @pytest.mark.parametrize("options", CE_OPTIONS, ids=["plain", "weight-smoothing"])
 def test_masked_out_of_range_labels_do_not_poison_the_rest(options):
     labels = jnp.array([0, -1, 4, 5])

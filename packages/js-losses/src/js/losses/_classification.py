@@ -18,8 +18,7 @@ def _class_logits(logits, target, axis: int) -> tuple[jax.Array, jax.Array]:
         )
     if not -logits.ndim <= axis < logits.ndim:
         raise ValueError(
-            f"cross_entropy: axis {axis} is out of range for logits of shape "
-            f"{list(logits.shape)}"
+            f"cross_entropy: axis {axis} is out of range for logits of shape {list(logits.shape)}"
         )
     logits = jnp.moveaxis(logits, axis, -1)
     if target.shape != logits.shape[:-1]:
@@ -43,18 +42,27 @@ def _class_weight(weight, num_classes: int, dtype) -> jax.Array | None:
     return weight
 
 
+def _in_range(target: jax.Array, num_classes: int) -> jax.Array:
+    """``0 <= target < num_classes`` in one unsigned compare: a negative label, seen as
+    unsigned, is above every class (one op where two compares and an ``and`` were)."""
+    if num_classes > jnp.iinfo(target.dtype).max:  # no label is too large: only the sign
+        return target >= 0
+    unsigned = jnp.dtype(f"uint{jnp.dtype(target.dtype).itemsize * 8}")
+    return target.astype(unsigned) < num_classes
+
+
 def _cross_entropy_elements(log_probs, target, weight, label_smoothing):
     """Per-element loss [...] and the mean's per-element divisor [...] (PyTorch's formulas)."""
     nll = -jnp.take_along_axis(log_probs, target[..., None], axis=-1)[..., 0]  # [...]
+    denominator = None if weight is None else weight[target]  # [...]
+    if denominator is not None:
+        nll = denominator * nll
+    if label_smoothing == 0:  # the smoothing term is not built (nor traced, nor compiled)
+        return nll, denominator
     if weight is None:
-        denominator = None
         smooth = -jnp.mean(log_probs, axis=-1)
     else:
-        denominator = weight[target]  # [...]
-        nll = denominator * nll
         smooth = -jnp.sum(log_probs * weight, axis=-1) / log_probs.shape[-1]
-    if label_smoothing == 0:
-        return nll, denominator
     return (1 - label_smoothing) * nll + label_smoothing * smooth, denominator
 
 
@@ -116,9 +124,9 @@ def cross_entropy(
     num_classes = logits.shape[-1]
     # JAX indexing would wrap -C..-1 onto a real class and fill or clamp >= C; PyTorch raises.
     # A kept out-of-range label instead adds NaN to its logits row: NaN value and gradient.
-    readable = (target >= 0) & (target < num_classes)  # [...]
-    broken = ~readable if mask is None else mask & ~readable  # a masked label may be -100
-    logits = logits + jnp.where(broken, jnp.nan, 0.0)[..., None]  # weakly typed: keeps dtype
+    readable = _in_range(target, num_classes)  # [...]
+    fine = readable if mask is None else readable | ~mask  # a masked label may be -100
+    logits = logits + jnp.where(fine, 0.0, jnp.nan)[..., None]  # weakly typed: keeps dtype
     target = jnp.where(readable, target, jnp.zeros_like(target))  # read class 0 instead
     log_probs = jax.nn.log_softmax(logits, axis=-1)  # [..., C]
     loss, denominator = _cross_entropy_elements(log_probs, target, weight, label_smoothing)

@@ -43,8 +43,10 @@ class Accumulate(Optimizer):
     """
 
     def __init__(self, optimizer: Optimizer, every: int):
-        tx = optax.MultiSteps(optimizer._tx, every_k_schedule=every).gradient_transformation()
-        super().__init__(optimizer.params, tx, (("every", every), *optimizer._config))
+        inner = optimizer._tx
+        tx = optax.MultiSteps(inner.tx, every_k_schedule=every).gradient_transformation()
+        config = (("every", every), *optimizer._config)
+        super().__init__(optimizer.params, tx, config, key=(every, inner.key))
         self.every = every
         self.inner_name = type(optimizer).__name__
         self._updates_at = self._keys.index("gradient_step")

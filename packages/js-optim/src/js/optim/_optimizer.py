@@ -5,11 +5,14 @@ An :class:`Optimizer` holds the live ``ParameterSelection`` it updates, the opta
 ``OptState`` variable per array (so ``js.jit`` threads them and updates them in place). The
 structure of that state (its pytree definition and key names) is static; only arrays change at
 ``step``, so a compiled training step never re-traces because of the optimizer.
+
+The transform is held as a :class:`Transform`: optax builds new closures for every optimizer,
+which compare by identity, so js's optimizers describe their transform by a hashable key (the
+class and its hyperparameters). Two optimizers with equal keys have equal graph definitions,
+so a ``js.jit`` step compiled for one runs the other without compiling again.
 """
 
 from __future__ import annotations
-
-import functools
 
 import jax
 import jax.numpy as jnp
@@ -26,15 +29,52 @@ class OptState(js.Buffer):
     differentiated, saved by :meth:`Optimizer.state_dict`."""
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _apply(tx: optax.GradientTransformation, treedef, grads, state_leaves, params):
-    """One pure optax step: ``(new_params, new_state_leaves)``, all lists in selection order.
+def _hashable(value) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
-    The state travels as its leaves; rebuilding and flattening the optax tree from the static
-    ``treedef`` happens once per trace, not on every eager step."""
+
+class Transform:
+    """An optax transform with the equality of its static description, ``key``.
+
+    ``key`` is a hashable description of everything the transform computes with (e.g.
+    ``('Adam', lr, betas, eps, weight_decay)``): equal keys mean the same update, so the
+    compiled programs of one optimizer serve another. Callables inside the key (a schedule)
+    compare by identity. ``key=None``, or a key that cannot be hashed (a schedule object
+    without ``__hash__``), compares the transform itself, by identity.
+    """
+
+    __slots__ = ("tx", "key")
+
+    def __init__(self, tx: optax.GradientTransformation, key=None):
+        self.tx = tx
+        self.key = ("transform", tx) if key is None or not _hashable(key) else ("key", key)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Transform) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"Transform({self.key[1]!r})"
+
+
+def _update(tx: Transform, treedef, grads, state_leaves, params):
+    """One pure optax step: ``(new_params, new_state_leaves)``, all lists in selection order."""
     state = jax.tree_util.tree_unflatten(treedef, state_leaves)
-    updates, state = tx.update(grads, state, params)
+    updates, state = tx.tx.update(grads, state, params)
     return optax.apply_updates(params, updates), jax.tree_util.tree_leaves(state)
+
+
+# Eagerly, one compiled program per optimizer structure: the state travels as its leaves, so
+# rebuilding and flattening the optax tree from the static ``treedef`` happens once per trace,
+# not on every step. Inside a trace (js.jit) the step is inlined instead: a nested jit would
+# add a call to the program and trace it apart, for the same operations.
+_apply = jax.jit(_update, static_argnums=(0, 1))
 
 
 def _sharding(value):
@@ -86,7 +126,6 @@ def _show_devices(devices: frozenset) -> str:
     return shown[0] if len(shown) == 1 else f"[{', '.join(shown)}]"
 
 
-
 def _key_name(path, param_paths: tuple[str, ...]) -> str:
     """``'adam.mu.encoder.weight'`` from the optax key path of one state leaf."""
     parts = []
@@ -112,9 +151,12 @@ class Optimizer(js.Object):
         params: the live selection to update, ``model.parameters()``.
         tx: the optax transform computing the update (learning rate included).
         config: ``(name, value)`` pairs shown by ``repr``.
+        key: a hashable description of ``tx`` (see :class:`Transform`): optimizers of one
+            class with equal keys share compiled programs. None (the default) compares ``tx``
+            by identity, so each new optimizer compiles its own.
     """
 
-    def __init__(self, params, tx: optax.GradientTransformation, config: tuple = ()):
+    def __init__(self, params, tx: optax.GradientTransformation, config: tuple = (), *, key=None):
         name = type(self).__name__
         if not isinstance(params, js.ParameterSelection):
             raise TypeError(
@@ -124,7 +166,7 @@ class Optimizer(js.Object):
         if len(params) == 0:
             raise ValueError(f"{name}: got an empty parameter selection; nothing to optimize")
         self.params = params
-        self._tx = tx
+        self._tx = Transform(tx, None if key is None else (type(self).__qualname__, key))
         self._config = tuple(config)
         arrays = [param.value for param in params]
         # (path, shape, dtype, sharding) at construction: step refuses parameters cast, reshaped
@@ -166,7 +208,8 @@ class Optimizer(js.Object):
         grads = self.params.match(grads)
         params = [param.value for param in self.params]
         state = [variable.value for variable in self._state]
-        new_params, new_state = _apply(self._tx, self._treedef, grads, state, params)
+        update = _update if isinstance(params[0], jax.core.Tracer) else _apply
+        new_params, new_state = update(self._tx, self._treedef, grads, state, params)
         for param, value in zip(self.params, new_params, strict=True):
             param.value = value
         for variable, value in zip(self._state, new_state, strict=True):

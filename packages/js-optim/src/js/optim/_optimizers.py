@@ -136,7 +136,8 @@ class SGD(Optimizer):
             ("lr", optax.scale_by_learning_rate(lr)),
         )
         config = (("lr", lr), ("momentum", momentum), ("nesterov", nesterov))
-        super().__init__(params, tx, (*config, ("weight_decay", weight_decay)))
+        config = (*config, ("weight_decay", weight_decay))
+        super().__init__(params, tx, config, key=config)
 
 
 def _adam_checks(owner: str, lr, betas, eps, weight_decay) -> tuple[float, float]:
@@ -193,7 +194,7 @@ class Adam(Optimizer):
             ("lr", optax.scale_by_learning_rate(lr)),
         )
         config = (("lr", lr), ("betas", (b1, b2)), ("eps", eps), ("weight_decay", weight_decay))
-        super().__init__(params, tx, config)
+        super().__init__(params, tx, config, key=config)
 
 
 class AdamW(Optimizer):
@@ -240,4 +241,4 @@ class AdamW(Optimizer):
             ("lr", optax.scale_by_learning_rate(lr)),
         )
         config = (("lr", lr), ("betas", (b1, b2)), ("eps", eps), ("weight_decay", weight_decay))
-        super().__init__(params, tx, config)
+        super().__init__(params, tx, config, key=config)
