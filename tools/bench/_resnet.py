@@ -2,9 +2,9 @@
 
 The stem is the CIFAR one (a 3x3 convolution, stride 1, and no max-pool), not ImageNet's 7x7
 stride-2 convolution and 3x3 stride-2 max pool: on 32x32 inputs the CIFAR stem is what people
-run (ImageNet's would shrink them to 8x8 before the first block). The four stages (2 BasicBlocks each, widths
-64-128-256-512, stride 2 from the second stage on, 1x1 projection shortcuts), the global
-average pool and the linear head are torchvision's ``resnet18``.
+run (ImageNet's would shrink them to 8x8 before the first block). The four stages (2 BasicBlocks
+each, widths 64-128-256-512, stride 2 from the second stage on, 1x1 projection shortcuts), the
+global average pool and the linear head are torchvision's ``resnet18``.
 """
 
 from __future__ import annotations

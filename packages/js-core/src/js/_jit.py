@@ -15,9 +15,10 @@ changed. Nothing walks the object graph while the structure stays the same.
 The call is laid out by ``_stateful`` (shared with ``js.grad`` and ``js.scan_steps``); programs
 are keyed on that ``CallLayout``, so other objects of equal structure (a new model of the same
 architecture, a new optimizer with the same hyperparameters, whose transform compares by its
-key) run an existing program without compiling again. State placed on several devices (``js.shard``) compiles with
-its current shardings as the outputs' shardings, so it stays where it is, donated, call after
-call; ``js.shard`` moves the structure epoch, so the next call lays the call out anew.
+key) run an existing program without compiling again. State placed on several devices
+(``js.shard``) compiles with its current shardings as the outputs' shardings, so it stays where
+it is, donated, call after call; ``js.shard`` moves the structure epoch, so the next call lays
+the call out anew.
 """
 
 from __future__ import annotations

@@ -111,20 +111,30 @@ def _attend(q, k, v, mask, *, dropout: float = 0.0, key=None):
     """``scaled_dot_product_attention`` for a mask already checked (or None); with a ``key``,
     the weights are dropped out (``dropout``) before they weigh ``v`` and are returned so."""
     scores = q @ jnp.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])  # [..., Tq, Tk]
-    if mask is None:
-        weights = jax.nn.softmax(scores, axis=-1)
-    else:
+    if mask is not None:
         # The smallest finite value, not -inf: an all-masked row stays finite (uniform), then
-        # its weights are zeroed, and no NaN enters the forward or backward pass. Masked keys
-        # of a row with an allowed key already get exactly 0 (exp underflows), so only the
-        # all-masked rows are zeroed, [..., Tq, 1]: a full-size select over the weights cost
-        # 15-45 % of attention's forward and backward on XLA:CPU (docs/benchmarks.md).
+        # is zeroed, and no NaN enters the forward or backward pass. Masked keys of a row with
+        # an allowed key already get exactly 0 (exp underflows).
         scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
-        alive = jnp.any(mask, axis=-1, keepdims=True)  # [..., Tq or 1, 1]
-        weights = jnp.where(alive, jax.nn.softmax(scores, axis=-1), 0)
+    weights = jax.nn.softmax(scores, axis=-1)
     if key is not None:  # PyTorch drops the weights themselves, and returns them dropped
         weights = F.dropout(weights, dropout, True, key=key)
-    return weights @ v, weights
+    output = weights @ v
+    if mask is None:
+        return output, weights
+    # Only the all-masked rows are zeroed, [..., Tq, 1], and in the output [..., Tq, dv] rather
+    # than in the weights [..., Tq, Tk] (unless the weights are used): a select over every
+    # weight cost 15-45 % of attention's forward and backward on XLA:CPU (docs/benchmarks.md).
+    alive = jnp.any(mask, axis=-1, keepdims=True)  # [..., Tq or 1, 1]
+    return jnp.where(alive, output, 0), jnp.where(alive, weights, 0)
+
+
+def _alive_rows(mask, B: int, Tq: int) -> jax.Array:
+    """``[B, Tq]``: whether query row ``(b, t)`` may attend to some key in some head; reduced
+    on the mask's own shape before broadcasting (a causal mask is ``[1, 1, T, T]``)."""
+    mask = jnp.asarray(mask)
+    mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)  # [B|1, heads|1, Tq|1, Tk|1]
+    return jnp.broadcast_to(jnp.any(mask, axis=(1, 3)), (B, Tq))
 
 
 def refuse_torch_masks(owner: str, **masks) -> None:
@@ -335,6 +345,21 @@ class MultiheadAttention(Module):
             )
         return q[b], q[t], k[t]
 
+    def _project(self, query, key, value):
+        """q, k, v ``[B, heads, T, d]``. Self-attention (one input for all three) projects with
+        one ``[D, 3D]`` matmul, as PyTorch's fast path does: the same numbers as three slices,
+        and a smaller program (no slice of the weight, no pad of its gradient)."""
+        if not (query is key is value and self._same_dims):
+            return tuple(self._split_heads(x, i) for i, x in enumerate((query, key, value)))
+        y = query @ self.in_proj_weight.value.T  # [B, T, 3D]
+        if hasattr(self, "in_proj_bias"):
+            y = y + self.in_proj_bias.value
+        B, T, _ = y.shape
+        return tuple(
+            part.reshape(B, T, self.num_heads, self.head_dim).transpose(0, 2, 1, 3)
+            for part in jnp.split(y, 3, axis=-1)  # one split: its gradient is one concatenate
+        )
+
     def _split_heads(self, x, index: int):
         """``x [B, T, ·]`` projected for part ``index`` (q, k, v): ``[B, heads, T, d]``."""
         D = self.embed_dim
@@ -376,12 +401,11 @@ class MultiheadAttention(Module):
         drop = dropout_key("MultiheadAttention", self.dropout, self.training, rngs)
         if not self.batch_first:  # [T, B, ·] -> [B, T, ·]
             query, key, value = (jnp.swapaxes(x, 0, 1) for x in (query, key, value))
-        q, k, v = (self._split_heads(x, i) for i, x in enumerate((query, key, value)))
+        q, k, v = self._project(query, key, value)  # [B, heads, T, d] each
         heads, weights = _attend(q, k, v, mask, dropout=self.dropout, key=drop)  # [B, h, Tq, d]
         output = self.out_proj(heads.transpose(0, 2, 1, 3).reshape(B, Tq, self.embed_dim))
         if mask is not None:  # a query row with no allowed key in any head outputs zero
-            alive = jnp.any(jnp.broadcast_to(mask, scores_shape), axis=(1, 3))  # [B, Tq]
-            output = jnp.where(alive[..., None], output, 0)
+            output = jnp.where(_alive_rows(mask, B, Tq)[..., None], output, 0)
         if not self.batch_first:
             output = jnp.swapaxes(output, 0, 1)  # [Tq, B, D]
         return (output, weights) if need_weights else output
