@@ -177,8 +177,27 @@ def _put_group(values: list, sharding) -> list[jax.Array]:
 
 
 def placed_like(values: list, currents: list) -> list[jax.Array]:
-    """``values`` on the devices and shardings of ``currents`` (an array already there is
-    kept), in few transfers, so that a load never moves state off its mesh."""
+    """``values`` on the devices and shardings of ``currents``, so that a load never moves
+    state off its mesh: how every ``load_state_dict`` of js places what it loads.
+
+    A ``jax.Array`` already on its sharding is kept; a NumPy value is copied (never aliased,
+    although XLA:CPU could adopt the caller's aligned buffer). The transfers are batched: one
+    ``jax.device_put`` per distinct sharding, and for a thousand or more NumPy arrays of one
+    shape and dtype a jitted copy in chunks (10,000 small arrays in a third of the time). A
+    current value without a sharding (NumPy) gives an array on the default device.
+
+    Args:
+        values: the new arrays (NumPy or ``jax.Array``), checked against ``currents`` for
+            shape and dtype by the caller.
+        currents: the arrays they replace, in the same order.
+
+    Example:
+        >>> import jax.numpy as jnp, numpy as np, js
+        >>> current = jnp.zeros(3)
+        >>> [new] = js.placed_like([np.ones(3, np.float32)], [current])
+        >>> new.sharding == current.sharding, new.tolist()
+        (True, [1.0, 1.0, 1.0])
+    """
     shardings = [getattr(current, "sharding", None) for current in currents]
     if any(sharding is None for sharding in shardings):
         return [_as_array(value) for value in values]
