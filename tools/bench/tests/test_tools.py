@@ -43,6 +43,9 @@ def test_startup_runs_every_configuration():
     assert all(len(times) == 4 and min(times) >= 0 for times in rows.values())
 
 
+@pytest.mark.skipif(
+    not (checkpoint_compare.ROOT / ".git").exists(), reason="needs the git repository (worktrees)"
+)
 def test_checkpoint_compare_runs_a_worktree_and_this_tree_side_by_side(capsys):
     assert checkpoint_compare.main(["--smoke", "--rounds", "1", "--ref", "HEAD"]) == 0
     lines = capsys.readouterr().out.splitlines()
