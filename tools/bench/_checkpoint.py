@@ -5,8 +5,9 @@
 
 Peak extra RSS is sampled every millisecond by a thread while the call runs, minus the RSS just
 before it, and is reported as a multiple of the model's size. Uses only the public API, so the
-same file measures any js release: ``python -m tools.bench._checkpoint [--smoke]`` (run it with
-another release's ``packages/*/src`` on PYTHONPATH for a before/after comparison).
+same file measures any js release: ``python -m tools.bench._checkpoint [--smoke] [--rounds N]``
+with that release's ``packages/*/src`` on PYTHONPATH. ``python -m tools.bench.checkpoint_compare``
+runs it before and after, side by side (see there).
 """
 
 from __future__ import annotations
@@ -146,8 +147,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny models, one round")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds (fresh directories)")
     args = parser.parse_args(argv)
-    rows = run(SIZES["smoke" if args.smoke else "full"])
+    size = dict(SIZES["smoke" if args.smoke else "full"])
+    if args.rounds is not None:
+        size["rounds"] = args.rounds
+    rows = run(size)
     print(table(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

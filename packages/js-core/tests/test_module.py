@@ -276,3 +276,30 @@ def test_loaded_arrays_do_not_alias_the_callers_buffers(mlp):
     param = js.Parameter(buffer)  # a Parameter built from a buffer copies it too
     buffer[...] = 7
     np.testing.assert_array_equal(param.value, 1.0)
+
+
+def test_load_state_dict_of_many_arrays_of_one_shape_places_and_copies_each_one():
+    # Past a thousand NumPy arrays of one shape, placed_like copies them to their devices in
+    # chunks through a jitted copy (the tail, and the odd shapes, through device_put).
+    import jax
+
+    class Many(js.Module):
+        def __init__(self, n: int):
+            super().__init__()
+            self.weights = [js.Parameter(jnp.zeros((2, 3))) for _ in range(n)]
+            self.bias = js.Parameter(jnp.zeros(3))
+
+    model = Many(1100)
+    state = {key: _aligned(np.full(value.shape, i, value.dtype))
+             for i, (key, value) in enumerate(model.state_dict().items())}  # fmt: skip
+    model.load_state_dict(state)
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    live = model.state_dict(as_numpy=False)
+    assert list(live) == list(state)
+    for key, value in live.items():
+        assert isinstance(value, jax.Array) and value.sharding == device, key
+        assert value.dtype == np.float32 and value.shape == state[key].shape, key
+    for value in state.values():
+        value[...] = -1  # the model holds copies, not the caller's buffers
+    for key, value in model.state_dict().items():
+        np.testing.assert_array_equal(value, np.full(value.shape, list(state).index(key)))

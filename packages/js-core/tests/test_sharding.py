@@ -147,6 +147,12 @@ assert all(a.is_equivalent_to(b, 2) for a, b in zip(state_out, now)), state_out
 model.load_state_dict(reference.state_dict())  # loaded values keep the mesh placement
 assert {path: p.value.sharding.spec for path, p in model.named_parameters()} == specs
 assert step(model, opt, gx, gy).shape == ()
+from js._variables import placed_like  # many NumPy values take its jitted copy, onto 8 devices
+replicated = model.layers[2].bias.value.sharding  # P(): every device holds it
+many = placed_like([np.full(4, i, np.float32) for i in range(1100)],
+                   [model.layers[2].bias.value] * 1100)
+assert all(a.sharding == replicated and len(a.addressable_shards) == 8 for a in many)
+assert [float(a[0]) for a in many] == list(range(1100))
 
 rngs = js.shard(js.Rngs(noise=0), mesh)
 draw = js.jit(lambda rngs, x: x + jax.random.normal(rngs.next("noise"), x.shape))

@@ -4,6 +4,8 @@ measured and the programs were compiled."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tools.bench import _compile, _cores, _startup
@@ -41,3 +43,25 @@ def test_startup_runs_every_configuration():
     rows = _startup.measure()
     assert {"js, no cache", "js, cold cache", "js, warm cache"} <= set(rows)
     assert all(len(times) == 4 and min(times) >= 0 for times in rows.values())
+
+
+REPOSITORY = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.skipif(not (REPOSITORY / ".git").exists(), reason="needs the git repository")
+def test_checkpoint_compare_runs_a_worktree_and_this_tree_side_by_side(capsys):
+    from tools.bench import checkpoint_compare
+
+    assert checkpoint_compare.main(["--smoke", "--rounds", "1", "--ref", "HEAD"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for workload in ("100 small arrays", "wide model (0.0M parameters)"):
+        trees = [line.split(" | ")[1] for line in lines if line.startswith(f"| {workload} |")]
+        assert len(trees) == 2 and trees[0].startswith("HEAD (") and trees[1] == "this tree"
+
+
+def test_checkpoint_compare_names_a_tree_the_workload_fails_on(tmp_path):
+    from tools.bench import checkpoint_compare
+
+    failed = "(?s)the workload failed against .*No module named .js."
+    with pytest.raises(RuntimeError, match=failed):
+        checkpoint_compare.measure(tmp_path, smoke=True, timeout=120)

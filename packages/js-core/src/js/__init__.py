@@ -29,6 +29,7 @@ from ._variables import (  # noqa: E402
     Parameter,
     ParameterSelection,
     check_state_dict,  # noqa: E402
+    placed_like,
 )
 from ._version import INTERFACE as __interface__  # noqa: E402
 from ._version import __version__  # noqa: E402
@@ -53,6 +54,7 @@ __all__ = [
     "grad",
     "jit",
     "merge",
+    "placed_like",
     "random",
     "scan_steps",
     "shard",

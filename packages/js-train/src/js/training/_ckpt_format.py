@@ -85,8 +85,10 @@ def _pack(tree: dict, record: dict, small: list) -> None:
     """Concatenate the small ``(key, NumPy array)`` pairs by dtype into ``tree['packed']``,
     recording each one's place and digest."""
     groups: dict[str, list] = {}
+    names: dict = {}  # dtype -> its name, formatted once (it costs microseconds)
     for key, value in small:
-        groups.setdefault(str(jnp.dtype(value.dtype)), []).append((key, value))
+        name = names.get(value.dtype) or names.setdefault(value.dtype, str(jnp.dtype(value.dtype)))
+        groups.setdefault(name, []).append((key, value))
     for dtype, members in groups.items():
         sizes = np.array([value.size for _, value in members], np.int64)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
