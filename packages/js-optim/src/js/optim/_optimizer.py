@@ -283,11 +283,10 @@ class Optimizer(js.Object):
                 + "\n  ".join(problems)
                 + "\nFix: load a state saved by the same optimizer over the same parameters."
             )
-        # Keep each array where the optimizer's state lives (with its parameters), in one
-        # batched transfer; an array already there is not copied.
-        keys, canonical = list(targets), {}  # one object per distinct sharding (jax caches)
-        shardings = [canonical.setdefault(s, s) for s in (targets[k].value.sharding for k in keys)]
-        values = jax.device_put([arrays[k] for k in keys], shardings)
+        # Each array goes where the optimizer's state lives (with its parameters), in a few
+        # batched transfers (js.placed_like: one per sharding; NumPy values are copied).
+        keys = list(targets)
+        values = js.placed_like([arrays[k] for k in keys], [targets[k].value for k in keys])
         for key, value in zip(keys, values, strict=True):
             targets[key].value = value
 
