@@ -101,6 +101,10 @@ def js_program(fn, *args, **kwargs):
     return entry.program.lower(leaves, dyn_args, dyn_kwargs).compile()
 
 
+# Calls per timing: up to ``target_s`` of steps, so that a 40 us step is timed over ~0.1 s too.
+MAX_CALLS = 5000
+
+
 def _timed(variant: Variant, calls: int) -> float:
     start = time.perf_counter()
     out = None
@@ -135,11 +139,16 @@ def measure(
                 pass
         steady = _timed(variant, 1) * variant.steps_per_call
         compile_s[name] = max(first - steady, 0.0)
-        calls[name] = max(1, min(200, int(target_s / max(steady, 1e-6))))
+        calls[name] = max(1, min(MAX_CALLS, int(target_s / max(steady, 1e-6))))
     per_round: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
         order = names[r % len(names):] + names[: r % len(names)]
         for name in order:
+            # One untimed call first: the switch from the previous variant (torch's OpenMP
+            # threads still spinning, cold caches) is not charged to this one. With the
+            # rotation, a variant follows the same neighbour in most rounds, so that cost
+            # was a bias (js after torch: +8 % at batch-1 inference), not noise.
+            wait(variants[name].step())
             per_round[name].append(_timed(variants[name], calls[name]))
     results = []
     ref = per_round.get(REFERENCE)

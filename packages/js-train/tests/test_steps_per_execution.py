@@ -77,3 +77,34 @@ def test_unroll_is_checked(bad):
     with pytest.raises(TypeError, match=rf"Trainer unroll must be True, False or an int >= 1 "
                        rf"\(steps unrolled per loop iteration\), got {bad!r}"):
         Trainer(1, steps_per_execution=2, unroll=bad)
+
+
+class _TracedTask(Task):
+    """Counts the traces of its training step (a Python side effect runs only when traced)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.traces = []
+
+    def training_step(self, model, optimizer, rngs, batch):
+        self.traces.append(1)
+        return super().training_step(model, optimizer, rngs, batch)
+
+    def validation_step(self, model, batch):
+        return super().validation_step(model, batch)
+
+
+def test_a_second_fit_of_the_same_task_reuses_the_k_step_program():
+    model = MLP(rngs=js.Rngs(params=0))
+    task = _TracedTask(model, make_optimizer(model), rngs=js.Rngs(dropout=3))
+    x, y = blobs(n=64)  # 8 batches of 8: two groups of 4 per epoch, nothing left over
+    loader = ArrayLoader(x, y, batch_size=8)
+    trainer = Trainer(1, verbose=False, progress=False, steps_per_execution=4)
+    trainer.fit(task, loader)
+    traced = len(task.traces)  # the scan traces the step once per unrolled step
+    assert traced > 0
+    Trainer(1, verbose=False, progress=False, steps_per_execution=4).fit(task, loader)
+    assert len(task.traces) == traced  # a new Trainer, the same task: no new trace
+    task.note = "another configuration"  # a rebound attribute the step might read: traced anew
+    Trainer(1, verbose=False, progress=False, steps_per_execution=4).fit(task, loader)
+    assert len(task.traces) > traced

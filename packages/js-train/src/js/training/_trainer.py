@@ -24,7 +24,7 @@ from ._checks import check_int, is_int
 from ._mesh import check_mesh
 from ._options import check_callbacks, check_data, check_monitors, check_options
 from ._progress import Display
-from ._task import check_task
+from ._task import check_task, scanned_training_step
 from ._totals import Totals, rates, stack
 
 # Columns of a row in this order (stable within a group): epoch, step, train/, val/, lr, time/.
@@ -188,7 +188,7 @@ class Trainer:
         display = Display(enabled=self.progress, interval_s=self.progress_interval_s)
         many = None
         if self.steps_per_execution > 1:
-            many = js.jit(js.scan_steps(task.training_step, unroll=self.unroll))
+            many = scanned_training_step(task, self.unroll)
         self._hook("on_fit_start", task)
         try:
             while not self._finished() and not self.should_stop:
