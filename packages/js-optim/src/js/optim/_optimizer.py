@@ -15,7 +15,6 @@ so a ``js.jit`` step compiled for one runs the other without compiling again.
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
