@@ -53,6 +53,13 @@ def checked_out(ref: str):
 
 def measure(tree: Path, smoke: bool, timeout: float) -> list[dict]:
     """One run of the workloads against ``tree``'s sources, in a fresh process."""
+    if not (tree / "packages" / "js-core" / "src" / "js").is_dir():
+        # Checked here: where js is installed (hatch's bench environment), a tree without its
+        # sources would silently measure the installed js instead.
+        raise RuntimeError(
+            f"{tree} holds no js sources (packages/js-core/src/js): nothing to measure. Fix: "
+            "pass --ref a commit of this repository"
+        )
     sources = sorted(str(p) for p in (tree / "packages").glob("*/src"))
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "rows.json"

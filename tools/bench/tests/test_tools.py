@@ -62,6 +62,10 @@ def test_checkpoint_compare_runs_a_worktree_and_this_tree_side_by_side(capsys):
 def test_checkpoint_compare_names_a_tree_the_workload_fails_on(tmp_path):
     from tools.bench import checkpoint_compare
 
-    failed = "(?s)the workload failed against .*No module named .js."
-    with pytest.raises(RuntimeError, match=failed):
+    with pytest.raises(RuntimeError, match=r"holds no js sources \(packages/js-core/src/js\)"):
+        checkpoint_compare.measure(tmp_path, smoke=True, timeout=120)
+    sources = tmp_path / "packages" / "js-core" / "src" / "js"
+    sources.mkdir(parents=True)  # js sources the workload cannot import: its error is named
+    (sources / "__init__.py").write_text("raise ImportError('a broken tree')\n")
+    with pytest.raises(RuntimeError, match=r"(?s)the workload failed against .*a broken tree"):
         checkpoint_compare.measure(tmp_path, smoke=True, timeout=120)
