@@ -6,7 +6,7 @@ the time of each kernel by kind:
 
 - **matmul / conv**: XLA's XNNPACK fusions (``ynn_fusion``: dots and convolutions with what is
   fused into them) and its Eigen ``dot``/``convolution`` thunks; torch's ``mm``/``addmm``/
-  ``bmm``/convolution operators and its fused attention and LSTM kernels (oneDNN);
+  ``bmm``/convolution operators and its fused attention and LSTM operators;
 - **layout copies**: XLA's ``copy``/``transpose`` fusions; torch's ``copy_``/``clone``/
   ``contiguous``;
 - **other**: elementwise loops and reductions (norms, softmax, GELU, the optimizer update).
