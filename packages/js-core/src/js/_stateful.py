@@ -22,17 +22,26 @@ from jax.sharding import SingleDeviceSharding
 
 STATEFUL = (nnx.Pytree, nnx.Variable)
 
-_STATEFUL_TYPES: dict[type, bool] = {}
+def instance_test(types: tuple[type, ...]):
+    """``isinstance(value, types)``, cached per type. isinstance against ``nnx.Variable`` goes
+    through a metaclass hook that costs microseconds on every plain value (ints, strings,
+    arrays); the answer depends on the type alone, except for a tracer (on what it traces),
+    which is never cached."""
+    answers: dict[type, bool] = {}
+
+    def test(value) -> bool:
+        answer = answers.get(type(value))
+        if answer is None:
+            answer = isinstance(value, types)
+            if not isinstance(value, jax.core.Tracer):
+                answers[type(value)] = answer
+        return answer
+
+    return test
 
 
-def is_stateful(value) -> bool:
-    """A module, optimizer, ``Rngs`` or variable (cached per type)."""
-    # isinstance against nnx.Variable goes through a metaclass hook: cache the answer per type.
-    kind = type(value)
-    answer = _STATEFUL_TYPES.get(kind)
-    if answer is None:
-        answer = _STATEFUL_TYPES[kind] = isinstance(value, STATEFUL)
-    return answer
+is_stateful = instance_test(STATEFUL)
+is_stateful.__doc__ = "A module, optimizer, ``Rngs`` or variable (cached per type)."
 
 
 def state_variables(flat, transform: str) -> list[nnx.Variable]:
