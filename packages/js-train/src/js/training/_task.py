@@ -168,15 +168,11 @@ def scanned_training_step(task, unroll):
         if name not in ("model", "optimizer", "rngs")
     )
     key = (type(task).training_step, unroll, config)
+    build = lambda: js.jit(js.scan_steps(task.training_step, unroll=unroll))  # noqa: E731
     try:
         cached = _SCANNED.get(task)
-    except TypeError:  # a task that cannot be weakly referenced: no reuse
-        cached = None
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    many = js.jit(js.scan_steps(task.training_step, unroll=unroll))
-    try:
-        _SCANNED[task] = (key, many)
-    except TypeError:
-        pass
-    return many
+    except TypeError:  # a task that cannot be weakly referenced: a new program per fit
+        return build()
+    if cached is None or cached[0] != key:
+        cached = _SCANNED[task] = (key, build())
+    return cached[1]
