@@ -239,9 +239,12 @@ def _host_words(array: np.ndarray) -> np.ndarray:
     return flat.view({1: np.uint8, 2: np.uint16}[size]).astype(np.uint32)
 
 
-def _terms(words: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    a = (words ^ np.uint32(_K1)) * (index * np.uint32(2) + np.uint32(1))
-    return a, _fmix(words + index * np.uint32(_GOLDEN), np)
+def digest_terms(words, index, xp=np):
+    """The two per-word terms whose sums modulo 2**32 are an array's digest: ``words`` its
+    bytes as uint32 words, ``index`` their row-major positions (uint32), ``xp`` the array
+    module (NumPy here; ``jax.numpy`` where js-train digests arrays on their devices)."""
+    a = (words ^ xp.uint32(_K1)) * (index * xp.uint32(2) + xp.uint32(1))
+    return a, _fmix(words + index * xp.uint32(_GOLDEN), xp)
 
 
 def hex_digest(a: int, b: int) -> str:
@@ -260,7 +263,7 @@ def packed_digests(buffer: np.ndarray, starts: np.ndarray, sizes: np.ndarray) ->
     owner = np.repeat(np.arange(len(starts)), sizes)
     index = (np.arange(len(words), dtype=np.int64) - starts[owner]).astype(np.uint32)
     sums = []
-    for term in _terms(words, index):
+    for term in digest_terms(words, index):
         # Sums of at most 2**32 uint32 terms fit in uint64: exact, then reduced modulo 2**32.
         total = np.concatenate([[0], np.cumsum(term, dtype=np.uint64)])
         sums.append(total[starts + sizes] - total[starts])
@@ -272,7 +275,7 @@ def host_digest(array: np.ndarray) -> str:
     words = _host_words(np.asarray(array))
     if words.size == 0:
         return EMPTY
-    a, b = _terms(words, np.arange(words.size, dtype=np.uint32))
+    a, b = digest_terms(words, np.arange(words.size, dtype=np.uint32))
     return hex_digest(int(np.sum(a, dtype=np.uint64)), int(np.sum(b, dtype=np.uint64)))
 
 

@@ -15,19 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from js.nn.checkpoint_format import EMPTY, hex_digest
+from js.nn.checkpoint_format import EMPTY, digest_terms, hex_digest
 from js.nn.checkpoint_format import host_digest as host_digest
 from js.nn.checkpoint_format import packed_digests as packed_digests
-
-_K1, _GOLDEN, _M1, _M2 = 0x5BD1E995, 0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35
-
-
-def _fmix(h):
-    h = h ^ (h >> 16)
-    h = h * jnp.uint32(_M1)
-    h = h ^ (h >> 13)
-    h = h * jnp.uint32(_M2)
-    return h ^ (h >> 16)
 
 
 def _device_words(x: jax.Array) -> jax.Array:
@@ -50,8 +40,7 @@ def _device_sums(x: jax.Array) -> jax.Array:
             stride & 0xFFFFFFFF
         )
         stride *= words.shape[axis]
-    a = (words ^ jnp.uint32(_K1)) * (index * jnp.uint32(2) + jnp.uint32(1))
-    b = _fmix(words + index * jnp.uint32(_GOLDEN))
+    a, b = digest_terms(words, index, jnp)
     # One reduction with two outputs: XLA fuses the terms into it and reads the array once.
     # Two jnp.sums made XLA:CPU keep two array-sized temporaries (a 200 MB model's save
     # needed 100 MB more) and ran 30 times slower.
