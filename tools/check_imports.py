@@ -5,7 +5,9 @@ Usage: python tools/check_imports.py [--root DIR]
 
 Reads every ``.py`` under ``packages/*/src`` as text (nothing is imported) and collects each
 import with ``ast``: module-level and function-level ``import``/``from ... import``, and
-``importlib.import_module("...")`` / ``__import__("...")`` called with a literal name. Each
+``importlib.import_module("...")`` / ``__import__("...")`` called with a literal name, and the
+sibling version modules that ``js._interface.require`` imports for each entry of a library's
+``REQUIRES`` (in its ``_version.py``). Each
 imported module is mapped to the distribution that provides it (``js.nn`` to js-nn, other
 ``js.*`` to js-core, ``orbax`` to orbax-checkpoint, the standard library to nothing). It prints
 one line per problem, naming the file, line and import, and exits 1, when:
@@ -67,6 +69,14 @@ KNOWN = {
     ("js-nn", "js-losses"): "js.nn.functional forwards the loss functions to js.losses when "
     "it is installed (guarded by except ImportError); issue 19 asks for its removal",
 }
+# The module js._interface.require imports for each distribution named in REQUIRES.
+VERSION_MODULES = {
+    "js-core": "js._version",
+    "js-nn": "js.nn._version",
+    "js-losses": "js.losses._version",
+    "js-optim": "js.optim._version",
+    "js-train": "js.training._version",
+}
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -119,9 +129,21 @@ def _dynamic(node: ast.Call) -> str | None:
     return None
 
 
+def _required(file: Path, tree: ast.Module) -> list[Import]:
+    """The version modules imported at run time for the ``REQUIRES`` of a ``_version.py``."""
+    found = []
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if any(isinstance(t, ast.Name) and t.id == "REQUIRES" for t in targets):
+            for dist in ast.literal_eval(node.value):
+                found.append(Import(file, node.lineno, VERSION_MODULES[dist], False))
+    return found
+
+
 def imports_of(file: Path) -> list[Import]:
     """Every absolute import in ``file`` (relative ones stay inside the distribution)."""
-    found: list[Import] = []
+    tree = ast.parse(file.read_text(), str(file))
+    found: list[Import] = _required(file, tree) if file.name == "_version.py" else []
 
     def visit(node: ast.AST, guarded: bool) -> None:
         if isinstance(node, ast.Try):
@@ -140,7 +162,7 @@ def imports_of(file: Path) -> list[Import]:
         for child in ast.iter_child_nodes(node):
             visit(child, guarded)
 
-    visit(ast.parse(file.read_text(), str(file)), False)
+    visit(tree, False)
     return found
 
 

@@ -206,15 +206,6 @@ def test_zero_dimensional_and_integer_buffers_round_trip(tmp_path):
     ] == ((), "I32")
 
 
-def test_checkpoint_reading_uses_js_nn_reader_without_js_train(monkeypatch, tmp_path):
-    from js.nn import _checkpoint_read
-
-    monkeypatch.setitem(sys.modules, "js.training", None)  # as if js-train were not installed
-    assert _checkpoint_read._training() is None
-    with pytest.raises(FileNotFoundError, match=r"load_weights: no complete checkpoint in"):
-        nn.load_weights(Net(js.Rngs(params=0)), tmp_path)
-
-
 def test_import_js_nn_imports_no_orbax():
     """The checkpoint reader imports orbax only when it reads (a fresh interpreter)."""
     code = "import sys, js.nn; print(sorted(m for m in sys.modules if m.startswith('orbax')))"

@@ -111,8 +111,8 @@ def test_argument_errors(tmp_path):
 def test_a_checkpoint_in_another_format_is_refused(tmp_path):
     import orbax.checkpoint as ocp
 
+    from js.nn.checkpoint.format import manager as _manager
     from js.training import CheckpointError
-    from js.training._checkpoint import _manager
 
     manager = _manager(tmp_path, ranked=False)  # a step whose meta names a future format
     meta = {"format": "js.training/9", "kinds": {"epoch": "value"}, "values": {"epoch": 0}}

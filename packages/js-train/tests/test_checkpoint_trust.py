@@ -15,6 +15,7 @@ import pytest
 from js_train_testing import MLP, make_optimizer
 
 import js
+from js.nn.checkpoint.digest import device_digests, host_digest
 from js.training import (
     CheckpointError,
     ModelCheckpoint,
@@ -23,7 +24,6 @@ from js.training import (
     load_checkpoint,
     save_checkpoint,
 )
-from js.training._ckpt_digest import device_digests, host_digest
 
 SRC = [str(p) for p in Path(__file__).resolve().parents[2].glob("*/src")]
 
@@ -360,7 +360,7 @@ def test_a_failed_load_prints_no_traceback_on_stderr(tmp_path):
 HOLD_LOCK = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from js.training._ckpt_lock import DirectoryLock
+    from js.nn.checkpoint.lock import DirectoryLock
     lock = DirectoryLock(Path(sys.argv[1]), "holder").acquire()
     print("locked", flush=True)
     time.sleep(float(sys.argv[2]))

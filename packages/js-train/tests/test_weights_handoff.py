@@ -12,7 +12,6 @@ from js_train_testing import MLP
 import js
 import js.nn as nn
 import js.training
-from js.nn import _checkpoint_read
 from js.training import (
     ArrayLoader,
     CheckpointError,
@@ -34,20 +33,24 @@ def ckpt(tmp_path, make_task, data):
     return checkpoint, task
 
 
-@pytest.fixture(params=["js-nn", "js-train"])
-def route(request, monkeypatch):
-    """Both ways load_weights reads a checkpoint: js-train's partial restore, and js-nn's own
-    host reader (what an install of js-core + js-nn uses)."""
-    if request.param == "js-nn":
-        monkeypatch.setattr(_checkpoint_read, "_training", lambda: None)
-    return request.param
+@pytest.fixture(params=["load_weights", "read_checkpoint"])
+def load(request):
+    """Both readers of a checkpoint: load_weights (arrays restored onto the model's devices,
+    digests checked there) and read_checkpoint (NumPy, digests checked on the host)."""
+    if request.param == "load_weights":
+        return lambda model, path, step=None: nn.load_weights(model, path, step=step)
+
+    def by_read_checkpoint(model, path, step=None):
+        model.load_state_dict(nn.read_checkpoint(path, which="best" if step is None else step)[1])
+
+    return by_read_checkpoint
 
 
 def _outputs(model):
     return np.asarray(model.eval()(X))
 
 
-def test_load_weights_reads_the_best_step_or_the_one_asked(ckpt, route):
+def test_load_weights_reads_the_best_step_or_the_one_asked(ckpt):
     checkpoint, task = ckpt
     # mode="max" on train/loss: the best is the first epoch (highest loss), the last differs.
     assert checkpoint.best_step == 0 and checkpoint.last_step == 2
@@ -62,7 +65,7 @@ def test_load_weights_reads_the_best_step_or_the_one_asked(ckpt, route):
     np.testing.assert_array_equal(_outputs(model), _outputs(task.model))
 
 
-def test_checkpoint_errors_name_what_is_there(ckpt, tmp_path, route):
+def test_checkpoint_errors_name_what_is_there(ckpt, tmp_path):
     checkpoint, _ = ckpt
     model = MLP(rngs=js.Rngs(params=5))
     before = model.state_dict()
@@ -88,7 +91,7 @@ def _rewrite_meta(step_dir, change):
     meta_file.write_text(json.dumps(meta))
 
 
-def test_a_damaged_checkpoint_is_refused_by_both_readers(tmp_path, route):
+def test_a_damaged_checkpoint_is_refused_by_both_readers(tmp_path, load):
     """The reader shared by js-nn and js-train checks the save id and every digest."""
     path = tmp_path / "c"
     for seed in (0, 1):
@@ -97,7 +100,7 @@ def test_a_damaged_checkpoint_is_refused_by_both_readers(tmp_path, route):
     model = MLP(rngs=js.Rngs(params=5))
     before = model.state_dict()
     with pytest.raises(CheckpointError, match=r"step 1: item 'state_model' belongs to another"):
-        nn.load_weights(model, path, step=1)
+        load(model, path, step=1)
 
     def corrupt(meta):
         meta["items"]["model"]["entries"]["fc1.bias"]["digest"] = "0123456789abcdef"
@@ -108,17 +111,17 @@ def test_a_damaged_checkpoint_is_refused_by_both_readers(tmp_path, route):
         match=r"step 0: array 'model\.fc1\.bias' does not match its recorded digest: the "
         r"checkpoint is damaged\. Fix: load another step \(which=\.\.\.\): steps 1 are",
     ):
-        nn.load_weights(model, path, step=0)
+        load(model, path, step=0)
     (path / "0" / "state_model" / "_METADATA").write_text("{not json")
     with pytest.raises(
         CheckpointError, match=r"step 0: item 'state_model' \(the arrays of 'model'\) cannot be"
     ):
-        nn.load_weights(model, path, step=0)
+        load(model, path, step=0)
     for key, value in model.state_dict().items():
         np.testing.assert_array_equal(value, before[key])
 
 
-def test_an_old_format_checkpoint_is_a_clear_error(tmp_path, route):
+def test_an_old_format_checkpoint_is_a_clear_error(tmp_path, load):
     save_checkpoint(tmp_path / "c", {"model": MLP(rngs=js.Rngs(params=0)), "epoch": 0})
     _rewrite_meta(tmp_path / "c" / "0", lambda meta: meta.update(format="js.training/1"))
     with pytest.raises(
@@ -126,7 +129,7 @@ def test_an_old_format_checkpoint_is_a_clear_error(tmp_path, route):
         match=r"meta/metadata has the old format 'js\.training/1' \(js-train 0\.1\), expected "
         r"'js\.training/2'\. Fix: load it with the js release that wrote it",
     ):
-        nn.load_weights(MLP(rngs=js.Rngs(params=1)), tmp_path / "c")
+        load(MLP(rngs=js.Rngs(params=1)), tmp_path / "c")
 
 
 def test_read_checkpoint_gives_verified_numpy_arrays(ckpt):

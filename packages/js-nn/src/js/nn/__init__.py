@@ -11,6 +11,7 @@ _require("js-nn", __version__, _REQUIRES)
 from js import Buffer, Module, ModuleDict, ModuleList, Parameter  # noqa: E402
 
 from . import attention as attention  # noqa: E402
+from . import checkpoint as checkpoint  # noqa: E402
 from . import checkpoint_format as checkpoint_format  # noqa: E402
 from . import functional as functional  # noqa: E402
 from . import init as init  # noqa: E402
@@ -61,8 +62,9 @@ from ._weights import load_weights as load_weights  # noqa: E402
 from ._weights import save_weights as save_weights  # noqa: E402
 from ._weights import weights_info as weights_info  # noqa: E402
 from .attention import MultiheadAttention as MultiheadAttention  # noqa: E402
-from .checkpoint_format import CheckpointError as CheckpointError  # noqa: E402
-from .checkpoint_format import read_checkpoint as read_checkpoint  # noqa: E402
+from .checkpoint import CheckpointError as CheckpointError  # noqa: E402
+from .checkpoint import export_weights as export_weights  # noqa: E402
+from .checkpoint import read_checkpoint as read_checkpoint  # noqa: E402
 
 __all__ = [
     "AdaptiveAvgPool1d",
@@ -113,9 +115,11 @@ __all__ = [
     "TransformerEncoderLayer",
     "WeightsInfo",
     "attention",
+    "checkpoint",
     "checkpoint_format",
     "__interface__",
     "__version__",
+    "export_weights",
     "functional",
     "init",
     "load_torch_state_dict",

@@ -10,8 +10,8 @@ names and layouts through the per-layer ``from_torch``/``to_torch``/``torch_extr
 writes loads into the equivalent js model). The header's metadata records the layout and the js
 versions next to the user's ``{str: str}`` entries; :func:`weights_info` reads it alone.
 
-``load_weights`` also reads a js-train checkpoint directory (see :mod:`js.nn._checkpoint_read`
-and :func:`js.nn.read_checkpoint`).
+``load_weights`` also reads a checkpoint directory (see :mod:`js.nn.checkpoint`): onto the
+model's current devices and shardings, reading the step's metadata once, without js-train.
 """
 
 from __future__ import annotations
@@ -240,9 +240,10 @@ def load_weights(
 
     Args:
         model: the ``js.Module`` to fill (same architecture as the saved one).
-        path: a ``.safetensors`` file, or a directory written by js-train's
-            ``save_checkpoint``/``ModelCheckpoint`` (orbax is imported only then; the save
-            id and every digest are verified, a damaged step raises ``CheckpointError``).
+        path: a ``.safetensors`` file, or a checkpoint directory written by
+            ``save_checkpoint``/``ModelCheckpoint`` (orbax is imported only then; the arrays
+            go onto the model's current shardings, the save id and every digest are
+            verified, a damaged step raises ``CheckpointError``).
         layout: ``'js'`` or ``'torch'`` (PyTorch's names and layouts, converted per layer).
             A file js wrote records its layout; asking for the other one is an error.
         strict: with ``False``, missing and unexpected names are skipped and returned
@@ -267,15 +268,15 @@ def load_weights(
     if not isinstance(model, js.Module):
         raise TypeError(f"load_weights expects a js.Module to fill, got {type(model).__name__}")
     if Path(path).is_dir():
-        from ._checkpoint_read import load_checkpoint_model
+        from .checkpoint.load import load_model
 
         if layout != "js" or prefix or not strict:
             raise NotImplementedError(
                 f"{path} is a checkpoint directory, which holds js names and layouts and loads "
                 "strictly: layout, prefix and strict=False apply to weight files. Fix: drop "
-                "them, or export the checkpoint first (js.training.export_weights)"
+                "them, or export the checkpoint first (js.nn.export_weights)"
             )
-        load_checkpoint_model(model, Path(path), "best" if step is None else step, name)
+        load_model(model, Path(path), "best" if step is None else step, name)
         return js.IncompatibleKeys([], [])
     if step is not None or name != "model":
         raise ValueError(

@@ -8,16 +8,19 @@ from ._version import __version__
 
 _require("js-train", __version__, _REQUIRES)
 
+# The checkpoint format, save_checkpoint and the loaders are js-nn's (js.nn.checkpoint);
+# re-exported here, where a training script looks for them next to ModelCheckpoint.
+from js.nn.checkpoint import CheckpointError as CheckpointError  # noqa: E402
+from js.nn.checkpoint import checkpoint_info as checkpoint_info  # noqa: E402
+from js.nn.checkpoint import export_weights as export_weights  # noqa: E402
+from js.nn.checkpoint import load_checkpoint as load_checkpoint  # noqa: E402
+from js.nn.checkpoint import save_checkpoint as save_checkpoint  # noqa: E402
+
 from . import steps as steps  # noqa: E402
 from ._callbacks import Callback as Callback  # noqa: E402
 from ._callbacks import EarlyStopping as EarlyStopping  # noqa: E402
 from ._checkpoint import ModelCheckpoint as ModelCheckpoint  # noqa: E402
-from ._checkpoint import save_checkpoint as save_checkpoint  # noqa: E402
-from ._ckpt_format import CheckpointError as CheckpointError  # noqa: E402
-from ._ckpt_load import checkpoint_info as checkpoint_info  # noqa: E402
-from ._ckpt_load import load_checkpoint as load_checkpoint  # noqa: E402
 from ._distributed import init_distributed as init_distributed  # noqa: E402
-from ._export import export_weights as export_weights  # noqa: E402
 from ._loader import ArrayLoader as ArrayLoader  # noqa: E402
 from ._precision import autocast as autocast  # noqa: E402
 from ._progress import Display as Display  # noqa: E402

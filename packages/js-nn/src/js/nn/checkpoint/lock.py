@@ -19,6 +19,9 @@ import socket
 import time
 from pathlib import Path
 
+import jax
+import numpy as np
+
 LOCK_NAME = ".js-writer.lock"
 
 
@@ -97,3 +100,23 @@ class DirectoryLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def writer_lock(path: Path, owner: str, timeout: float) -> DirectoryLock | None:
+    """The directory's writer lock, held by the primary process; every process of a job
+    learns whether the primary got it (the others hold None)."""
+    lock, error = None, None
+    if jax.process_index() == 0:
+        try:
+            lock = DirectoryLock(path, owner, timeout).acquire()
+        except TimeoutError as caught:
+            error = caught
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        got = multihost_utils.broadcast_one_to_all(np.int32(error is None))
+        if not int(got) and error is None:
+            error = TimeoutError(f"{owner}: the primary process could not lock {path}")
+    if error is not None:
+        raise error
+    return lock

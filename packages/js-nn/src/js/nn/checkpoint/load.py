@@ -1,17 +1,13 @@
-"""Reading checkpoints: load_checkpoint (strict, partial, verified, all or nothing) and
-checkpoint_info (what each step holds, without reading arrays).
+"""Loading checkpoints: load_checkpoint (strict, partial, verified, all or nothing),
+checkpoint_info (what each step holds, without reading arrays) and ``load_weights``' route.
 
 A load reads in this order, and touches no object before the last check: the step list, the
-chosen step's ``meta`` (structure and format), the objects' names, kinds, keys, shapes and
-dtypes against it, the items of the named objects only (orbax restores each array onto the
-current sharding of the object's array), then the save id of each item and the digest of every
-array. Only then are the objects loaded: other stateful objects first (their own
-``load_state_dict`` may still refuse), js's own last (already checked here in full).
-
-The reading half of the format (steps, ``which``, meta checks, save ids, digests, unpacking,
-the errors' wording) is js-nn's ``js.nn.checkpoint_format``, the one reader that
-``js.nn.read_checkpoint`` (an install without js-train) uses too; this module adds the strict
-check of several objects and the restore onto each array's current sharding.
+chosen step's ``meta`` (structure and format; read once), the objects' names, kinds, keys,
+shapes and dtypes against it, the items of the named objects only (orbax restores each array
+onto the current sharding of the object's array), then the save id of each item and the
+digest of every array (:mod:`.read`). Only then are the objects loaded: other stateful objects
+first (their own ``load_state_dict`` may still refuse), js's own last (already checked here in
+full). A checkpoint written on 8 devices loads onto 1, or onto another mesh, bit for bit.
 """
 
 from __future__ import annotations
@@ -20,23 +16,19 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
-import orbax.checkpoint as ocp
 
-from js.nn.checkpoint_format import (
+from .format import (
     CheckpointError,
-    checked_item,
-    item_name,
-    quiet_orbax,
+    kinds_of,
+    live_arrays,
+    locate,
+    native,
     read_meta,
     read_metrics,
     select_step,
     steps_in,
-    unreadable_item,
 )
-
-from ._checkpoint import _kinds, _live, _manager
-from ._ckpt_digest import device_digests
-from ._ckpt_format import restore_tree
+from .read import read_items
 
 
 def _problems(ours: dict, current: dict, meta: dict) -> list[str]:
@@ -72,31 +64,6 @@ def _problems(ours: dict, current: dict, meta: dict) -> list[str]:
                     f"checkpoint has {saved[0]} {saved[1]}"
                 )
     return problems
-
-
-def _restore(manager, where: tuple, name: str, record: dict, currents: dict) -> dict:
-    """One object's item as orbax restores it onto ``currents``' shardings."""
-    item = item_name(name)
-    args = ocp.args.Composite(**{item: ocp.args.StandardRestore(restore_tree(record, currents))})
-    try:
-        with quiet_orbax():
-            return manager.restore(where[1], args=args)[item]
-    except Exception as error:  # orbax/tensorstore raise many types for one cause
-        raise unreadable_item(where, name, error) from None
-
-
-def _read_items(path: Path, step: int, steps: list[int], meta: dict, current: dict) -> dict:
-    """``{name: {key: array}}`` for the named objects, read, id-checked and digest-checked."""
-    flat, where = {}, (path, step, steps)
-    manager = _manager(path, ranked=False)
-    try:
-        for name, currents in current.items():
-            record = meta["items"][name]
-            tree = _restore(manager, where, name, record, currents)
-            flat[name] = checked_item(where, name, record, tree, meta["save_id"], device_digests)
-    finally:
-        manager.close()
-    return flat
 
 
 def _like(saved, current):
@@ -144,30 +111,40 @@ def load_checkpoint(path, objects: Mapping, which="best") -> dict:
     path = Path(path).absolute()
     if not path.is_dir():
         raise FileNotFoundError(f"load_checkpoint: no checkpoint directory at {path}")
-    ours = _kinds(objects)
+    ours = kinds_of(objects)
     steps = steps_in(path)
     step = select_step(path, steps, which)
-    meta = read_meta(path, step, steps)
-    current = {name: _live(name, obj) for name, obj in objects.items() if ours[name] != "value"}
+    return restore(objects, ours, (path, step, steps), read_meta(path, step, steps))
+
+
+def restore(objects: Mapping, ours: dict, where: tuple, meta: dict,
+            caller: str = "load_checkpoint") -> dict:  # fmt: skip
+    """Restore ``objects`` (of kinds ``ours``) in place from the step ``where`` =
+    ``(directory, step, steps)`` whose checked ``meta`` the caller read: what
+    :func:`load_checkpoint` does once it has chosen the step."""
+    path, step, _ = where
+    current = {
+        name: live_arrays(name, obj) for name, obj in objects.items() if ours[name] != "value"
+    }
     problems = _problems(ours, current, meta)
     if problems:
         raise ValueError(
-            f"load_checkpoint({str(path)!r}, step {step}) does not fit the objects; nothing was "
+            f"{caller}({str(path)!r}, step {step}) does not fit the objects; nothing was "
             "loaded.\n  "
             + "\n  ".join(problems)
             + "\nFix: build the same model, optimizer and Rngs streams as the saved ones, and "
             "name only objects the checkpoint holds."
         )
-    flat = _read_items(path, step, steps, meta, current)
-    result = dict(objects)
-    native = ("module", "rngs")
-    order = sorted(current, key=lambda name: ours[name] in native or _is_optimizer(objects[name]))
-    for name in order:
+    flat = read_items(where, meta, current)
+    # js's own objects last: they were checked here in full, the others' load_state_dict may
+    # still refuse (and then nothing of js's was touched).
+    for name in sorted(current, key=lambda name: native(objects[name])):
         obj = objects[name]
-        if ours[name] in native or _is_optimizer(obj):
+        if native(obj):
             obj.load_state_dict(flat[name])
         else:
             obj.load_state_dict(_nested(flat[name], obj.state_dict()))
+    result = dict(objects)
     for name, kind in ours.items():
         if kind == "value":
             result[name] = meta["values"][name]
@@ -175,10 +152,17 @@ def load_checkpoint(path, objects: Mapping, which="best") -> dict:
     return result
 
 
-def _is_optimizer(obj) -> bool:
-    import js.optim
-
-    return isinstance(obj, js.optim.Optimizer)
+def load_model(model, path, which, name: str) -> None:
+    """``load_weights`` on a checkpoint directory: restore ``model`` in place from the module
+    entry ``name``, reading the step's ``meta`` once (here) and the entry's item only."""
+    where, meta, _ = locate(path, name, which, "load_weights")
+    if meta["kinds"][name] != "module":
+        raise KeyError(
+            f"load_weights: {where[0]}, step {where[1]}: the entry {name!r} is a "
+            f"{meta['kinds'][name]}, not a model. Fix: pass name= a module entry "
+            f"({sorted(k for k, kind in meta['kinds'].items() if kind == 'module')})"
+        )
+    restore({name: model}, {name: "module"}, where, meta, caller="load_weights")
 
 
 def _step_info(path: Path, step: int, steps: list[int]) -> dict:

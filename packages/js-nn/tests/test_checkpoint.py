@@ -1,0 +1,118 @@
+"""js.nn.checkpoint with js-nn alone (no js-train, no js-optim installed in this suite): save,
+load_weights on a checkpoint directory, the optimizer protocol, the old module path."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import js
+import js.nn as nn
+from js.nn import checkpoint
+from js.nn.checkpoint import format as ckpt_format
+
+
+def _linear(seed: int) -> nn.Linear:
+    return nn.Linear(3, 2, rngs=js.Rngs(params=seed))
+
+
+def test_load_weights_reads_the_metadata_once_and_never_imports_js_train(monkeypatch, tmp_path):
+    saved = _linear(0)
+    assert checkpoint.save_checkpoint(tmp_path, {"model": saved, "epoch": 4}) == 0
+    reads = []
+    real = ckpt_format.read_json
+
+    def counted(path):
+        reads.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(ckpt_format, "read_json", counted)
+    model = _linear(1)
+    assert nn.load_weights(model, tmp_path) == js.IncompatibleKeys([], [])
+    assert [r for r in reads if r.endswith("meta/metadata")] == [str(tmp_path / "0/meta/metadata")]
+    for key, value in saved.state_dict().items():
+        np.testing.assert_array_equal(model.state_dict()[key], value)
+    assert "js.training" not in sys.modules and "js.optim" not in sys.modules
+
+
+def test_load_weights_on_a_checkpoint_with_js_train_absent(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "js.training", None)  # importing it would now fail
+    checkpoint.save_checkpoint(tmp_path, {"model": _linear(0)})
+    nn.load_weights(_linear(1), tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"load_weights: no complete checkpoint in"):
+        nn.load_weights(_linear(1), tmp_path / "empty")
+    with pytest.raises(ValueError, match=r"load_weights\('.*', step 0\) does not fit the "
+                       r"objects; nothing was loaded\.\n  'model': 'weight': expected \[4, 3\]"):
+        nn.load_weights(nn.Linear(3, 4, rngs=js.Rngs(params=0)), tmp_path)
+
+
+class _Slots:
+    """An optimizer's protocol without js-optim: a flat ``state_dict(as_numpy=...)`` of live
+    arrays and a ``load_state_dict`` that takes the same flat dict back."""
+
+    def __init__(self, value: float):
+        self.arrays = {"adam.mu.weight": jnp.full((2, 3), value), "step_count": jnp.uint32(3)}
+        self.loaded = None
+
+    def state_dict(self, *, as_numpy: bool = True):
+        if not as_numpy:
+            return dict(self.arrays)
+        return {key: np.asarray(value) for key, value in self.arrays.items()}
+
+    def load_state_dict(self, state_dict):
+        self.loaded = state_dict
+
+
+class _Nested:
+    """A stateful object with a nested state dict (no ``as_numpy``): given back nested."""
+
+    def __init__(self, value: int):
+        self.state = {"position": {"batch": np.int64(value)}}
+
+    def state_dict(self):
+        return self.state
+
+    def load_state_dict(self, state_dict):
+        self.state = state_dict
+
+
+def test_objects_are_recognised_by_their_protocol(tmp_path):
+    assert checkpoint.format.native(_Slots(1.0)) and not checkpoint.format.native(_Nested(0))
+    checkpoint.save_checkpoint(tmp_path, {"opt": _Slots(1.0), "loader": _Nested(7)})
+    opt, loader = _Slots(0.0), _Nested(0)
+    restored = checkpoint.load_checkpoint(tmp_path, {"opt": opt, "loader": loader})
+    assert restored["step"] == 0
+    assert sorted(opt.loaded) == ["adam.mu.weight", "step_count"]  # flat, as saved
+    np.testing.assert_array_equal(opt.loaded["adam.mu.weight"], np.ones((2, 3), np.float32))
+    assert loader.state == {"position": {"batch": 7}}  # nested, in the object's own layout
+
+
+def test_export_weights_is_js_nn_s_and_the_old_module_path_still_imports(tmp_path):
+    checkpoint.save_checkpoint(tmp_path / "c", {"model": _linear(0), "epoch": 0})
+    assert nn.export_weights(tmp_path / "c", tmp_path / "w.safetensors") == 0
+    model = _linear(1)
+    nn.load_weights(model, tmp_path / "w.safetensors")
+    np.testing.assert_array_equal(model.state_dict()["weight"], _linear(0).state_dict()["weight"])
+    from js.nn.checkpoint_format import CheckpointError, host_digest, read_checkpoint
+
+    assert CheckpointError is nn.CheckpointError and read_checkpoint is nn.read_checkpoint
+    assert host_digest(np.zeros(0, np.float32)) == "0" * 16
+
+
+def test_saving_and_loading_a_checkpoint_imports_neither_js_train_nor_js_optim(tmp_path):
+    linear = "nn.Linear(2, 2, rngs=js.Rngs(params={}))"
+    code = (
+        "import sys, js, js.nn as nn\n"
+        "from js.nn.checkpoint import save_checkpoint\n"
+        "assert not any(m.startswith('orbax') for m in sys.modules)\n"
+        f"save_checkpoint({str(tmp_path)!r}, {{'model': {linear.format(0)}}})\n"
+        f"nn.load_weights({linear.format(1)}, {str(tmp_path)!r})\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('js.training', 'js.optim'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
