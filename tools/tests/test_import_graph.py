@@ -116,9 +116,9 @@ def test_the_interface_check_counts_as_an_import_of_each_required_sibling(tmp_pa
     # js._interface.require imports each REQUIRES entry's version module when js.nn loads.
     _tree(tmp_path, "import numpy\nimport js\n")
     version = tmp_path / "packages" / "js-nn" / "src" / "js" / "nn" / "_version.py"
-    version.write_text('__version__ = "0.1.0"\nREQUIRES = {"js-core": (1, 1), "js-train": (1, 1)}\n')
+    version.write_text('REQUIRES = {"js-core": (1, 1),\n            "js-train": (1, 1)}\n')
     problems = check_imports.problems(tmp_path)
     assert len(problems) == 1 and problems[0].startswith(
-        "packages/js-nn/src/js/nn/_version.py:2: import js.training._version: js-nn imports "
+        "packages/js-nn/src/js/nn/_version.py:1: import js.training._version: js-nn imports "
         "the js distribution js-train"
     ), problems
