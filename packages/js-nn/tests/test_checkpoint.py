@@ -130,5 +130,6 @@ def test_save_and_load_argument_errors(tmp_path):
         checkpoint.load_checkpoint(tmp_path / "none", {"model": model})
     checkpoint.save_checkpoint(tmp_path, {"model": model, "epoch": 1})
     with pytest.raises(ValueError, match=r"load_checkpoint\('.*', step 0\) does not fit the "
-                       r"objects; nothing was loaded\.\n  objects not in the checkpoint: \['net'\]"):
+                       r"objects; nothing was loaded\.\n  objects not in the checkpoint: "
+                       r"\['net'\]"):
         checkpoint.load_checkpoint(tmp_path, {"net": _linear(1)})
