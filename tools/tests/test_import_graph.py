@@ -122,3 +122,11 @@ def test_the_interface_check_counts_as_an_import_of_each_required_sibling(tmp_pa
         "packages/js-nn/src/js/nn/_version.py:1: import js.training._version: js-nn imports "
         "the js distribution js-train"
     ), problems
+
+
+def test_a_computed_import_name_is_a_problem_unless_recorded(tmp_path):
+    code = "import numpy\nimport js\nimport importlib\nname = 'js.training'\n" \
+        "module = importlib.import_module(name)\n"  # fmt: skip
+    problems = check_imports.problems(_tree(tmp_path, code))
+    assert len(problems) == 1 and "_y.py:5: import <computed name>: a computed module name" in \
+        problems[0], problems  # fmt: skip
