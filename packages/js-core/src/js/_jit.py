@@ -35,6 +35,7 @@ import jax
 from flax import nnx
 from flax.nnx.rnglib import RngStream
 
+from . import _hooks
 from ._capture import check_no_captured_state
 from ._stateful import STATIC, CallLayout, lay_out, split_call
 from ._stateful import is_stateful as _is_stateful
@@ -172,7 +173,9 @@ class CompiledFunction:
         collections.deque(map(_set_raw, variables, new_leaves), maxlen=0)
         if entry.epoch != STRUCTURE_EPOCH.value:  # objects created while tracing moved it
             entry.epoch = STRUCTURE_EPOCH.value
-        return output
+        # hooks: a program whose trace recorded hook calls returns them with its output;
+        # call those hooks now, on the concrete values (a type test when none fired)
+        return _hooks.finish(output, args, kwargs, "js.jit")
 
     def _refresh(self, key, objects) -> _Entry:
         """Flatten the objects again (first call, or after a structural edit)."""
@@ -248,14 +251,16 @@ class CompiledFunction:
                     f"(at {nested[0]} of (args, kwargs)); its updates would be lost. Fix: pass "
                     "each stateful object as its own top-level argument."
                 )
-            output = fn(*args, **kwargs)
+            with _hooks.recording(args, kwargs, "js.jit") as recorder:  # hooks: observe
+                output = fn(*args, **kwargs)
             if _stateful_paths(output):
                 raise TypeError(
                     f"js.jit: {getattr(fn, '__qualname__', fn)} returned a module, optimizer or "
                     "variable. Return arrays only: objects passed as arguments are updated in "
                     "place."
                 )
-            return output, layout.updated(objects, "js.jit", fn)
+            # hooks: the output as it is when no hook fired, else with the recorded values
+            return recorder.attach(output), layout.updated(objects, "js.jit", fn)
 
         traced = self._pure[layout] = jax.jit(pure, inline=True)
         return traced

@@ -6,6 +6,7 @@ import functools
 
 import jax
 
+from . import _hooks
 from ._stateful import lay_out_call, read, write_back
 
 
@@ -46,7 +47,9 @@ def scan_steps(step, *, unroll: int | bool = 1):
 
         def body(leaves, xs):
             objects, call_args, call_kwargs = layout.rebuild(leaves, *xs)
-            metrics = step(*call_args, **call_kwargs)
+            with _hooks.recording(call_args, call_kwargs, "js.scan_steps") as recorder:
+                metrics = step(*call_args, **call_kwargs)
+            _hooks.refuse_records(recorder)  # hooks: observing under the scan is not built yet
             return layout.updated(objects, "js.scan_steps", step), metrics
 
         carry = read(variables)
