@@ -36,10 +36,15 @@ from flax import nnx
 
 from ._stateful import is_stateful
 
-try:  # the trace JAX is recording now; private, so degrade to "no check" if it moves
-    from jax._src.core import trace_ctx as _trace_ctx
-except ImportError:  # pragma: no cover
-    _trace_ctx = None
+try:  # which trace JAX is recording now (private: degrade gracefully if it moves)
+    from jax._src.core import eval_trace as EVAL_TRACE
+    from jax._src.core import trace_ctx as TRACE_CTX
+except ImportError:  # pragma: no cover  (then: always "tracing", no nesting check)
+
+    class _Unknown:
+        trace = None
+
+    TRACE_CTX, EVAL_TRACE = _Unknown(), object()
 
 _RECORDER: contextvars.ContextVar[_Recorder | None] = contextvars.ContextVar(
     "js_hook_recorder", default=None
@@ -87,8 +92,13 @@ class RemovableHandle:
         if module is None:
             return
         hooks = getattr(module, self._attribute)
-        if any(hook.id == self.id for hook in hooks):  # else no edit: the epoch stays
-            setattr(module, self._attribute, tuple(h for h in hooks if h.id != self.id))
+        if not any(hook.id == self.id for hook in hooks):  # no edit: the structure stays
+            return
+        remaining = tuple(hook for hook in hooks if hook.id != self.id)
+        if remaining:
+            setattr(module, self._attribute, remaining)
+        else:  # back to the class's empty tuple: the graph definition the module had before
+            delattr(module, self._attribute)
 
     def __enter__(self) -> RemovableHandle:
         return self
@@ -143,7 +153,7 @@ def _name(hook: _Hook) -> str:
 
 
 def _current_trace():
-    return None if _trace_ctx is None else _trace_ctx.trace
+    return TRACE_CTX.trace
 
 
 class _Ref:
