@@ -227,15 +227,22 @@ def test_hooks_under_grad_with_aux_keep_the_aux(net):
 # -- where observing is not built ---------------------------------------------------------
 
 
-def test_observing_hooks_under_scan_steps_are_refused_traced_ones_run(net):
-    run = js.jit(js.scan_steps(loss))
-    xs = jnp.stack([X, 2 * X])
-    handle = net.fc1.register_forward_hook(lambda m, args, out: None)
-    with pytest.raises(NotImplementedError, match="js.scan_steps: the hook .* per-step hook"):
-        run(net, xs)
+@pytest.mark.parametrize("compiled", [False, True])
+def test_hooks_under_scan_steps_are_called_once_per_step(net, compiled):
+    run = js.scan_steps(loss)
+    run = js.jit(run) if compiled else run
+    xs = jnp.stack([X, 2 * X, 3 * X])
+    expected = [net.fc1(x) for x in xs]
+    seen = []
+    handle = net.fc1.register_forward_hook(lambda m, args, out: seen.append((m, out)))
+    run(net, xs)
+    assert [m for m, _ in seen] == [net.fc1] * 3
+    for (_, out), want in zip(seen, expected, strict=True):
+        assert not isinstance(out, jax.core.Tracer)
+        np.testing.assert_allclose(out, want, rtol=1e-6)
     handle.remove()
     net.fc1.register_forward_hook(lambda m, args, out: out * 0, traced=True)
-    np.testing.assert_allclose(run(net, xs), [loss(net, X), loss(net, 2 * X)], rtol=1e-6)
+    np.testing.assert_allclose(run(net, xs), [loss(net, x) for x in xs], rtol=1e-6)
 
 
 def test_a_hook_inside_a_nested_jax_transform_is_refused(net):

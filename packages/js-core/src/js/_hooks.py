@@ -171,10 +171,10 @@ class _Records:
     of its ``(args, [kwargs,] [output])`` and their non-array leaves (None where an array is).
     Compared by identity: it is a treedef's aux data, never a cache key."""
 
-    __slots__ = ("calls", "stacked")
+    __slots__ = ("calls",)
 
-    def __init__(self, calls: list, stacked: bool = False):
-        self.calls, self.stacked = calls, stacked
+    def __init__(self, calls: list):
+        self.calls = calls
 
 
 @jax.tree_util.register_pytree_node_class
@@ -260,12 +260,34 @@ def recording(args, kwargs, transform: str):
         _RECORDER.reset(token)
 
 
-def finish(value, args, kwargs, transform: str):
+def finish(value, args, kwargs, transform: str, *, stacked=None):
     """A transform's result without its records; their hooks called on the caller's objects
-    (``args``/``kwargs`` of the call), or handed to the enclosing recording if there is one."""
+    (``args``/``kwargs`` of the call), or handed to the enclosing recording if there is one.
+    With ``stacked`` (the scanned inputs of ``js.scan_steps``) the recorded arrays are stacked
+    per step: the calls are made step after step, each with its slice."""
     if type(value) is not WithRecords:
         return value
-    objects = stateful_objects(args, kwargs)
+    steps = None if stacked is None else len(jax.tree.leaves(stacked)[0])
+    resolved = _resolve(value, stateful_objects(args, kwargs), steps)
+    outer = _RECORDER.get()
+    if outer is not None:
+        for hook, module, payload in resolved:
+            outer.record(hook, module, payload)
+        return value.value
+    for hook, module, payload in resolved:
+        if hook.fn(module, *payload) is not None:
+            raise NotImplementedError(
+                f"{transform}: the hook {_name(hook)} on {type(module).__name__} returned a "
+                "value. Inside a js transform a hook observes: it is called after the "
+                "compiled program ran, on its values, and cannot change them (the call "
+                "has run and its state is updated). Fix: register it with traced=True, "
+                "so that it runs inside the program, on traced values."
+            )
+    return value.value
+
+
+def _resolve(value: WithRecords, objects: list, steps: int | None) -> list[tuple]:
+    """``(hook, module, payload)`` per recorded call (per step), on the caller's objects."""
     nodes: dict = {}
 
     def real(item):
@@ -275,35 +297,10 @@ def finish(value, args, kwargs, transform: str):
             nodes.update(nnx.iter_graph(tuple(objects)))
         return nodes[item.path]
 
-    arrays = iter(value.arrays)
     resolved = []
-    for hook, module, treedef, statics in value.records.calls:
-        leaves = [next(arrays) if s is None else real(s) for s in statics]
-        resolved.append((hook, real(module), jax.tree.unflatten(treedef, leaves)))
-    outer = _RECORDER.get()
-    if outer is not None:
-        for hook, module, payload in resolved:
-            outer.record(hook, module, payload)
-    else:
-        for hook, module, payload in resolved:
-            if hook.fn(module, *payload) is not None:
-                raise NotImplementedError(
-                    f"{transform}: the hook {_name(hook)} on {type(module).__name__} returned a "
-                    "value. Inside a js transform a hook observes: it is called after the "
-                    "compiled program ran, on its values, and cannot change them (the call "
-                    "has run and its state is updated). Fix: register it with traced=True, "
-                    "so that it runs inside the program, on traced values."
-                )
-    return value.value
-
-
-def refuse_records(recorder: _Recorder) -> None:
-    """``js.scan_steps`` does not yet return per-step records: refuse observing hooks there."""
-    if recorder.calls:
-        hook, module, _ = recorder.calls[0]
-        raise NotImplementedError(
-            f"js.scan_steps: the hook {_name(hook)} on {type(module).__name__} would observe "
-            "each step, and per-step hook values are not returned from the scan yet. Fix: "
-            "register it with traced=True (it runs while the step is traced, on traced "
-            "values), or remove it (handle.remove()) while running scanned steps."
-        )
+    for step in range(steps) if steps is not None else (None,):
+        arrays = iter(value.arrays if step is None else [a[step] for a in value.arrays])
+        for hook, module, treedef, statics in value.records.calls:
+            leaves = [next(arrays) if s is None else real(s) for s in statics]
+            resolved.append((hook, real(module), jax.tree.unflatten(treedef, leaves)))
+    return resolved

@@ -49,12 +49,13 @@ def scan_steps(step, *, unroll: int | bool = 1):
             objects, call_args, call_kwargs = layout.rebuild(leaves, *xs)
             with _hooks.recording(call_args, call_kwargs, "js.scan_steps") as recorder:
                 metrics = step(*call_args, **call_kwargs)
-            _hooks.refuse_records(recorder)  # hooks: observing under the scan is not built yet
-            return layout.updated(objects, "js.scan_steps", step), metrics
+            # hooks: recorded values leave as per-step outputs of the scan (none: unchanged)
+            return layout.updated(objects, "js.scan_steps", step), recorder.attach(metrics)
 
         carry = read(variables)
         carry, metrics = jax.lax.scan(body, carry, (xs_args, xs_kwargs), unroll=unroll)
         write_back(variables, carry)
-        return metrics
+        # hooks: called step by step, each with its slice of the recorded values
+        return _hooks.finish(metrics, args, kwargs, "js.scan_steps", stacked=(xs_args, xs_kwargs))
 
     return many
