@@ -12,8 +12,13 @@ outputs of the compiled program. After each call (traced or cached) :func:`finis
 hooks with the caller's real module and the concrete arrays: what eager code would see, on
 every call, without running the model twice. A nested transform (a ``js.value_and_grad``
 inside a ``js.jit``) hands its records up to the outer recording instead; only the outermost
-calls the hooks. The records travel in the static part of the result's pytree (its treedef),
-so a cached program brings them back without tracing again.
+calls the hooks. Under ``js.scan_steps`` the scan stacks the recorded values like any per-step
+output, and the hooks are called step after step. The records travel in the static part of
+the result's pytree (its treedef), so a cached program brings them back without tracing again.
+
+Not built: a hook that fires inside a plain JAX transform nested in the js one (``jax.lax.scan``,
+``jax.checkpoint``, ``jax.vmap`` in the user's function) cannot send its values out of it, and
+is refused (register it with ``traced=True``). PyTorch's ``always_call`` is not offered.
 
 A hook registered with ``traced=True`` runs inside the trace on traced values: its return
 value replaces arguments or output inside the program, and its Python side effects happen

@@ -36,6 +36,7 @@ from flax import nnx
 from flax.nnx.rnglib import RngStream
 
 from . import _hooks
+from ._hooks import WithRecords as _WithRecords
 from ._capture import check_no_captured_state
 from ._stateful import STATIC, CallLayout, lay_out, split_call
 from ._stateful import is_stateful as _is_stateful
@@ -173,9 +174,9 @@ class CompiledFunction:
         collections.deque(map(_set_raw, variables, new_leaves), maxlen=0)
         if entry.epoch != STRUCTURE_EPOCH.value:  # objects created while tracing moved it
             entry.epoch = STRUCTURE_EPOCH.value
-        # hooks: a program whose trace recorded hook calls returns them with its output;
-        # call those hooks now, on the concrete values (a type test when none fired)
-        return _hooks.finish(output, args, kwargs, "js.jit")
+        if type(output) is _WithRecords:  # hooks fired while tracing: call them on the values
+            return _hooks.finish(output, args, kwargs, "js.jit")
+        return output
 
     def _refresh(self, key, objects) -> _Entry:
         """Flatten the objects again (first call, or after a structural edit)."""
