@@ -36,8 +36,8 @@ from flax import nnx
 from flax.nnx.rnglib import RngStream
 
 from . import _hooks
-from ._hooks import WithRecords as _WithRecords
 from ._capture import check_no_captured_state
+from ._hooks import WithRecords as _WithRecords
 from ._stateful import STATIC, CallLayout, lay_out, split_call
 from ._stateful import is_stateful as _is_stateful
 from ._variables import STRUCTURE_EPOCH, _Tracked
