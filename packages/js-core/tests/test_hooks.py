@@ -152,6 +152,17 @@ def test_a_hook_records_an_intermediate_out_of_a_compiled_program(net):
     assert recorded == {}
 
 
+def test_recorded_hooks_find_their_module_among_several_objects_and_keywords(net):
+    other = Net(rngs=js.Rngs(params=1))
+    seen = []
+    other.fc2.register_forward_hook(lambda m, args, out: seen.append(m))
+    net.fc1.register_forward_hook(lambda m, args, out: seen.append(m))
+    step = js.jit(lambda first, x, *, second: loss(first, x) + loss(second, x))
+    step(net, X, second=other)
+    step(other, X, second=net)  # another layout: the objects swap places
+    assert seen == [net.fc1, other.fc2, other.fc2, net.fc1]
+
+
 def test_observing_pre_hooks_and_kwargs_under_jit(net):
     seen = []
     net.fc2.register_forward_pre_hook(lambda m, args: seen.append(args[0]))
