@@ -37,10 +37,35 @@ def test_summary_tabulates_calls_shapes_and_counts(capsys):
     assert "Buffer elements: 8" in text
 
 
-def test_summary_restores_module_calls():
+def test_summary_runs_on_hooks_and_removes_them():
     before = js.Module.__call__
-    nn.summary(nn.ReLU(), jnp.ones(2))
+    model = Net(js.Rngs(params=0))
+    seen = []
+    model.head.register_forward_hook(lambda m, args, out: seen.append(out.shape))
+    nn.summary(model, jnp.ones((2, 1, 8, 8)))
     assert js.Module.__call__ is before
+    assert seen == [(2, 3)]  # the user's own hook ran too, and stays
+    assert len(model.head._forward_hooks) == 1
+    for module in model.modules():
+        assert not module._forward_pre_hooks
+        assert module is model.head or "_forward_hooks" not in vars(module)
+
+
+def test_summary_removes_its_hooks_when_the_model_fails():
+    model = _Noisy()
+    try:
+        nn.summary(model, jnp.ones((4, 3)), rngs=object())  # fails after BatchNorm ran
+    except AttributeError:
+        pass
+    hooks = {"_forward_hooks", "_forward_pre_hooks"}
+    assert all(not vars(m).keys() & hooks for m in model.modules())
+
+
+def test_summary_rows_follow_calls_of_a_shared_module():
+    relu = nn.ReLU()
+    model = nn.Sequential(relu, nn.Linear(2, 2, rngs=js.Rngs(params=0)), relu)
+    lines = nn.summary(model, jnp.ones((1, 2))).splitlines()
+    assert [line.split()[0] for line in lines[4:7]] == ["0:", "1:", "0:"]
 
 
 class _Noisy(js.Module):

@@ -7,6 +7,7 @@ import functools
 import jax
 from flax import nnx
 
+from . import _hooks
 from ._stateful import lay_out_call, read, write_back
 from ._variables import Parameter
 
@@ -40,20 +41,24 @@ def _differentiate(fn, has_aux: bool, transform: str):
             diff_it, rest_it = iter(diff), iter(rest)
             ordered = [next(diff_it) if w else next(rest_it) for w in wrt]
             objects, call_args, call_kwargs = layout.rebuild(ordered, dyn_args, dyn_kwargs)
-            out = fn(*call_args, **call_kwargs)
+            with _hooks.recording(call_args, call_kwargs, f"js.{transform}") as recorder:
+                out = fn(*call_args, **call_kwargs)
             if has_aux and not (isinstance(out, tuple) and len(out) == 2):
                 raise TypeError(
                     f"js.{transform}(fn, has_aux=True): fn must return a pair (loss, aux), got "
                     f"{type(out).__name__}"
                 )
             loss, aux = out if has_aux else (out, None)
-            return loss, (aux, layout.updated(objects, f"js.{transform}", fn))
+            # hooks: recorded values leave as part of the aux output (none: aux unchanged)
+            updated = layout.updated(objects, f"js.{transform}", fn)
+            return loss, (recorder.attach(aux), updated)
 
         leaves = read(variables)
         diff = [x for x, w in zip(leaves, wrt, strict=True) if w]
         rest = [x for x, w in zip(leaves, wrt, strict=True) if not w]
         (loss, (aux, updated)), grads = jax.value_and_grad(pure, has_aux=True)(diff, rest)
         write_back(variables, updated, keep=wrt)  # the Parameters themselves are not changed
+        aux = _hooks.finish(aux, (module, *args), kwargs, f"js.{transform}")  # call the hooks
         paths = [p[1:] for p, w in zip(layout.paths, wrt, strict=True) if w]
         return (loss, aux), nnx.from_flat_state(list(zip(paths, grads, strict=True)))
 

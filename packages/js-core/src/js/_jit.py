@@ -35,7 +35,9 @@ import jax
 from flax import nnx
 from flax.nnx.rnglib import RngStream
 
+from . import _hooks
 from ._capture import check_no_captured_state
+from ._hooks import WithRecords as _WithRecords
 from ._stateful import STATIC, CallLayout, lay_out, split_call
 from ._stateful import is_stateful as _is_stateful
 from ._variables import STRUCTURE_EPOCH, _Tracked
@@ -172,6 +174,8 @@ class CompiledFunction:
         collections.deque(map(_set_raw, variables, new_leaves), maxlen=0)
         if entry.epoch != STRUCTURE_EPOCH.value:  # objects created while tracing moved it
             entry.epoch = STRUCTURE_EPOCH.value
+        if type(output) is _WithRecords:  # hooks fired while tracing: call them on the values
+            return _hooks.finish(output, args, kwargs, "js.jit")
         return output
 
     def _refresh(self, key, objects) -> _Entry:
@@ -248,14 +252,16 @@ class CompiledFunction:
                     f"(at {nested[0]} of (args, kwargs)); its updates would be lost. Fix: pass "
                     "each stateful object as its own top-level argument."
                 )
-            output = fn(*args, **kwargs)
+            with _hooks.recording(args, kwargs, "js.jit") as recorder:  # hooks: observe
+                output = fn(*args, **kwargs)
             if _stateful_paths(output):
                 raise TypeError(
                     f"js.jit: {getattr(fn, '__qualname__', fn)} returned a module, optimizer or "
                     "variable. Return arrays only: objects passed as arguments are updated in "
                     "place."
                 )
-            return output, layout.updated(objects, "js.jit", fn)
+            # hooks: the output as it is when no hook fired, else with the recorded values
+            return recorder.attach(output), layout.updated(objects, "js.jit", fn)
 
         traced = self._pure[layout] = jax.jit(pure, inline=True)
         return traced

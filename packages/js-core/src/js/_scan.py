@@ -6,6 +6,7 @@ import functools
 
 import jax
 
+from . import _hooks
 from ._stateful import lay_out_call, read, write_back
 
 
@@ -46,12 +47,15 @@ def scan_steps(step, *, unroll: int | bool = 1):
 
         def body(leaves, xs):
             objects, call_args, call_kwargs = layout.rebuild(leaves, *xs)
-            metrics = step(*call_args, **call_kwargs)
-            return layout.updated(objects, "js.scan_steps", step), metrics
+            with _hooks.recording(call_args, call_kwargs, "js.scan_steps") as recorder:
+                metrics = step(*call_args, **call_kwargs)
+            # hooks: recorded values leave as per-step outputs of the scan (none: unchanged)
+            return layout.updated(objects, "js.scan_steps", step), recorder.attach(metrics)
 
         carry = read(variables)
         carry, metrics = jax.lax.scan(body, carry, (xs_args, xs_kwargs), unroll=unroll)
         write_back(variables, carry)
-        return metrics
+        # hooks: called step by step, each with its slice of the recorded values
+        return _hooks.finish(metrics, args, kwargs, "js.scan_steps", stacked=(xs_args, xs_kwargs))
 
     return many

@@ -8,7 +8,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from js import Module, Parameter
+from js import Module
 
 
 def _shapes(output) -> str:
@@ -20,22 +20,29 @@ def _shapes(output) -> str:
 
 
 @contextlib.contextmanager
-def _recording(rows: list):
-    """Temporarily wrap ``Module.__call__`` to record each call's output shape, in order."""
-    original = Module.__call__
+def _recording(model: Module, rows: list):
+    """Hooks on every module of ``model`` that record each call, in call order: a row is added
+    when the call starts (so a parent comes before its children) and gets its output shape
+    when the call returns. The hooks are removed on exit, whatever happened."""
+    running: dict[int, list] = {}  # per module, the rows of its calls still running (recursion)
 
-    def recorded(self, *args, **kwargs):
-        row = [len(rows), self, None]
+    def started(module, args):
+        row = [module, None]
         rows.append(row)
-        output = original(self, *args, **kwargs)
-        row[2] = _shapes(output)
-        return output
+        running.setdefault(id(module), []).append(row)
 
-    Module.__call__ = recorded
+    def returned(module, args, output):
+        running[id(module)].pop()[1] = _shapes(output)
+
+    handles = []
     try:
+        for module in model.modules():
+            handles.append(module.register_forward_pre_hook(started))
+            handles.append(module.register_forward_hook(returned))
         yield
     finally:
-        Module.__call__ = original
+        for handle in handles:
+            handle.remove()
 
 
 @contextlib.contextmanager
@@ -59,9 +66,7 @@ def _restoring(*trees):
 def _count(module: Module) -> int:
     # Parameters held directly by this module (children count on their own rows).
     return sum(
-        int(np.size(value.value))
-        for _, value in module._named_members()
-        if isinstance(value, Parameter)
+        int(np.size(param.value)) for path, param in module.named_parameters() if "." not in path
     )
 
 
@@ -73,7 +78,8 @@ def summary(model: Module, *example_inputs, **kwargs) -> str:
     BatchNorm's running statistics, ``Rngs`` counters (the model's own and any ``rngs`` passed
     in ``example_inputs``/``kwargs``), parameters.
 
-    Each row is one module call in call order, indented by depth: its path and type, its
+    Each row is one call of a module of ``model`` (forward hooks, registered for the run and
+    removed after it), in call order, indented by depth: its path and type, its
     output shape(s), and the number of parameters it holds directly (children count on their
     own rows, so the column adds up to the total). The table is printed and returned.
 
@@ -89,11 +95,11 @@ def summary(model: Module, *example_inputs, **kwargs) -> str:
     """
     names = {id(module): path for path, module in model.named_modules()}
     rows: list = []
-    with _restoring(model, example_inputs, kwargs), _recording(rows):
+    with _restoring(model, example_inputs, kwargs), _recording(model, rows):
         model(*example_inputs, **kwargs)
     table = [("Layer (type)", "Output shape", "Param #")]
-    for _, module, shape in rows:
-        path = names.get(id(module), "?")
+    for module, shape in rows:
+        path = names[id(module)]
         depth = path.count(".") + 1 if path else 0
         label = "  " * depth + (f"{path}: " if path else "") + type(module).__name__
         table.append((label, shape or "-", f"{_count(module):,}"))
