@@ -9,7 +9,16 @@ import pytest
 from js_train_testing import MLP, FixedTask, blobs, make_optimizer
 
 import js
-from js.training import ArrayLoader, Callback, ModelCheckpoint, Task, Trainer, load_checkpoint
+from js.training import (
+    ArrayLoader,
+    Callback,
+    CSVRun,
+    ModelCheckpoint,
+    Task,
+    Trainer,
+    load_checkpoint,
+)
+from js.training._runs import read_csv
 
 
 class Steps(Callback):
@@ -276,3 +285,37 @@ def test_step_checkpoints_rank_by_the_latest_validation(tmp_path):
     assert max(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == 6
     losses = {int(row["step"]): row["val/loss"] for row in history if "val/loss" in row}
     assert checkpoint.best_step == min(losses, key=losses.get) and checkpoint.last_step == 6
+
+
+# -- a row carries its own interval; an epoch end on a log step has both -------------------
+
+
+def test_a_log_at_max_steps_reports_its_interval_and_the_epoch_beside_it():
+    x, y = np.ones(4, np.float32), np.ones(4, np.int32)
+    trainer = Trainer(max_steps=12, log_every_n_steps=4, verbose=False)
+    history = trainer.fit(FixedTask(), _endless(x, y))  # losses 1, 2, 3, 1, 2, 3, ...
+    assert [row["step"] for row in history] == [4.0, 8.0, 12.0]
+    last = history[-1]
+    assert last["train/loss_step"] == pytest.approx((3 + 1 + 2 + 3) / 4)  # steps 9-12
+    assert last["train/count_step"] == 16.0
+    assert last["train/loss_epoch"] == pytest.approx(2.0) and last["train/count_epoch"] == 48.0
+    assert last["train/loss"] == last["train/loss_epoch"]  # what on_epoch_end monitors read
+    assert "train/loss_step" not in history[1]  # a log alone: its interval in train/*
+    assert history[1]["train/loss"] == pytest.approx((2 + 3 + 1 + 2) / 4)  # steps 5-8
+
+
+def test_an_epoch_end_on_a_log_step_splits_step_and_epoch_columns(tmp_path):
+    x = np.array([1, 1, 3, 5], np.float32)  # steps of one example: losses 1, 1, 3, 5
+    run = CSVRun(tmp_path)
+    history = Trainer(2, log_every_n_steps=2, run=run, verbose=False).fit(
+        FixedTask(), ArrayLoader(x, np.ones(4, np.int32), batch_size=1)
+    )
+    assert [row["step"] for row in history] == [2.0, 4.0, 6.0, 8.0]
+    end = history[1]
+    assert end["train/loss_step"] == pytest.approx(4.0)  # steps 3-4
+    assert end["train/loss_epoch"] == end["train/loss"] == pytest.approx(2.5)  # steps 1-4
+    assert "time/epoch_s" in end and "time/epoch_s" not in history[0]
+    columns = read_csv(tmp_path / "metrics.csv")
+    assert columns["train/loss"] == pytest.approx([1.0, 2.5, 1.0, 2.5])
+    assert columns["train/loss_step"][1::2] == pytest.approx([4.0, 4.0])
+    assert all(v != v for v in columns["train/loss_epoch"][0::2])  # empty on log-only rows
