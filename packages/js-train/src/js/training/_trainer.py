@@ -97,7 +97,8 @@ class Trainer:
             (faster to compile for small dense steps and large K), an int ``n`` unrolls ``n``.
         mesh: a ``jax.sharding.Mesh`` to train on, or None (one device). Every train,
             validation and predict batch is split over ``batch_axis`` with ``js.shard_batch``
-            as it enters a step; place the model (and ``Rngs``) with ``js.shard`` before
+            as it enters a step (K stacked host batches ``[K, B, ...]`` are placed once, the K
+            axis whole); place the model (and ``Rngs``) with ``js.shard`` before
             building the optimizer. Metrics are still summed on the devices.
         batch_axis: the mesh axis the batches are split over.
         compilation_cache: True (the default) turns on JAX's persistent compilation cache
