@@ -122,6 +122,18 @@ class Schedule:
         return self.remaining(position)
 
 
+def check_loader_position(data, epoch: int) -> None:
+    """A mid-epoch resume needs the loader restored to the same epoch as the Trainer."""
+    state = data.state_dict() if callable(getattr(data, "state_dict", None)) else None
+    if state is not None and int(state.get("epoch", epoch)) != epoch:
+        raise ValueError(
+            f"fit(resume=True): the Trainer resumes epoch {epoch} mid-way, but train_data is "
+            f"at epoch {int(state['epoch'])}, batch {int(state.get('batch', 0))}. Fix: restore "
+            "the loader from the same checkpoint: load_checkpoint(path, {..., 'trainer': "
+            "trainer, 'loader': loader})."
+        )
+
+
 # -- K steps per dispatch ----------------------------------------------------------------------
 
 

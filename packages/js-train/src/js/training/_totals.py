@@ -61,6 +61,18 @@ def rates(host: dict, prefix: str) -> dict[str, float]:
     return out
 
 
+def with_epoch(row: dict, epoch: dict) -> dict:
+    """``row`` (a step's columns) with the epoch's means ``epoch``. Where a log at that step
+    put its interval's ``train/*`` in the row, both stay, split as Lightning does:
+    ``train/<m>_step`` (the log's interval) and ``train/<m>_epoch`` (the epoch); the plain
+    ``train/<m>`` is the epoch's, as in every epoch row (what ``on_epoch_end`` monitors read)."""
+    row = dict(row)
+    if "train/loss" in row:
+        for key in (key for key in epoch if key.startswith("train/")):
+            row[f"{key}_step"], row[f"{key}_epoch"] = row[key], epoch[key]
+    return {**row, **epoch}
+
+
 class Totals:
     """One epoch's running totals on the device and the host copy of the last read.
 

@@ -24,37 +24,13 @@ from ._checks import check_int, is_int
 from ._mesh import check_mesh
 from ._options import check_callbacks, check_data, check_monitors, check_options
 from ._progress import Display
-from ._schedule import Due, Position, Schedule, place_stacked, stack
+from ._schedule import Due, Position, Schedule, check_loader_position, place_stacked, stack
 from ._task import check_task, scanned_training_step
-from ._totals import Totals, rates
+from ._totals import Totals, rates, with_epoch
 
 # Columns of a row in this order (stable within a group): epoch, step, train/, val/, lr, time/.
 _ORDER = {"epoch": 0, "step": 1, "train": 2, "val": 3, "lr": 4, "time": 5}
 _OPTIONAL = ("max_steps", "val_every_n_steps", "log_every_n_steps", "limit_val_batches")
-
-
-def with_epoch(row: dict, epoch: dict) -> dict:
-    """``row`` (a step's columns) with the epoch's means ``epoch``. Where a log at that step
-    put its interval's ``train/*`` in the row, both stay, split as Lightning does:
-    ``train/<m>_step`` (the log's interval) and ``train/<m>_epoch`` (the epoch); the plain
-    ``train/<m>`` is the epoch's, as in every epoch row (what ``on_epoch_end`` monitors read)."""
-    row = dict(row)
-    if "train/loss" in row:
-        for key in (key for key in epoch if key.startswith("train/")):
-            row[f"{key}_step"], row[f"{key}_epoch"] = row[key], epoch[key]
-    return {**row, **epoch}
-
-
-def _check_position(data, epoch: int) -> None:
-    """A mid-epoch resume needs the loader restored to the same epoch as the Trainer."""
-    state = data.state_dict() if callable(getattr(data, "state_dict", None)) else None
-    if state is not None and int(state.get("epoch", epoch)) != epoch:
-        raise ValueError(
-            f"fit(resume=True): the Trainer resumes epoch {epoch} mid-way, but train_data is "
-            f"at epoch {int(state['epoch'])}, batch {int(state.get('batch', 0))}. Fix: restore "
-            "the loader from the same checkpoint: load_checkpoint(path, {..., 'trainer': "
-            "trainer, 'loader': loader})."
-        )
 
 
 class Trainer:
@@ -384,7 +360,7 @@ class Trainer:
         check_monitors(self.callbacks, val_data is not None)
         length = len(train_data) if hasattr(train_data, "__len__") else None
         if resume and self.position.steps_in_epoch > 0:
-            _check_position(train_data, self.epoch)
+            check_loader_position(train_data, self.epoch)
         if not resume:
             step = start_epoch * (length or 0)
             self.position = Position(epoch=start_epoch, step=step, epoch_start_step=step)
