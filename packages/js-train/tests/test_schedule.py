@@ -19,6 +19,7 @@ from js.training import (
     load_checkpoint,
 )
 from js.training._runs import read_csv
+from js.training._schedule import Position, Schedule
 
 
 class Steps(Callback):
@@ -319,3 +320,53 @@ def test_an_epoch_end_on_a_log_step_splits_step_and_epoch_columns(tmp_path):
     assert columns["train/loss"] == pytest.approx([1.0, 2.5, 1.0, 2.5])
     assert columns["train/loss_step"][1::2] == pytest.approx([4.0, 4.0])
     assert all(v != v for v in columns["train/loss_epoch"][0::2])  # empty on log-only rows
+
+
+# -- the Schedule alone --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "step, steps, due",
+    [
+        (1, 1, (False, False, False)),
+        (3, 1, (True, False, False)),  # val every 3
+        (4, 2, (True, True, False)),  # steps 3-4 of one dispatch cross both
+        (5, 1, (True, False, True)),  # the data's 5 batches: the epoch's end validates
+        (12, 1, (True, True, True)),  # max_steps, mid-epoch 2: an epoch end too
+    ],
+)
+def test_the_schedule_says_what_a_dispatch_reaches(step, steps, due):
+    schedule = Schedule(max_steps=12, val_every_n_steps=3, log_every_n_steps=4,
+                        validates=True, length=5)
+    start = 10 if step == 12 else 0
+    assert tuple(schedule.after(Position(step=step, epoch_start_step=start), steps)) == due
+
+
+def test_the_schedule_knows_a_complete_epoch_from_one_cut_short():
+    schedule = Schedule(max_steps=12, length=5)
+    assert schedule.ran_out(Position(step=5), stopped=True)  # all 5 batches: complete
+    assert not schedule.ran_out(Position(step=3), stopped=True)  # a stop mid-epoch
+    assert not schedule.ran_out(Position(step=12, epoch_start_step=10), stopped=False)
+    assert Schedule(max_epochs=1).ran_out(Position(step=3), stopped=False)  # no length: ran out
+    assert schedule.remaining(Position(step=7, epoch_start_step=5)) == 3
+    assert schedule.room(Position(step=7)) == 5 and schedule.bar_total(Position(step=7)) == 5
+    assert Schedule(max_epochs=2, length=5).bar_total(Position(step=7, epoch_start_step=5)) == 3
+
+
+def test_a_list_resumed_at_its_epochs_last_step_only_ends_that_epoch():
+    # a list has no position of its own; the Trainer's says the epoch's 4 batches are done
+    x, y = np.ones(4, np.float32), np.ones(4, np.int32)
+    saved = []
+
+    class Save(Callback):
+        def on_step_end(self, trainer, task, step):
+            saved.append(trainer.state_dict())  # as ModelCheckpoint(every_n_steps=4) saves
+
+    Trainer(max_steps=4, callbacks=[Save()], verbose=False).fit(FixedTask(), [(x, y)] * 4)
+    assert (saved[-1]["epoch"], saved[-1]["step"], saved[-1]["count"]) == (0, 4, 16.0)
+    steps = Steps()
+    trainer = Trainer(2, callbacks=[steps], verbose=False)
+    trainer.load_state_dict(saved[-1])
+    history = trainer.fit(FixedTask(), [(x, y)] * 4, resume=True)
+    assert [(row["epoch"], row["step"]) for row in history] == [(0, 4), (1, 8)]
+    assert steps.steps == [5, 6, 7, 8] and history[0]["train/count"] == 16.0
