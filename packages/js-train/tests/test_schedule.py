@@ -9,7 +9,17 @@ import pytest
 from js_train_testing import MLP, FixedTask, blobs, make_optimizer
 
 import js
-from js.training import ArrayLoader, Callback, ModelCheckpoint, Task, Trainer, load_checkpoint
+from js.training import (
+    ArrayLoader,
+    Callback,
+    CSVRun,
+    ModelCheckpoint,
+    Task,
+    Trainer,
+    load_checkpoint,
+)
+from js.training._runs import read_csv
+from js.training._schedule import Position, Schedule
 
 
 class Steps(Callback):
@@ -276,3 +286,87 @@ def test_step_checkpoints_rank_by_the_latest_validation(tmp_path):
     assert max(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == 6
     losses = {int(row["step"]): row["val/loss"] for row in history if "val/loss" in row}
     assert checkpoint.best_step == min(losses, key=losses.get) and checkpoint.last_step == 6
+
+
+# -- a row carries its own interval; an epoch end on a log step has both -------------------
+
+
+def test_a_log_at_max_steps_reports_its_interval_and_the_epoch_beside_it():
+    x, y = np.ones(4, np.float32), np.ones(4, np.int32)
+    trainer = Trainer(max_steps=12, log_every_n_steps=4, verbose=False)
+    history = trainer.fit(FixedTask(), _endless(x, y))  # losses 1, 2, 3, 1, 2, 3, ...
+    assert [row["step"] for row in history] == [4.0, 8.0, 12.0]
+    last = history[-1]
+    assert last["train/loss_step"] == pytest.approx((3 + 1 + 2 + 3) / 4)  # steps 9-12
+    assert last["train/count_step"] == 16.0
+    assert last["train/loss_epoch"] == pytest.approx(2.0) and last["train/count_epoch"] == 48.0
+    assert last["train/loss"] == last["train/loss_epoch"]  # what on_epoch_end monitors read
+    assert "train/loss_step" not in history[1]  # a log alone: its interval in train/*
+    assert history[1]["train/loss"] == pytest.approx((2 + 3 + 1 + 2) / 4)  # steps 5-8
+
+
+def test_an_epoch_end_on_a_log_step_splits_step_and_epoch_columns(tmp_path):
+    x = np.array([1, 1, 3, 5], np.float32)  # steps of one example: losses 1, 1, 3, 5
+    run = CSVRun(tmp_path)
+    history = Trainer(2, log_every_n_steps=2, run=run, verbose=False).fit(
+        FixedTask(), ArrayLoader(x, np.ones(4, np.int32), batch_size=1)
+    )
+    assert [row["step"] for row in history] == [2.0, 4.0, 6.0, 8.0]
+    end = history[1]
+    assert end["train/loss_step"] == pytest.approx(4.0)  # steps 3-4
+    assert end["train/loss_epoch"] == end["train/loss"] == pytest.approx(2.5)  # steps 1-4
+    assert "time/epoch_s" in end and "time/epoch_s" not in history[0]
+    columns = read_csv(tmp_path / "metrics.csv")
+    assert columns["train/loss"] == pytest.approx([1.0, 2.5, 1.0, 2.5])
+    assert columns["train/loss_step"][1::2] == pytest.approx([4.0, 4.0])
+    assert all(v != v for v in columns["train/loss_epoch"][0::2])  # empty on log-only rows
+
+
+# -- the Schedule alone --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "step, steps, due",
+    [
+        (1, 1, (False, False, False)),
+        (3, 1, (True, False, False)),  # val every 3
+        (4, 2, (True, True, False)),  # steps 3-4 of one dispatch cross both
+        (5, 1, (True, False, True)),  # the data's 5 batches: the epoch's end validates
+        (12, 1, (True, True, True)),  # max_steps, mid-epoch 2: an epoch end too
+    ],
+)
+def test_the_schedule_says_what_a_dispatch_reaches(step, steps, due):
+    schedule = Schedule(max_steps=12, val_every_n_steps=3, log_every_n_steps=4,
+                        validates=True, length=5)
+    start = 10 if step == 12 else 0
+    assert tuple(schedule.after(Position(step=step, epoch_start_step=start), steps)) == due
+
+
+def test_the_schedule_knows_a_complete_epoch_from_one_cut_short():
+    schedule = Schedule(max_steps=12, length=5)
+    assert schedule.ran_out(Position(step=5), stopped=True)  # all 5 batches: complete
+    assert not schedule.ran_out(Position(step=3), stopped=True)  # a stop mid-epoch
+    assert not schedule.ran_out(Position(step=12, epoch_start_step=10), stopped=False)
+    assert Schedule(max_epochs=1).ran_out(Position(step=3), stopped=False)  # no length: ran out
+    assert schedule.remaining(Position(step=7, epoch_start_step=5)) == 3
+    assert schedule.room(Position(step=7)) == 5 and schedule.bar_total(Position(step=7)) == 5
+    assert Schedule(max_epochs=2, length=5).bar_total(Position(step=7, epoch_start_step=5)) == 3
+
+
+def test_a_list_resumed_at_its_epochs_last_step_only_ends_that_epoch():
+    # a list has no position of its own; the Trainer's says the epoch's 4 batches are done
+    x, y = np.ones(4, np.float32), np.ones(4, np.int32)
+    saved = []
+
+    class Save(Callback):
+        def on_step_end(self, trainer, task, step):
+            saved.append(trainer.state_dict())  # as ModelCheckpoint(every_n_steps=4) saves
+
+    Trainer(max_steps=4, callbacks=[Save()], verbose=False).fit(FixedTask(), [(x, y)] * 4)
+    assert (saved[-1]["epoch"], saved[-1]["step"], saved[-1]["count"]) == (0, 4, 16.0)
+    steps = Steps()
+    trainer = Trainer(2, callbacks=[steps], verbose=False)
+    trainer.load_state_dict(saved[-1])
+    history = trainer.fit(FixedTask(), [(x, y)] * 4, resume=True)
+    assert [(row["epoch"], row["step"]) for row in history] == [(0, 4), (1, 8)]
+    assert steps.steps == [5, 6, 7, 8] and history[0]["train/count"] == 16.0

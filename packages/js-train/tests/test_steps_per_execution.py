@@ -4,10 +4,12 @@ separate steps; a leftover partial group and a smaller last batch run as single 
 import jax
 import numpy as np
 import pytest
+from jax.sharding import PartitionSpec
 from js_train_testing import MLP, blobs, make_optimizer
 
 import js
 from js.training import ArrayLoader, Task, Trainer
+from js.training._schedule import Schedule, place_stacked
 
 
 def _train(k, *, dropout, epochs=2, unroll=True):
@@ -40,9 +42,10 @@ def test_k_steps_per_dispatch_equal_k_separate_steps(dropout, unroll):
 
 def test_groups_stack_full_groups_and_run_the_rest_singly():
     trainer = Trainer(1, verbose=False, steps_per_execution=3)
+    trainer._many = object()
     batches = [np.ones((2, 1))] * 4 + [np.ones((1, 1))] + [np.ones((2, 1))] * 2
     kinds = [(run.__name__ == "several", np.shape(jax.tree.leaves(batch)[0]), n)
-             for run, batch, n in trainer._groups(batches, many=object())]
+             for run, batch, n in trainer._dispatches(batches, Schedule(max_epochs=1))]
     assert kinds == [(True, (3, 2, 1), 3),  # 3 stacked
                      (False, (2, 1), 1), (False, (1, 1), 1), (False, (2, 1), 1),  # shapes differ
                      (False, (2, 1), 1)]  # leftover
@@ -108,3 +111,30 @@ def test_a_second_fit_of_the_same_task_reuses_the_k_step_program():
     task.note = "another configuration"  # a rebound attribute the step might read: traced anew
     Trainer(1, verbose=False, progress=False, steps_per_execution=4).fit(task, loader)
     assert len(task.traces) > traced
+
+
+def _one_device_mesh():
+    from jax.sharding import AxisType
+
+    return jax.make_mesh((1,), ("data",), axis_types=(AxisType.Auto,))
+
+
+def test_a_mesh_places_k_stacked_host_batches_once(monkeypatch):
+    # K host batches are stacked with NumPy and placed once, the K axis whole
+    mesh = _one_device_mesh()
+    x, y = place_stacked((np.zeros((3, 4, 2)), np.zeros((3, 4))), mesh, "data")
+    assert x.sharding.spec == PartitionSpec(None, "data") and y.shape == (3, 4)
+    trainer = Trainer(1, verbose=False, progress=False, steps_per_execution=2, mesh=mesh)
+    singles = []
+    real = js.shard_batch
+    monkeypatch.setattr(js, "shard_batch", lambda *a, **k: singles.append(1) or real(*a, **k))
+    model = MLP(p=0.0, rngs=js.Rngs(params=0))
+    xs, ys = blobs(n=16)
+    trainer.fit(Task(model, make_optimizer(model)), ArrayLoader(xs, ys, batch_size=4))
+    assert singles == []  # two dispatches of two stacked batches, none placed one by one
+
+
+def test_a_stacked_batch_without_rows_is_refused():
+    with pytest.raises(ValueError, match=r"the stacked batches \[K, B, \.\.\.\] are \[1\] \[3\]\. "
+                       r"Fix: use a global batch size divisible by 1"):
+        place_stacked((np.zeros((3, 4)), np.zeros(3)), _one_device_mesh(), "data")

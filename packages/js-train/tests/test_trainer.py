@@ -2,7 +2,7 @@
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from js_train_testing import FixedTask
+from js_train_testing import FixedTask, blobs
 
 from js.training import ArrayLoader, Callback, EarlyStopping, Task, Trainer
 
@@ -257,3 +257,103 @@ def test_task_checks_its_arguments(make_task):
         make_task().set_phase("test")
     assert set(make_task().checkpoint_objects()) == {"model", "optimizer", "rngs"}
     assert set(make_task(dropout=False).checkpoint_objects()) == {"model", "optimizer"}
+
+
+# -- the documented hook order -------------------------------------------------------------
+
+
+class Order(Callback):
+    """Records every hook, and ``log`` from the run, with the step it saw."""
+
+    def __init__(self, stop_at=None):
+        self.calls, self.stop_at, self.saved = [], stop_at, {}
+
+    def on_fit_start(self, trainer, task):
+        self.calls.append("fit_start")
+
+    def on_epoch_start(self, trainer, task, epoch):
+        self.calls.append(f"epoch_start {epoch}")
+
+    def on_step_end(self, trainer, task, step):
+        self.calls.append(f"step_end {step}")
+        self.saved[step] = trainer.state_dict(), trainer.train_data.state_dict()
+        if step == self.stop_at:
+            trainer.stop()
+
+    def on_validation_end(self, trainer, task, metrics):
+        self.calls.append(f"validation_end {int(metrics['step'])}")
+
+    def on_epoch_end(self, trainer, task, metrics):
+        self.calls.append(f"epoch_end {int(metrics['step'])}")
+
+    def on_fit_end(self, trainer, task):
+        self.calls.append("fit_end")
+
+    def log(self, metrics, step):  # the run
+        self.calls.append(f"log {step}")
+
+
+def _order(task=None, *, stop_at=None, state=None, **options):
+    """A fit over 4 batches an epoch (and 1 validation batch) that records its hooks."""
+    x, y = blobs(n=16)
+    loader = ArrayLoader(x, y, batch_size=4)
+    order = Order(stop_at)
+    trainer = Trainer(callbacks=[order], run=order, verbose=False, **options)
+    if state is not None:
+        trainer.load_state_dict(state[0])
+        loader.load_state_dict(state[1])
+    trainer.fit(task or FixedTask(), loader, [(x, y)], resume=state is not None)
+    return order
+
+
+def test_hooks_fire_once_each_in_the_documented_order():
+    # a step's validation and log, then on_step_end, then (at the epoch's last step) its end
+    order = _order(max_steps=7, val_every_n_steps=3, log_every_n_steps=2)
+    assert order.calls == [
+        "fit_start", "epoch_start 0",
+        "step_end 1",
+        "log 2", "step_end 2",
+        "validation_end 3", "log 3", "step_end 3",
+        "validation_end 4", "log 4", "step_end 4", "epoch_end 4",  # the epoch's last step
+        "epoch_start 1",
+        "step_end 5",
+        "validation_end 6", "log 6", "step_end 6",
+        "validation_end 7", "log 7", "step_end 7", "epoch_end 7",  # max_steps, mid-epoch
+        "fit_end",
+    ]
+
+
+def test_a_stop_mid_epoch_ends_the_epoch_at_that_step():
+    order = _order(max_epochs=3, log_every_n_steps=2, stop_at=2)
+    assert order.calls == [
+        "fit_start", "epoch_start 0", "step_end 1", "log 2", "step_end 2",
+        # the step's row gains the epoch's validation and means, and is logged again
+        "validation_end 2", "log 2", "epoch_end 2", "fit_end",
+    ]
+
+
+def test_resumes_fire_the_rest_of_the_order():
+    first = _order(max_steps=8, log_every_n_steps=2)
+    # mid-epoch (after step 6): the epoch continues at its third batch
+    order = _order(max_steps=8, log_every_n_steps=2, state=first.saved[6])
+    assert order.calls == [
+        "fit_start", "epoch_start 1", "step_end 7",
+        "validation_end 8", "log 8", "step_end 8", "epoch_end 8", "fit_end",
+    ]
+    # saved by on_step_end at an epoch's last step, before its end: only the end is left
+    order = _order(max_epochs=2, state=first.saved[4])
+    assert order.calls == [
+        "fit_start", "epoch_start 0", "validation_end 4", "log 4", "epoch_end 4",
+        "epoch_start 1", "step_end 5", "step_end 6", "step_end 7",
+        "validation_end 8", "log 8", "step_end 8", "epoch_end 8", "fit_end",
+    ]
+
+
+def test_k_steps_per_dispatch_keep_the_order(make_task):
+    # K=2: on_step_end once per dispatch of 2 steps, after the validation they reach
+    order = _order(make_task(), max_epochs=1, steps_per_execution=2, val_every_n_steps=2)
+    assert order.calls == [
+        "fit_start", "epoch_start 0",
+        "validation_end 2", "log 2", "step_end 2",
+        "validation_end 4", "log 4", "step_end 4", "epoch_end 4", "fit_end",
+    ]

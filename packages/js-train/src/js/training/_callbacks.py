@@ -30,15 +30,18 @@ def monitored(owner: str, monitor: str, metrics: dict) -> float:
 class Callback:
     """Base class: override the hooks you need; each receives the trainer and the task.
 
-    Hooks, in order: ``on_fit_start``; per epoch ``on_epoch_start(trainer, task, epoch)``, then
-    after every dispatch of steps ``on_step_end(trainer, task, step)`` (``step`` the global
-    step after it; ``trainer.epoch`` is the epoch), ``on_validation_end(trainer, task,
-    metrics)`` after each validation (epoch ends and ``val_every_n_steps``), then
-    ``on_epoch_end(trainer, task, metrics)``; ``on_fit_end`` last, also after an error.
-    ``metrics`` is the row's dict of floats, the one the run logs (with ``step`` and
-    ``epoch``). Call ``trainer.stop()`` to end training (after the current step from a step or
-    validation hook); ``trainer.start_epoch`` and ``trainer.start_step`` are where the fit
-    started.
+    Hooks, in order, each from one place: ``on_fit_start``; per epoch
+    ``on_epoch_start(trainer, task, epoch)``; after every dispatch of steps (one step, or K
+    with ``steps_per_execution``) first the row of the step it reached when one is due (its
+    validation, then ``on_validation_end(trainer, task, metrics)``, then the run's ``log``),
+    then ``on_step_end(trainer, task, step)`` (``step`` the global step); after the epoch's
+    last step ``on_epoch_end(trainer, task, metrics)``; ``on_fit_end`` last, also after an
+    error. ``metrics`` is the row's dict of floats, the one the run logs (with ``step`` and
+    ``epoch``). ``trainer.epoch``, ``trainer.global_step`` and ``trainer.transfers`` read
+    ``trainer.position``; ``trainer.start_epoch`` and ``trainer.start_step`` are where the fit
+    started, ``trainer.history`` the rows so far. Call ``trainer.stop()`` to end training:
+    from a step or validation hook the epoch ends at that step (its row gains the epoch's
+    columns and is logged again), from ``on_epoch_end`` after the epoch.
     A callback with a string ``monitor`` attribute (EarlyStopping, ModelCheckpoint) is checked
     when ``fit`` starts: a name the Trainer cannot produce (``val/...`` without ``val_data``,
     a misspelling) fails before the first epoch.

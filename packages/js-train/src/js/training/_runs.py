@@ -138,8 +138,10 @@ def plot_run(directory_or_csv, png_path) -> Path:
         raise ImportError("plot_run needs matplotlib: pip install 'js-train[plot]'") from error
     columns = read_csv(source)
     x = columns["step"]
+    # train/<m>_step and _epoch exist only where a log falls on an epoch's end: no panel
     names = sorted({key.split("/", 1)[1] for key in columns
-                    if key.startswith(("train/", "val/")) and not key.endswith("/count")})
+                    if key.startswith(("train/", "val/"))
+                    and not key.endswith(("/count", "_step", "_epoch"))})
     if not names:
         raise ValueError(f"plot_run: {source} has no split/metric columns (train/loss, ...)")
     figure = Figure(figsize=(4.5 * len(names), 3.5))

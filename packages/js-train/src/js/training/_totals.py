@@ -32,21 +32,6 @@ def _add(totals, loss, count, correct):
     return new
 
 
-def stack(group: list):
-    """K batches of one structure and shape stacked on a new leading axis, or None."""
-    leaves = [jax.tree.flatten(b) for b in group]
-    first_leaves, treedef = leaves[0]
-    for other, other_def in leaves[1:]:
-        if other_def != treedef or any(
-            np.shape(a) != np.shape(b) for a, b in zip(first_leaves, other, strict=True)
-        ):
-            return None
-    # Device batches stay on the device: np.stack would wait for each and copy it to the host.
-    return jax.tree.map(
-        lambda *xs: (jnp if any(isinstance(x, jax.Array) for x in xs) else np).stack(xs), *group
-    )
-
-
 def check_step_metrics(metrics, where: str) -> None:
     if not isinstance(metrics, Mapping) or "loss" not in metrics or "count" not in metrics:
         got = sorted(metrics) if isinstance(metrics, Mapping) else type(metrics).__name__
@@ -76,15 +61,30 @@ def rates(host: dict, prefix: str) -> dict[str, float]:
     return out
 
 
-class Totals:
-    """One epoch's running totals and the host copy of the last read."""
+def with_epoch(row: dict, epoch: dict) -> dict:
+    """``row`` (a step's columns) with the epoch's means ``epoch``. Where a log at that step
+    put its interval's ``train/*`` in the row, both stay, split as Lightning does:
+    ``train/<m>_step`` (the log's interval) and ``train/<m>_epoch`` (the epoch); the plain
+    ``train/<m>`` is the epoch's, as in every epoch row (what ``on_epoch_end`` monitors read)."""
+    row = dict(row)
+    if "train/loss" in row:
+        for key in (key for key in epoch if key.startswith("train/")):
+            row[f"{key}_step"], row[f"{key}_epoch"] = row[key], epoch[key]
+    return {**row, **epoch}
 
-    def __init__(self, epoch_start_step: int = 0, device: dict | None = None):
+
+class Totals:
+    """One epoch's running totals on the device and the host copy of the last read.
+
+    Every read goes through :meth:`read` and counts one transfer in the fit's ``Position``;
+    a window (the steps since the previous read) is the difference of two reads.
+    """
+
+    def __init__(self, device: dict | None = None, host: dict | None = None):
         self.device = device
-        self.epoch_start_step = epoch_start_step
         self.started = time.perf_counter()
         # (step, host totals or None, lr, time) of the last read: the window starts there
-        self._read = (epoch_start_step, None, None, self.started)
+        self._read = (None, host, None, self.started)
 
     @staticmethod
     def accumulate(totals, metrics, where: str) -> dict:
@@ -100,29 +100,30 @@ class Totals:
     def empty_epoch(self) -> bool:
         return self.device is None
 
-    def restart_clock(self, step: int) -> None:
-        """Start timing from now (a fit's start, a resumed one too), the window at ``step``."""
+    def restart_clock(self) -> None:
+        """Start timing from now (a fit's start, a resumed one too); the window starts at the
+        totals there are (restored ones after a resume)."""
         self.started = time.perf_counter()
-        self._read = (step, getattr(self, "_restored", None), None, self.started)
+        self._read = (None, self._read[1], None, self.started)
 
-    def read(self, trainer, task) -> tuple[dict, float | None]:
-        """The host totals and lr at the trainer's step: one device read, reused at that step."""
-        if self._read is None or self._read[0] != trainer.global_step or self._read[1] is None:
+    def read(self, position, task) -> tuple[dict, float | None]:
+        """The host totals and lr at ``position.step``: one device read, reused at that step."""
+        if self._read[0] != position.step:
             host = jax.device_get({"totals": self.device, "lr": _lr(task)})
-            trainer.transfers += 1
-            self._read = (trainer.global_step, host["totals"], host["lr"], time.perf_counter())
+            position.transfers += 1
+            self._read = (position.step, host["totals"], host["lr"], time.perf_counter())
         return self._read[1], self._read[2]
 
-    def running_loss(self, trainer) -> float:
+    def running_loss(self, position) -> float:
         """The epoch's mean loss so far, for the progress display (one read)."""
         host = jax.device_get(self.device)
-        trainer.transfers += 1
+        position.transfers += 1
         return float(host["loss"]) / max(float(host["count"]), 1.0)
 
-    def window(self, trainer, task) -> dict[str, float]:
+    def window(self, position, task) -> dict[str, float]:
         """``train/*``, ``time/samples_per_s`` and ``lr`` of the steps since the last read."""
         last_host, last_time = self._read[1], self._read[3]
-        host, lr = self.read(trainer, task)
+        host, lr = self.read(position, task)
         since = {key: host[key] - (last_host[key] if last_host else 0) for key in host}
         row = rates(since, "train")
         row["time/samples_per_s"] = float(since["count"]) / max(self._read[3] - last_time, 1e-9)
@@ -130,9 +131,9 @@ class Totals:
             row["lr"] = float(lr)
         return row
 
-    def epoch_summary(self, trainer, task) -> dict[str, float]:
+    def epoch_summary(self, position, task) -> dict[str, float]:
         """The epoch's ``train/*``, ``time/epoch_s``, ``time/samples_per_s`` (and ``lr``)."""
-        host, lr = self.read(trainer, task)
+        host, lr = self.read(position, task)
         row = rates(host, "train")
         elapsed = time.perf_counter() - self.started
         row["time/epoch_s"] = elapsed
@@ -141,27 +142,21 @@ class Totals:
             row["lr"] = float(lr)
         return row
 
-    def state_dict(self, trainer) -> dict:
+    def state_dict(self, position) -> dict:
+        """``loss`` (sum of ``loss * count``), ``count``, ``correct`` and ``has_correct``,
+        read from the device once."""
         device = self.device if self.device is not None else _zeros(True)
         host = jax.device_get(device)
-        trainer.transfers += 1
-        state = {
-            "epoch": trainer.epoch,
-            "step": trainer.global_step,
-            "epoch_start_step": self.epoch_start_step,
-            "has_correct": int("correct" in host),
-        }
+        position.transfers += 1
+        state = {"has_correct": int("correct" in host)}
         state.update({key: np.float32(host.get(key, 0.0)) for key in _KEYS})
         return state
 
     @classmethod
-    def from_state(cls, state: Mapping) -> Totals:
-        device = None
-        if int(state["step"]) > int(state["epoch_start_step"]):
-            keys = _KEYS if int(state["has_correct"]) else _KEYS[:2]
-            restored = {key: np.float32(state[key]) for key in keys}
-            device = {key: jnp.asarray(value) for key, value in restored.items()}
-        totals = cls(int(state["epoch_start_step"]), device)
-        if device is not None:
-            totals._restored = restored
-        return totals
+    def from_state(cls, state: Mapping, started: bool) -> Totals:
+        """The totals of a :meth:`state_dict`; ``started``: the epoch has steps (else empty)."""
+        if not started:
+            return cls()
+        keys = _KEYS if int(state["has_correct"]) else _KEYS[:2]
+        restored = {key: np.float32(state[key]) for key in keys}
+        return cls({key: jnp.asarray(value) for key, value in restored.items()}, restored)

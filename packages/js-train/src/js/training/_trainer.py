@@ -24,29 +24,13 @@ from ._checks import check_int, is_int
 from ._mesh import check_mesh
 from ._options import check_callbacks, check_data, check_monitors, check_options
 from ._progress import Display
+from ._schedule import Due, Position, Schedule, check_loader_position, place_stacked, stack
 from ._task import check_task, scanned_training_step
-from ._totals import Totals, rates, stack
+from ._totals import Totals, rates, with_epoch
 
 # Columns of a row in this order (stable within a group): epoch, step, train/, val/, lr, time/.
 _ORDER = {"epoch": 0, "step": 1, "train": 2, "val": 3, "lr": 4, "time": 5}
 _OPTIONAL = ("max_steps", "val_every_n_steps", "log_every_n_steps", "limit_val_batches")
-
-
-def _due(every: int | None, before: int, after: int) -> bool:
-    """Whether a multiple of ``every`` lies in ``(before, after]`` (a dispatch's steps)."""
-    return every is not None and after // every > before // every
-
-
-def _check_position(data, epoch: int) -> None:
-    """A mid-epoch resume needs the loader restored to the same epoch as the Trainer."""
-    state = data.state_dict() if callable(getattr(data, "state_dict", None)) else None
-    if state is not None and int(state.get("epoch", epoch)) != epoch:
-        raise ValueError(
-            f"fit(resume=True): the Trainer resumes epoch {epoch} mid-way, but train_data is "
-            f"at epoch {int(state['epoch'])}, batch {int(state.get('batch', 0))}. Fix: restore "
-            "the loader from the same checkpoint: load_checkpoint(path, {..., 'trainer': "
-            "trainer, 'loader': loader})."
-        )
 
 
 class Trainer:
@@ -89,7 +73,8 @@ class Trainer:
             (faster to compile for small dense steps and large K), an int ``n`` unrolls ``n``.
         mesh: a ``jax.sharding.Mesh`` to train on, or None (one device). Every train,
             validation and predict batch is split over ``batch_axis`` with ``js.shard_batch``
-            as it enters a step; place the model (and ``Rngs``) with ``js.shard`` before
+            as it enters a step (K stacked host batches ``[K, B, ...]`` are placed once, the K
+            axis whole); place the model (and ``Rngs``) with ``js.shard`` before
             building the optimizer. Metrics are still summed on the devices.
         batch_axis: the mesh axis the batches are split over.
         compilation_cache: True (the default) turns on JAX's persistent compilation cache
@@ -143,12 +128,17 @@ class Trainer:
         self.callbacks, self.run = callbacks, run
         self.progress, self.verbose = progress, verbose
         self.history: list[dict[str, float]] = []
-        self.transfers = 0
-        self.epoch = self.start_epoch = 0
-        self.global_step = self.start_step = 0
-        self.train_data, self._validated_at = None, None
+        self.position = Position()
+        self.start_epoch = self.start_step = 0
+        self.train_data, self._many = None, None
         self._totals = Totals()
         self.should_stop, self.stop_reason = False, None
+
+    # The position's numbers under the names callbacks (ModelCheckpoint) and users read.
+    epoch = property(lambda self: self.position.epoch, doc="The current epoch (from 0).")
+    global_step = property(lambda self: self.position.step, doc="Training steps run.")
+    transfers = property(lambda self: self.position.transfers,
+                         doc="Device-to-host metric reads of the last fit/validate/predict.")
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -174,48 +164,26 @@ class Trainer:
         Returns the history: one dict of floats per reported step, with ``step``, ``epoch``,
         ``train/loss``, ``train/count``, ``train/accuracy`` (when steps return ``correct``),
         ``time/samples_per_s``, ``lr`` (with a schedule), ``val/...`` after a validation and
-        ``time/epoch_s`` at an epoch's end (its train metrics then cover the whole epoch).
+        ``time/epoch_s`` at an epoch's end (its ``train/*`` then cover the whole epoch; where a
+        log falls on the same step, ``train/*_step`` are the log's and ``train/*_epoch`` the
+        epoch's).
         """
-        check_task(task)
-        start_epoch = check_int("fit start_epoch", start_epoch, 0)
-        self._enable_cache()
-        several = self.max_epochs is None or self.max_epochs - start_epoch > 1
-        check_data(train_data, "train_data", several and self.max_epochs is not None)
-        if val_data is not None:
-            check_data(val_data, "val_data", several)
-        check_monitors(self.callbacks, val_data is not None)
-        self._start(train_data, start_epoch, resume)
+        schedule = self._start(task, train_data, val_data, start_epoch, resume)
         display = Display(enabled=self.progress, interval_s=self.progress_interval_s)
-        many = None
-        if self.steps_per_execution > 1:
-            many = scanned_training_step(task, self.unroll)
         self._hook("on_fit_start", task)
         try:
-            while not self._finished() and not self.should_stop:
-                mid_epoch = resume and self.global_step > self._totals.epoch_start_step
-                self._hook("on_epoch_start", task, self.epoch)
-                if hasattr(train_data, "set_epoch") and not mid_epoch:
-                    train_data.set_epoch(self.epoch)
-                task.set_phase("train")
-                display.begin(f"epoch {self.epoch}", self._bar_total(train_data, mid_epoch))
-                ran_out, last = True, False
-                for run, batch, n in self._groups(train_data, many):
-                    before = self.global_step
+            while not schedule.finished(self.position) and not self.should_stop:
+                self._begin_epoch(task, train_data, schedule, display)
+                row = None  # the epoch's row, when its last dispatch reported it
+                for run, batch, steps in self._dispatches(train_data, schedule):
                     self._totals.add(run(task, batch))
-                    self.global_step += n
-                    display.advance(n, self._running_loss)
-                    # The epoch's last step (or max_steps) is reported by the epoch's row.
-                    last = self._step_limit() or self._epoch_done(train_data)
-                    if not last:
-                        self._step_end(task, val_data, before, display)
-                        self._hook("on_step_end", task, self.global_step)
-                    if self._step_limit() or self.should_stop:
-                        ran_out = False  # the epoch ends early; a resume would continue it
+                    self.position.step += steps
+                    display.advance(steps, self._running_loss)
+                    due = schedule.after(self.position, steps)
+                    row = self._step_end(task, val_data, due, display)
+                    if due.epoch_end or self.should_stop:
                         break
-                self._epoch_end(task, val_data, display, ran_out)
-                if last:  # after the epoch's row: a checkpoint here resumes at the next epoch
-                    self._hook("on_step_end", task, self.global_step)
-                resume = False
+                self._epoch_end(task, val_data, schedule, row, display)
         finally:
             display.close()
             self._hook("on_fit_end", task)
@@ -225,48 +193,69 @@ class Trainer:
             print(f"stopping: {self.stop_reason}", flush=True)
         return self.history
 
-    def _step_end(self, task, val_data, before: int, display) -> None:
-        """After a dispatch that took the global step from ``before``: the validation and the
-        log due in those steps, as one row."""
-        row = {}
-        if val_data is not None and _due(self.val_every_n_steps, before, self.global_step):
-            row.update(self._validation(task, val_data, display))
-            self._validated_at = self.global_step
-            task.set_phase("train")
-        if _due(self.log_every_n_steps, before, self.global_step):
-            row.update(self._totals.window(self, task))
-        if row:
-            self._report(task, row, display)
+    def _begin_epoch(self, task, data, schedule: Schedule, display) -> None:
+        """``on_epoch_start``; the loader's epoch (unless the epoch continues, after a
+        resume); the train phase; the progress bar."""
+        self._hook("on_epoch_start", task, self.epoch)
+        if hasattr(data, "set_epoch") and self.position.steps_in_epoch == 0:
+            data.set_epoch(self.epoch)
+        task.set_phase("train")
+        display.begin(f"epoch {self.epoch}", schedule.bar_total(self.position))
 
-    def _epoch_end(self, task, val_data, display, ran_out: bool) -> None:
-        """The epoch's row: its train metrics and time, and a validation when there is data.
-        When the data ran out, the next epoch starts; else (max_steps, a stop) the totals
-        stay, so a resumed fit continues this epoch."""
+    def _step_end(self, task, val_data, due: Due, display) -> dict | None:
+        """After a dispatch: the row of the step it reached (the validation and the log due
+        there and, at the epoch's last step, the epoch's means), then ``on_step_end``.
+        Returns the row when it is the epoch's."""
+        row = {}
+        if due.epoch_end:
+            display.end()
+        if due.validate:
+            row.update(self._validation(task, val_data, display))
+            if not due.epoch_end:
+                task.set_phase("train")
+        if due.log:
+            row.update(self._totals.window(self.position, task))
+        if due.epoch_end:
+            row = with_epoch(row, self._totals.epoch_summary(self.position, task))
+        if row:
+            row = self._report(task, row, display, validated=due.validate, final=due.epoch_end)
+        self._hook("on_step_end", task, self.global_step)
+        return row if due.epoch_end else None
+
+    def _epoch_end(self, task, val_data, schedule: Schedule, row: dict | None, display) -> None:
+        """The epoch's end: its row, unless its last dispatch reported it (data without a
+        length that ran out, a stop, a resume with only the end left), ``on_epoch_end``, and
+        the next epoch when the data ran out; after ``max_steps`` or a stop mid-epoch the
+        totals stay, so a resumed fit continues this epoch."""
         if self._totals.empty_epoch():
             raise ValueError(f"epoch {self.epoch} train: the data yielded no batches. Fix: "
                              "check its length.")
-        row = self._totals.epoch_summary(self, task)
-        display.end()
-        if val_data is not None and self._validated_at != self.global_step:
-            row.update(self._validation(task, val_data, display))
-        row = self._report(task, row, display, epoch_end=True)
+        ran_out = schedule.ran_out(self.position, self.should_stop)
+        if row is None:
+            display.end()
+            same = self.history and self.history[-1]["step"] == self.global_step
+            row = self.history.pop() if same else {}  # the step's row gains the epoch's
+            validate = val_data is not None and "val/loss" not in row
+            if validate:
+                row.update(self._validation(task, val_data, display))
+            row = with_epoch(row, self._totals.epoch_summary(self.position, task))
+            row = self._report(task, row, display, validated=validate, final=True)
         self._hook("on_epoch_end", task, row)
         if ran_out:
-            self.epoch += 1
-            self._totals = Totals(epoch_start_step=self.global_step)
+            self.position.next_epoch()
+            self._totals = Totals()
 
-    def _report(self, task, row: dict, display, *, epoch_end: bool = False) -> dict:
+    def _report(self, task, row: dict, display, *, validated: bool, final: bool) -> dict:
+        """One row of a step to the history, the run, ``on_validation_end`` and the display."""
         row = {"epoch": float(self.epoch), "step": float(self.global_step), **row}
-        if self.history and self.history[-1]["step"] == row["step"]:
-            row = {**self.history.pop(), **row}  # one row per step: the epoch's end joins in
         row = dict(sorted(row.items(), key=lambda item: _ORDER.get(item[0].split("/")[0], 2)))
         self.history.append(row)
-        if "val/loss" in row:
+        if validated:
             self._hook("on_validation_end", task, row)
         if self.run is not None:
             self.run.log(row, step=self.global_step)
         if self.verbose:
-            display.metrics(row, final=epoch_end)
+            display.metrics(row, final=final)
         return row
 
     # -- evaluation ----------------------------------------------------------------------------
@@ -277,7 +266,7 @@ class Trainer:
         check_task(task)
         self._enable_cache()
         check_data(data, "val_data", False)
-        self.transfers = 0
+        self.position.transfers = 0
         return self._validation(task, data, Display(enabled=False))
 
     def predict(self, task, data) -> np.ndarray:
@@ -286,12 +275,12 @@ class Trainer:
         check_task(task)
         self._enable_cache()
         check_data(data, "data", False)
-        self.transfers = 0
+        self.position.transfers = 0
         task.set_phase("eval")
         outputs = [task.predict_step(task.model, self._to_device(b)) for b in data]
         if not outputs:
             raise ValueError("predict: the data yielded no batches. Fix: check its length.")
-        self.transfers += 1
+        self.position.transfers += 1
         return jax.device_get(jax.tree.map(lambda *xs: jnp.concatenate(xs), *outputs))
 
     def _validation(self, task, data, display) -> dict[str, float]:
@@ -303,7 +292,7 @@ class Trainer:
             totals = Totals.accumulate(totals, metrics, "validation_step")
         if totals is None:
             raise ValueError("validation: the data yielded no batches. Fix: check its length.")
-        self.transfers += 1
+        self.position.transfers += 1
         return rates(jax.device_get(totals), "val")
 
     # -- pieces --------------------------------------------------------------------------------
@@ -315,81 +304,80 @@ class Trainer:
                 None if self.compilation_cache is True else self.compilation_cache
             )
 
-    def _to_device(self, batch):
+    def _to_device(self, batch, *, stacked: bool = False):
         """The one place every train, validation and predict batch passes before its step:
-        split over the mesh's batch axis when there is a mesh, else left as it is."""
+        split over the mesh's batch axis when there is a mesh, else left as it is. A
+        ``stacked`` group ``[K, B, ...]`` is placed once, its K axis whole."""
         if self.mesh is None:
             return batch
+        if stacked:
+            return place_stacked(batch, self.mesh, self.batch_axis)
         return js.shard_batch(batch, self.mesh, self.batch_axis)
 
-    def _groups(self, data, many):
-        """``(run, batch, steps)`` per dispatch: K stacked batches through ``many`` where the
-        shapes agree and no log, validation or the last step falls inside the group."""
+    def _dispatches(self, data, schedule: Schedule):
+        """``(run, batch, steps)`` per dispatch of this epoch's batches: K host batches stacked
+        (then placed on the mesh once) through the K-step program where their shapes agree and
+        no log, validation or the last step falls inside the group, else one at a time."""
         k = self.steps_per_execution
 
         def one(task, batch):
             return task.training_step(task.model, task.optimizer, task.rngs, batch)
 
         def several(task, batches):
-            return many(task.model, task.optimizer, task.rngs, batches)
+            return self._many(task.model, task.optimizer, task.rngs, batches)
 
+        def singly(group):
+            return ((one, self._to_device(b), 1) for b in group)
+
+        if schedule.remaining(self.position) == 0:  # resumed at the epoch's last step
+            return
         group = []
-        for batch in map(self._to_device, data):
-            if many is None or self._room() < k:
-                yield from ((one, b, 1) for b in group + [batch])
-                group = []
-                continue
+        for batch in data:
             group.append(batch)
-            if len(group) == k:
-                stacked = stack(group)
-                yield from [(several, stacked, k)] if stacked is not None else (
-                    (one, b, 1) for b in group)
+            if self._many is None or schedule.room(self.position) < k:
+                yield from singly(group)
                 group = []
-        yield from ((one, b, 1) for b in group)
-
-    def _epoch_done(self, data) -> bool:
-        """Whether the step just run was the last batch of data with a length."""
-        length = len(data) if hasattr(data, "__len__") else None
-        return self.global_step - self._totals.epoch_start_step == length
+            elif len(group) == k:
+                stacked = stack(group)
+                yield from singly(group) if stacked is None else [
+                    (several, self._to_device(stacked, stacked=True), k)]
+                group = []
+        yield from singly(group)
 
     def _running_loss(self) -> float:
-        return self._totals.running_loss(self)
+        return self._totals.running_loss(self.position)
 
-    def _room(self) -> int:
-        """Steps until the next log, validation or the last step (large when none)."""
-        room = [self.max_steps - self.global_step] if self.max_steps else []
-        for every in (self.log_every_n_steps, self.val_every_n_steps):
-            if every is not None:
-                room.append(every - self.global_step % every)
-        return min(room, default=1 << 30)
-
-    def _start(self, train_data, start_epoch: int, resume: bool) -> None:
-        self.history, self.transfers = [], 0
-        self.should_stop, self.stop_reason = False, None
-        self.train_data, self._validated_at = train_data, None
-        if resume and self.global_step > self._totals.epoch_start_step:
-            _check_position(train_data, self.epoch)
+    def _start(self, task, train_data, val_data, start_epoch: int, resume: bool) -> Schedule:
+        """Check everything a fit needs before a step runs; set the position (restored with
+        ``resume``, else at ``start_epoch``); return the fit's schedule."""
+        check_task(task)
+        start_epoch = check_int("fit start_epoch", start_epoch, 0)
+        self._enable_cache()
+        several = self.max_epochs is None or self.max_epochs - start_epoch > 1
+        check_data(train_data, "train_data", several and self.max_epochs is not None)
+        if val_data is not None:
+            check_data(val_data, "val_data", several)
+        check_monitors(self.callbacks, val_data is not None)
+        length = len(train_data) if hasattr(train_data, "__len__") else None
+        if resume and self.position.steps_in_epoch > 0:
+            check_loader_position(train_data, self.epoch)
         if not resume:
-            per_epoch = len(train_data) if hasattr(train_data, "__len__") else 0
-            self.epoch, self.global_step = start_epoch, start_epoch * per_epoch
-            self._totals = Totals(epoch_start_step=self.global_step)
+            step = start_epoch * (length or 0)
+            self.position = Position(epoch=start_epoch, step=step, epoch_start_step=step)
+            self._totals = Totals()
+        self.position.transfers = 0
+        self.history, self.train_data = [], train_data
+        self.should_stop, self.stop_reason = False, None
         # callbacks read these in on_fit_start (ModelCheckpoint)
         self.start_epoch, self.start_step = self.epoch, self.global_step
-        self._totals.restart_clock(self.global_step)
-
-    def _bar_total(self, data, mid_epoch: bool) -> int | None:
-        if self.max_epochs is None and self.max_steps is not None:
-            return self.max_steps - self.global_step
-        total = len(data) if hasattr(data, "__len__") else None
-        if total is not None and mid_epoch:
-            total -= self.global_step - self._totals.epoch_start_step
-        return total
-
-    def _finished(self) -> bool:
-        return (self.max_epochs is not None and self.epoch >= self.max_epochs) or self._step_limit()
-
-    def _step_limit(self) -> bool:
-        return self.max_steps is not None and self.global_step >= self.max_steps
+        self._totals.restart_clock()
+        self._many = None
+        if self.steps_per_execution > 1:
+            self._many = scanned_training_step(task, self.unroll)
+        return Schedule(max_epochs=self.max_epochs, max_steps=self.max_steps,
+                        val_every_n_steps=self.val_every_n_steps,
+                        log_every_n_steps=self.log_every_n_steps,
+                        validates=val_data is not None, length=length)
 
     def stop(self, reason: str = "stopped by a callback") -> None:
         """Ask ``fit`` to end: after the current step from a step or validation hook, after
@@ -406,9 +394,13 @@ class Trainer:
         """The position of a fit, for mid-epoch resume: ``epoch``, ``step``, the step the epoch
         started at, and the epoch's running totals (``loss`` (sum of ``loss * count``),
         ``count``, ``correct``, ``has_correct``), read from the device once."""
-        return self._totals.state_dict(self)
+        position = self.position
+        return {"epoch": position.epoch, "step": position.step,
+                "epoch_start_step": position.epoch_start_step,
+                **self._totals.state_dict(position)}
 
     def load_state_dict(self, state: Mapping) -> None:
         """Restore a :meth:`state_dict`; ``fit(..., resume=True)`` continues from it."""
-        self.epoch, self.global_step = int(state["epoch"]), int(state["step"])
-        self._totals = Totals.from_state(state)
+        self.position = Position(int(state["epoch"]), int(state["step"]),
+                                 int(state["epoch_start_step"]))
+        self._totals = Totals.from_state(state, self.position.steps_in_epoch > 0)
