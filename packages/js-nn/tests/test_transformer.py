@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import js
-from js._variables import flat_arrays
+from js._checks import flatten_state
 from js.nn import LayerNorm, TransformerEncoder, TransformerEncoderLayer
 from js.nn.attention import padding_mask
 
@@ -59,7 +59,7 @@ def _js_run(model, x, mask):
 
     grads, result = jax.grad(loss, argnums=(0, 1), has_aux=True)(params, x)
     result["grad_x"] = grads[1]
-    return result | {f"grad_{k}": g for k, g in flat_arrays(grads[0]).items()}
+    return result | {f"grad_{k}": g for k, g in flatten_state(grads[0]).items()}
 
 
 def _compare(want, got):
@@ -142,7 +142,7 @@ def _loss(model, x):
 
 def _apply_sgd(model, grads):
     for name, parameter in model.named_parameters():
-        parameter.value = parameter.value - 0.1 * flat_arrays(grads)[name]
+        parameter.value = parameter.value - 0.1 * flatten_state(grads)[name]
 
 
 # -- dropout, activation, dtype --------------------------------------------------------------
