@@ -188,10 +188,10 @@ def test_parameters_are_float32_under_x64_unless_given_dtype():
         (
             {"add_zero_attn": 1},
             TypeError,
-            r"MultiheadAttention: add_zero_attn must be a bool, got 1",
+            r"MultiheadAttention: add_zero_attn must be True or False, got 1",
         ),
-        ({"batch_first": None}, TypeError, r"MultiheadAttention: batch_first must be a bool"),
-        ({"bias": "yes"}, TypeError, r"MultiheadAttention: bias must be a bool, got 'yes'"),
+        ({"batch_first": None}, TypeError, r"MultiheadAttention: batch_first must be True or"),
+        ({"bias": "yes"}, TypeError, r"MultiheadAttention: bias must be True or False, got 'yes'"),
         (
             {"dropout": "0.1"},
             TypeError,

@@ -120,7 +120,7 @@ def test_forward_mode_detection():
 
 
 def test_fused_backward_option_is_checked_and_shown():
-    with pytest.raises(TypeError, match=r"LSTM: fused_backward must be a bool, got 1"):
+    with pytest.raises(TypeError, match=r"LSTM: fused_backward must be True or False, got 1"):
         _make(fused_backward=1)
     assert "fused_backward=False" in repr(_make(fused_backward=False)).splitlines()[0]
     assert "fused_backward" not in repr(_make()).splitlines()[0]

@@ -200,9 +200,9 @@ def test_parameters_are_float32_under_x64_unless_given_dtype():
         (
             {"norm_first": 1},
             TypeError,
-            r"TransformerEncoderLayer: norm_first must be a bool, got 1",
+            r"TransformerEncoderLayer: norm_first must be True or False, got 1",
         ),
-        ({"batch_first": None}, TypeError, r"TransformerEncoderLayer: batch_first must be a bool"),
+        ({"batch_first": None}, TypeError, r"TransformerEncoderLayer: batch_first must be True or"),
         ({"dropout": 2.0}, ValueError, r"TransformerEncoderLayer: dropout must be in \[0, 1\]"),
         ({"dtype": "int32"}, TypeError, r"TransformerEncoderLayer: dtype must be a floating-point"),
     ],
@@ -262,7 +262,7 @@ def test_float_masks_are_refused():
             (None, 2),
             {"enable_nested_tensor": "no"},
             TypeError,
-            r"TransformerEncoder: enable_nested_tensor must be a bool, got 'no'",
+            r"TransformerEncoder: enable_nested_tensor must be True or False, got 'no'",
         ),
     ],
 )
