@@ -57,9 +57,23 @@ def test_rules_are_checked_before_anything_moves():
         js.shard(model, mesh, [("layers.*.weight", P("data")), ("encoder.*", P("data"))])
     with pytest.raises(ValueError, match=r"'layers.0.bias' \[16\]: .* names 2 dimensions, the"):
         js.shard(model, mesh, [("*.bias", P("data", None))])
-    with pytest.raises(KeyError, match="batch_axis: axis 'batch' is not an axis of the mesh"):
+    with pytest.raises(KeyError, match="js.shard: batch_axis 'batch' is not an axis of the mesh"):
         js.shard(model, mesh, batch_axis="batch")
     assert unmoved(model)
+
+
+def test_unknown_axis_errors_read_cleanly():
+    """A KeyError (a missing name) whose str() is the message: no quotes, no escapes."""
+    model, mesh = MLP(rngs=js.Rngs(params=0)), auto_mesh()
+    with pytest.raises(KeyError) as caught:
+        js.shard(model, mesh, [("*.weight", P("model", None))])
+    assert str(caught.value).startswith("js.shard: rules name axes that are not axes of the mesh")
+    with pytest.raises(KeyError) as caught:
+        js.shard_batch(np.zeros((2, 3)), mesh, axis="batch")
+    assert str(caught.value) == (
+        "js.shard_batch: axis 'batch' is not an axis of the mesh; its axes are ['data']. "
+        "Fix: name one of them, or build the mesh with it."
+    )
 
 
 def test_shard_batch_refuses_a_missing_axis_and_scalars():

@@ -225,18 +225,18 @@ def test_value_and_grad_differentiates_parameters_only(data):
         return mse(model, x, y) + 0 * noise, noise
 
     (loss, noise), grads = js.value_and_grad(loss_fn, has_aux=True)(model, *data, rngs)
-    from js._variables import flat_arrays
+    from js._checks import flatten_state
 
-    assert sorted(flat_arrays(grads)) == sorted(p for p, _ in model.named_parameters())
+    assert sorted(flatten_state(grads)) == sorted(p for p, _ in model.named_parameters())
     assert int(rngs.dropout.count[...]) == 1 and int(model.counter.calls.value) == 1
     eps = 1e-3
     w = model.layers[0].bias
     base = float(mse(model, *data))
     w.value = w.value.at[0].add(eps)
     numeric = (float(mse(model, *data)) - base) / eps
-    np.testing.assert_allclose(flat_arrays(grads)["layers.0.bias"][0], numeric, rtol=2e-2)
+    np.testing.assert_allclose(flatten_state(grads)["layers.0.bias"][0], numeric, rtol=2e-2)
     only = js.grad(mse)(model, *data)
-    assert sorted(flat_arrays(only)) == sorted(flat_arrays(grads))
+    assert sorted(flatten_state(only)) == sorted(flatten_state(grads))
 
 
 def test_grad_requires_a_module_first():

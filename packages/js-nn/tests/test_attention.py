@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import js
-from js._variables import flat_arrays
+from js._checks import flatten_state
 from js.nn.attention import (
     MultiheadAttention,
     causal_mask,
@@ -143,7 +143,7 @@ def test_fully_masked_rows_give_zero_weights_zero_output_and_finite_gradients():
 
     _, grads = js.value_and_grad(loss)(mha, q, k, v)
     inputs = jax.grad(lambda *x: loss(mha, *x), argnums=(0, 1, 2))(q, k, v)
-    for g in [*flat_arrays(grads).values(), *inputs]:
+    for g in [*flatten_state(grads).values(), *inputs]:
         assert np.all(np.isfinite(g))
 
 
@@ -242,7 +242,7 @@ def _js_run(mha, inputs, mask, average):
 
     grads, result = jax.grad(loss, argnums=(0, 1, 2, 3), has_aux=True)(params, *inputs)
     result |= {f"grad_{n}": g for n, g in zip("qkv", grads[1:], strict=True)}
-    return result | {f"grad_{k}": g for k, g in flat_arrays(grads[0]).items()}
+    return result | {f"grad_{k}": g for k, g in flatten_state(grads[0]).items()}
 
 
 def compare_with_torch(torch, kind, average=False):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import js
-from js._variables import flat_arrays
+from js._checks import flatten_state
 from js.nn.attention import MultiheadAttention, padding_mask
 
 B, TQ, TK, D, HEADS, KDIM, VDIM = 2, 4, 5, 8, 2, 6, 3
@@ -58,7 +58,7 @@ def _js_run(mha, inputs):
 
     grads, result = jax.grad(loss, argnums=(0, 1, 2, 3), has_aux=True)(params, *inputs)
     result |= {f"grad_{n}": g for n, g in zip("qkv", grads[1:], strict=True)}
-    return result | {f"grad_{k}": g for k, g in flat_arrays(grads[0]).items()}
+    return result | {f"grad_{k}": g for k, g in flatten_state(grads[0]).items()}
 
 
 @pytest.mark.torch
@@ -188,10 +188,10 @@ def test_parameters_are_float32_under_x64_unless_given_dtype():
         (
             {"add_zero_attn": 1},
             TypeError,
-            r"MultiheadAttention: add_zero_attn must be a bool, got 1",
+            r"MultiheadAttention: add_zero_attn must be True or False, got 1",
         ),
-        ({"batch_first": None}, TypeError, r"MultiheadAttention: batch_first must be a bool"),
-        ({"bias": "yes"}, TypeError, r"MultiheadAttention: bias must be a bool, got 'yes'"),
+        ({"batch_first": None}, TypeError, r"MultiheadAttention: batch_first must be True or"),
+        ({"bias": "yes"}, TypeError, r"MultiheadAttention: bias must be True or False, got 'yes'"),
         (
             {"dropout": "0.1"},
             TypeError,

@@ -81,7 +81,7 @@ def test_dropout_keeps_or_scales_and_needs_a_key():
     np.testing.assert_array_equal(F.dropout(x, 1.0, key=jax.random.key(0)), 0.0)
     with pytest.raises(ValueError, match=r"dropout in training needs a random key.*rngs.next"):
         F.dropout(x, 0.5)
-    with pytest.raises(ValueError, match=r"dropout probability must be in \[0, 1\], got -0.1"):
+    with pytest.raises(ValueError, match=r"functional.dropout: p must be in \[0, 1\], got -0.1"):
         F.dropout(x, -0.1)
 
 

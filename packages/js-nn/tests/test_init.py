@@ -183,7 +183,7 @@ def test_errors_name_the_problem_and_the_fix():
         init.normal_(param)
     with pytest.raises(ValueError, match=r"got both. Fix: .*js has no global generator"):
         init.normal_(param, rngs=js.Rngs(params=0), seed=0)
-    with pytest.raises(TypeError, match=r"seed must be an int, got float"):
+    with pytest.raises(TypeError, match=r"normal_: seed must be an int, got 1.5 \(a float\)"):
         init.normal_(param, seed=1.5)
     with pytest.raises(TypeError, match=r"writes a Parameter in place; got ArrayImpl.*m.weight"):
         init.normal_(param.value, seed=0)

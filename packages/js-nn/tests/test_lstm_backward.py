@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import js
-from js._variables import flat_arrays
+from js._checks import flatten_state
 from js.nn._lstm_kernel import forward_mode
 from js.nn._recurrent import LSTM
 
@@ -36,7 +36,7 @@ def _grads(model, x, state, lengths=None):
         return _weighted(js.merge(graphdef, params)(x, state, lengths))
 
     g_params, g_x, g_state = jax.grad(loss, argnums=(0, 1, 2))(params, x, state)
-    return {**flat_arrays(g_params), "x": g_x, "h0": g_state[0], "c0": g_state[1]}
+    return {**flatten_state(g_params), "x": g_x, "h0": g_state[0], "c0": g_state[1]}
 
 
 def test_fused_backward_matches_autodiff_for_inputs_state_and_every_parameter():
@@ -67,7 +67,7 @@ def test_gradient_at_T_zero(fused_backward):
     assert g_x.shape == (B, 0, IN)
     np.testing.assert_array_equal(g_h, 1.0)
     np.testing.assert_array_equal(g_c, 2.0)
-    assert all(not np.any(g) for g in flat_arrays(g_params).values())
+    assert all(not np.any(g) for g in flatten_state(g_params).values())
     # The reported call: js.grad of the model at T = 0.
     grads = js.grad(lambda m, x: m(x)[1][0].sum())(LSTM(3, 4, rngs=js.Rngs(params=0)),
                                                    jnp.ones((2, 0, 3)))
@@ -120,7 +120,7 @@ def test_forward_mode_detection():
 
 
 def test_fused_backward_option_is_checked_and_shown():
-    with pytest.raises(TypeError, match=r"LSTM: fused_backward must be a bool, got 1"):
+    with pytest.raises(TypeError, match=r"LSTM: fused_backward must be True or False, got 1"):
         _make(fused_backward=1)
     assert "fused_backward=False" in repr(_make(fused_backward=False)).splitlines()[0]
     assert "fused_backward" not in repr(_make()).splitlines()[0]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import js
-from js._variables import flat_arrays
+from js._checks import flatten_state
 from js.nn._recurrent import GRU, LSTM, RNN
 
 B, T, IN, H = 3, 6, 4, 5
@@ -303,7 +303,7 @@ def _js_run(model, cls, x, state):
     grads, out = jax.grad(loss, argnums=(0, 1, 2), has_aux=True)(params, x, state)
     out["grad_x"] = grads[1]
     out |= {f"grad_state{i}": g for i, g in enumerate(_final(cls, grads[2]))}
-    return out | {f"grad_{k}": g for k, g in flat_arrays(grads[0]).items()}
+    return out | {f"grad_{k}": g for k, g in flatten_state(grads[0]).items()}
 
 
 def compare_with_torch(torch, cls, layers, **kwargs):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import js
-from js._variables import flat_arrays
+from js._checks import flatten_state
 from js.nn import GRU, LSTM, RNN
 
 B, T, IN, H = 3, 5, 4, 6
@@ -68,7 +68,7 @@ def _js_run(model, cls, x, state):
     grads, out = jax.grad(loss, argnums=(0, 1, 2), has_aux=True)(params, x, state)
     out["grad_x"] = grads[1]
     out |= {f"grad_state{i}": g for i, g in enumerate(_parts(cls, grads[2]))}
-    return out | {f"grad_{k}": g for k, g in flat_arrays(grads[0]).items()}
+    return out | {f"grad_{k}": g for k, g in flatten_state(grads[0]).items()}
 
 
 def _pair(torch, cls, layers, **kwargs):
@@ -240,7 +240,7 @@ def test_dropout_runs_under_jit_and_grad():
         return js.grad(lambda m, rngs: jnp.sum(m(x, rngs=rngs)[0] ** 2))(model, rngs)
 
     grads = step(model, rngs, _x())
-    assert all(np.isfinite(g).all() for g in flat_arrays(grads).values())
+    assert all(np.isfinite(g).all() for g in flatten_state(grads).values())
 
 
 def test_dropout_in_training_without_rngs_is_refused():
@@ -289,9 +289,9 @@ def test_parameters_are_float32_under_x64_unless_given_dtype():
             NotImplementedError,
             r"GRU: bidirectional=True is not implemented. Fix: pass bidirectional=False",
         ),
-        ({"batch_first": 1}, TypeError, r"GRU: batch_first must be a bool, got 1"),
-        ({"bias": None}, TypeError, r"GRU: bias must be a bool, got None"),
-        ({"bidirectional": "no"}, TypeError, r"GRU: bidirectional must be a bool, got 'no'"),
+        ({"batch_first": 1}, TypeError, r"GRU: batch_first must be True or False, got 1"),
+        ({"bias": None}, TypeError, r"GRU: bias must be True or False, got None"),
+        ({"bidirectional": "no"}, TypeError, r"GRU: bidirectional must be True or False, got 'no'"),
         ({"dropout": "0.1"}, TypeError, r"GRU: dropout must be a float in \[0, 1\], got '0.1'"),
         ({"dropout": True}, TypeError, r"GRU: dropout must be a float in \[0, 1\], got True"),
         ({"dropout": 1.5}, ValueError, r"GRU: dropout must be in \[0, 1\], got 1.5"),

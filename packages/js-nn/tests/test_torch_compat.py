@@ -13,7 +13,7 @@ from flax import nnx
 
 import js
 import js.nn as nn
-from js._variables import flat_arrays
+from js._checks import flatten_state
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
@@ -159,7 +159,7 @@ def _js_forward_and_grads(layer, x, cotangent):
     grad_fn = nnx.grad(loss, argnums=argnums, has_aux=True, graph=True, graph_updates=True)
     grads, out = grad_fn(layer, x)
     param_grads, x_grad = (grads, None) if integer else grads
-    return out, x_grad, flat_arrays(param_grads)
+    return out, x_grad, flatten_state(param_grads)
 
 
 def _torch_forward_and_grads(module, x, cotangent):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import js
-from js._variables import flat_arrays
+from js._checks import flatten_state
 from js.nn import LayerNorm, TransformerEncoder, TransformerEncoderLayer
 from js.nn.attention import padding_mask
 
@@ -59,7 +59,7 @@ def _js_run(model, x, mask):
 
     grads, result = jax.grad(loss, argnums=(0, 1), has_aux=True)(params, x)
     result["grad_x"] = grads[1]
-    return result | {f"grad_{k}": g for k, g in flat_arrays(grads[0]).items()}
+    return result | {f"grad_{k}": g for k, g in flatten_state(grads[0]).items()}
 
 
 def _compare(want, got):
@@ -142,7 +142,7 @@ def _loss(model, x):
 
 def _apply_sgd(model, grads):
     for name, parameter in model.named_parameters():
-        parameter.value = parameter.value - 0.1 * flat_arrays(grads)[name]
+        parameter.value = parameter.value - 0.1 * flatten_state(grads)[name]
 
 
 # -- dropout, activation, dtype --------------------------------------------------------------
@@ -200,9 +200,9 @@ def test_parameters_are_float32_under_x64_unless_given_dtype():
         (
             {"norm_first": 1},
             TypeError,
-            r"TransformerEncoderLayer: norm_first must be a bool, got 1",
+            r"TransformerEncoderLayer: norm_first must be True or False, got 1",
         ),
-        ({"batch_first": None}, TypeError, r"TransformerEncoderLayer: batch_first must be a bool"),
+        ({"batch_first": None}, TypeError, r"TransformerEncoderLayer: batch_first must be True or"),
         ({"dropout": 2.0}, ValueError, r"TransformerEncoderLayer: dropout must be in \[0, 1\]"),
         ({"dtype": "int32"}, TypeError, r"TransformerEncoderLayer: dtype must be a floating-point"),
     ],
@@ -262,7 +262,7 @@ def test_float_masks_are_refused():
             (None, 2),
             {"enable_nested_tensor": "no"},
             TypeError,
-            r"TransformerEncoder: enable_nested_tensor must be a bool, got 'no'",
+            r"TransformerEncoder: enable_nested_tensor must be True or False, got 'no'",
         ),
     ],
 )

@@ -101,7 +101,7 @@ def test_a_schedule_advances_once_per_real_update():
 @pytest.mark.parametrize(
     "every, error, message",
     [
-        (0, ValueError, "every must be an int >= 1 \\(steps per update\\), got 0"),
+        (0, ValueError, "accumulate: every must be an int >= 1, got 0"),
         (2.0, TypeError, "got 2.0 \\(a float\\). Fix: pass an integer"),
         (True, TypeError, "got True \\(a bool\\)"),
     ],

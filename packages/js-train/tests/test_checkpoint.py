@@ -101,7 +101,7 @@ def test_argument_errors(tmp_path):
     with pytest.raises(ValueError, match="which must be 'best', 'last' or a step number"):
         load_checkpoint(tmp_path / "one", {"epoch": 0}, which="first")
     assert load_checkpoint(tmp_path / "one", {"epoch": 1}, which=np.int64(0))["step"] == 0
-    with pytest.raises(TypeError, match=r"save_checkpoint step must be an int >= 0, got True"):
+    with pytest.raises(TypeError, match=r"save_checkpoint: step must be an int >= 0, got True"):
         save_checkpoint(tmp_path / "two", {"epoch": 0}, step=True)
     assert not (tmp_path / "two").exists()  # refused before anything is written
     with pytest.raises(ValueError, match="ModelCheckpoint mode must be 'min' or 'max'"):

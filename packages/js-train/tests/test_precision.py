@@ -26,7 +26,7 @@ def test_autocast_computes_in_bf16_and_keeps_float32_at_rest():
             return js.losses.cross_entropy(logits.astype(jnp.float32), y)
 
         loss, grads = js.value_and_grad(loss_fn)(model)
-        seen.append({g.dtype for g in js._variables.flat_arrays(grads).values()})
+        seen.append({g.dtype for g in js._checks.flatten_state(grads).values()})
         optimizer.step(grads)
         return loss
 

@@ -67,7 +67,7 @@ def test_trainer_on_a_mesh_equals_the_trainer_on_one_device(eight_devices):
 
 
 def test_trainer_refuses_a_bad_mesh_when_built():
-    with pytest.raises(TypeError, match="Trainer mesh must be a jax.sharding.Mesh or None, got"):
+    with pytest.raises(TypeError, match="Trainer: mesh must be a jax.sharding.Mesh, got tuple"):
         Trainer(1, mesh=(8,))
     mesh = jax.make_mesh((1,), ("data",), axis_types=(AxisType.Auto,))
     with pytest.raises(KeyError, match=r"batch_axis 'batch' is not an axis of the mesh; its axes"):

@@ -192,7 +192,7 @@ def test_a_resume_needs_a_restored_loader(tmp_path):
     "options, error, message",
     [
         ({}, ValueError, "Trainer needs max_epochs or max_steps"),
-        ({"max_steps": 0}, ValueError, "Trainer max_steps must be an int >= 1, got 0"),
+        ({"max_steps": 0}, ValueError, "Trainer: max_steps must be an int >= 1, got 0"),
         (
             {"max_steps": 10, "val_every_n_steps": 20},
             ValueError,
@@ -268,7 +268,7 @@ def test_a_validation_due_at_an_epoch_end_runs_once():
 
 @pytest.mark.parametrize("every, error", [(0, ValueError), (2.5, TypeError)])
 def test_model_checkpoint_every_n_steps_is_checked(tmp_path, every, error):
-    with pytest.raises(error, match="ModelCheckpoint every_n_steps must be an int >= 1"):
+    with pytest.raises(error, match="ModelCheckpoint: every_n_steps must be an int >= 1"):
         ModelCheckpoint(tmp_path, every_n_steps=every)
 
 

@@ -142,7 +142,7 @@ def test_progress_reads_the_device_at_most_once_per_interval(interval, reads):
     (True, TypeError, r"got True \(a bool\)"),  # an int to Python, never meant as a count
 ])
 def test_max_epochs_must_be_a_positive_int(epochs, error, message):
-    with pytest.raises(error, match="Trainer max_epochs must be an int >= 1, " + message):
+    with pytest.raises(error, match="Trainer: max_epochs must be an int >= 1, " + message):
         Trainer(epochs)
 
 
@@ -162,7 +162,7 @@ def test_numpy_integers_count_as_ints():
 ])
 def test_start_epoch_must_be_an_int(start, error, message):
     x = np.ones(2, np.float32)
-    with pytest.raises(error, match="fit start_epoch must be an int >= 0, " + message):
+    with pytest.raises(error, match="fit: start_epoch must be an int >= 0, " + message):
         Trainer(2).fit(FixedTask(), [(x, x)], start_epoch=start)
 
 
@@ -209,7 +209,7 @@ def test_steps_must_return_loss_and_count():
     "build, message",
     [
         (lambda: EarlyStopping(mode="up"), "EarlyStopping mode must be 'min' or 'max', got 'up'"),
-        (lambda: EarlyStopping(patience=-1), "EarlyStopping patience must be an int >= 0"),
+        (lambda: EarlyStopping(patience=-1), "EarlyStopping: patience must be an int >= 0"),
     ],
 )
 def test_early_stopping_options_fail_when_built(build, message):

@@ -16,7 +16,8 @@ import numpy as np
 from flax import nnx
 from flax.nnx.rnglib import RngStream
 
-from ._variables import _Tracked, check_state_dict, compare_state, placed_like
+from ._checks import compare_state
+from ._variables import _Tracked, check_state_dict, placed_like
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 

@@ -20,38 +20,14 @@ import jax
 import numpy as np
 from flax import nnx
 from flax.nnx import graphlib
-from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from ._checks import MeshAxisError, check_mesh
+from ._module import Module
+from ._rngs import Rngs
 from ._variables import STRUCTURE_EPOCH, Buffer, Parameter
 
 Rule = tuple[str, PartitionSpec]
-
-
-def _check_mesh(where: str, mesh) -> None:
-    if not isinstance(mesh, Mesh):
-        raise TypeError(
-            f"{where}: mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}. Fix: "
-            'mesh = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Auto,))'
-        )
-    explicit = [
-        n for n, t in zip(mesh.axis_names, mesh.axis_types, strict=True) if t != AxisType.Auto
-    ]
-    if explicit:
-        names = ", ".join(repr(n) for n in mesh.axis_names)
-        raise NotImplementedError(
-            f"{where}: mesh axes {explicit} are not AxisType.Auto (jax.make_mesh makes Explicit "
-            "axes by default); js leaves the partitioning to XLA's SPMD partitioner, which needs "
-            f"Auto axes. Fix: jax.make_mesh(shape, ({names},), axis_types=(AxisType.Auto,) * "
-            f"{len(mesh.axis_names)})"
-        )
-
-
-def _check_axis(where: str, mesh: Mesh, axis) -> None:
-    if axis not in mesh.axis_names:
-        raise KeyError(
-            f"{where}: axis {axis!r} is not an axis of the mesh; its axes are "
-            f"{list(mesh.axis_names)}. Fix: name one of them, or build the mesh with it."
-        )
 
 
 def _state_of(obj) -> list[tuple[str, nnx.Variable, bool]]:
@@ -59,8 +35,6 @@ def _state_of(obj) -> list[tuple[str, nnx.Variable, bool]]:
 
     Parameters and Buffers carry their canonical dotted path (as ``named_parameters`` prints
     it); other variables (RNG keys and counters) their nnx path, always replicated."""
-    from ._module import Module  # _module imports this package's variables: import late
-
     named = {}
     if isinstance(obj, Module):
         named = {id(v): path for path, v in obj._named_variables((Parameter, Buffer))}
@@ -97,7 +71,7 @@ def _check_rule_axes(rules: Sequence[Rule], mesh: Mesh) -> None:
     for pattern, spec in rules:
         unknown += [f"{pattern!r}: {a!r}" for a in _spec_axes(spec) if a not in mesh.axis_names]
     if unknown:
-        raise KeyError(
+        raise MeshAxisError(
             f"js.shard: rules name axes that are not axes of the mesh ({list(mesh.axis_names)}): "
             f"{'; '.join(unknown)}. Fix: use the mesh's axis names in the PartitionSpecs."
         )
@@ -189,18 +163,13 @@ def shard(obj, mesh: Mesh, rules: Sequence[Rule] = (), *, batch_axis: str | None
         >>> mesh = jax.make_mesh((1,), ("data",), axis_types=(AxisType.Auto,))
         >>> model = js.shard(js.Module(), mesh, batch_axis="data")
     """
-    from ._module import Module
-    from ._rngs import Rngs
-
     if not isinstance(obj, (nnx.Module, Rngs)):
         hint = " (shard the model, then build the optimizer)" if not isinstance(obj, Module) else ""
         raise TypeError(
             f"js.shard places a Module or js.Rngs, got {type(obj).__name__}. Fix: pass the "
             f"model{hint}."
         )
-    _check_mesh("js.shard", mesh)
-    if batch_axis is not None:
-        _check_axis("js.shard batch_axis", mesh, batch_axis)
+    check_mesh("js.shard", mesh, batch_axis, name="batch_axis")
     plan = _plan(obj, mesh, _check_rules(rules))
     for variable, spec in plan:
         variable.set_raw_value(place(variable.get_raw_value(), NamedSharding(mesh, spec)))
@@ -231,8 +200,7 @@ def shard_batch(batch, mesh: Mesh, axis: str = "data"):
         >>> x.sharding.spec
         P('data',)
     """
-    _check_mesh("js.shard_batch", mesh)
-    _check_axis("js.shard_batch", mesh, axis)
+    check_mesh("js.shard_batch", mesh, axis)
     size, processes = mesh.shape[axis], jax.process_count()
     leaves, treedef = jax.tree_util.tree_flatten_with_path(batch)
     problems = []

@@ -17,6 +17,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from ._checks import compare_state as compare_state  # for _module, until it imports _checks
+from ._checks import flatten_state
+
 
 class _Epoch:
     """A counter that moves on every structural edit of a js object."""
@@ -75,29 +78,6 @@ def _private(value):
     optimizer step on the same tensors would change the js model too.
     """
     return np.array(value, copy=True) if isinstance(value, (np.ndarray, np.generic)) else value
-
-
-def compare_state(current: dict, given: dict) -> tuple[list, list, list]:
-    """What keeps ``given`` ``{key: np.ndarray}`` from loading into ``current`` ``{key: array}``.
-
-    Returns ``(missing, unexpected, mismatched)``: keys of ``current`` absent from ``given``,
-    keys of ``given`` absent from ``current``, and one ``"'key': expected [..] dtype, got [..]
-    dtype"`` line per entry whose shape or dtype differs. Shared by every strict
-    ``load_state_dict`` in js-core.
-    """
-    missing = [key for key in current if key not in given]
-    unexpected = [key for key in given if key not in current]
-    mismatched = []
-    for key, have in current.items():
-        got = given.get(key)
-        # Compared as (shape, dtype) first and formatted only when they differ: formatting a
-        # dtype costs microseconds, and a model can hold tens of thousands of arrays.
-        if got is not None and (tuple(have.shape), have.dtype) != (tuple(got.shape), got.dtype):
-            want = f"{list(have.shape)} {np.dtype(have.dtype)}"
-            found = f"{list(got.shape)} {np.dtype(got.dtype)}"
-            if want != found:
-                mismatched.append(f"{key!r}: expected {want}, got {found}")
-    return missing, unexpected, mismatched
 
 
 def check_state_dict(state_dict, owner: str) -> dict[str, Any]:
@@ -214,28 +194,6 @@ def placed_like(values: list, currents: list) -> list[jax.Array]:
     return placed
 
 
-def flat_arrays(tree) -> dict[str, Any]:
-    """``{dotted.path: array}`` from an NNX state (Variables unwrapped) or a flat/nested dict."""
-    if isinstance(tree, nnx.State):
-        pairs = nnx.to_flat_state(tree)
-    elif isinstance(tree, Mapping):
-        pairs = [((key,), value) for key, value in tree.items()]
-    else:
-        raise TypeError(
-            "expected gradients as the state js.value_and_grad returns or a dict, got "
-            f"{type(tree).__name__}"
-        )
-    flat = {}
-    for path, leaf in pairs:
-        if isinstance(leaf, Mapping):
-            for sub, value in flat_arrays(leaf).items():
-                flat[".".join(map(str, path)) + "." + sub] = value
-            continue
-        value = leaf.get_raw_value() if isinstance(leaf, nnx.Variable) else leaf
-        flat[".".join(map(str, path))] = value
-    return flat
-
-
 class _ValueMixin:
     """``.value`` as js's own property (flax 0.12 deprecates nnx's ``Variable.value``)."""
 
@@ -335,7 +293,12 @@ class ParameterSelection(Object):
         missing, unexpected or misshapen entry is refused with a ValueError naming the first
         differing path.
         """
-        flat = flat_arrays(grads)
+        if not isinstance(grads, (nnx.State, Mapping)):
+            raise TypeError(
+                "expected gradients as the state js.value_and_grad returns or a dict, got "
+                f"{type(grads).__name__}"
+            )
+        flat = flatten_state(grads)
         # A Parameter is found under NNX's gradient path or under its js path (they differ only
         # for a Parameter shared by two owners).
         keys = [g if g in flat else p for g, p in zip(self.grad_paths, self.paths, strict=True)]

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import js
-from js._variables import flat_arrays
+from js._checks import flatten_state
 
 MAX_DIFF: dict[str, dict[str, float]] = collections.defaultdict(dict)
 
@@ -28,7 +28,7 @@ def to_torch_layout(model, grads) -> dict[str, np.ndarray]:
     transposed convolutions' weight layout), as ``js.nn.torch_state_dict`` converts weights."""
     owners = dict(model.named_modules())
     out = {}
-    for key, value in flat_arrays(grads).items():
+    for key, value in flatten_state(grads).items():
         prefix, _, name = key.rpartition(".")
         convert = getattr(owners.get(prefix), "to_torch", lambda name, array: array)
         out[key] = np.asarray(convert(name, np.asarray(value)))

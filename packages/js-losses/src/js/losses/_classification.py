@@ -5,6 +5,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from js._checks import check_probability
+
 from ._reduce import check_mask, check_reduction, masked_inputs, prepare_pair, reduce
 
 
@@ -113,10 +115,7 @@ def cross_entropy(
         0.1269
     """
     check_reduction("cross_entropy", reduction)
-    if not 0 <= label_smoothing <= 1:
-        raise ValueError(
-            f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing!r}"
-        )
+    label_smoothing = check_probability("cross_entropy", "label_smoothing", label_smoothing)
     logits, target = _class_logits(logits, target, axis)
     weight = _class_weight(weight, logits.shape[-1], logits.dtype)
     mask = check_mask("cross_entropy", mask, target.shape)

@@ -9,4 +9,4 @@ checked at import, and against pyproject.toml by ``tools/check_versions.py``.
 __version__ = "0.1.1"
 INTERFACE = 1
 INTERFACE_RELEASES = {1: "0.1.0"}
-REQUIRES = {"js-core": (1, 2)}
+REQUIRES = {"js-core": (2, 2)}

@@ -12,7 +12,7 @@ import numbers
 from js import Module
 
 from . import functional as F
-from ._checks import check_bool
+from ._checks import check_bool, check_int
 
 
 def _real(layer: str, name: str, value) -> float:
@@ -220,9 +220,7 @@ class _SoftmaxBase(Module):
                 f"{name}: dim=None (PyTorch's deprecated implicit dimension) is not supported. "
                 f"Fix: pass the dimension, e.g. {name}(dim=-1) or {name}(dim=1)"
             )
-        if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
-            raise TypeError(f"{name}: dim must be an int, got {dim!r}")
-        self.dim = int(dim)
+        self.dim = check_int(name, "dim", dim, minimum=None)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"

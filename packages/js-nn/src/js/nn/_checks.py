@@ -2,15 +2,21 @@
 
 Every check reads only static information (shapes, ranks, dtypes), so it runs the same way
 eagerly and while ``js.jit`` traces, and never inserts a runtime check into compiled code.
+The argument checks every js distribution shares (``check_int``, ``check_bool``,
+``check_probability``, ``is_int``: NumPy scalars accepted, bools refused as numbers) live in
+js-core's ``js._checks`` and are re-exported here for the layers.
 """
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
 
 import jax.numpy as jnp
-import numpy as np
+
+from js._checks import check_bool as check_bool
+from js._checks import check_int as check_int
+from js._checks import check_probability as check_probability
+from js._checks import is_int as is_int
 
 
 def shape_of(x) -> tuple[int, ...]:
@@ -58,37 +64,6 @@ def check_integer(layer: str, x) -> None:
         )
 
 
-def is_int(value) -> bool:
-    """A Python or NumPy integer, not a bool."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def check_int(layer: str, name: str, value, minimum: int | None = 1) -> int:
-    """``value`` as a Python int when it is an integer (NumPy ones too) ``>= minimum``.
-
-    js-train's convention (``js.training._checks.check_int``): a bool (an int to Python, but
-    never meant as a count) or any non-integer raises TypeError naming its type; an integer
-    below ``minimum`` raises ValueError naming the bound.
-    """
-    bound = "" if minimum is None else f" >= {minimum}"
-    if not is_int(value):
-        raise TypeError(
-            f"{layer}: {name} must be an int{bound}, got {value!r} (a {type(value).__name__}). "
-            f"Fix: pass an integer, e.g. {name}={max(minimum or 1, 1)}"
-        )
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{layer}: {name} must be an int{bound}, got {value!r}")
-    return int(value)
-
-
-def check_bool(layer: str, name: str, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(
-            f"{layer}: {name} must be True or False, got {value!r} (a {type(value).__name__})"
-        )
-    return bool(value)
-
-
 def ints(layer: str, name: str, value, n: int, minimum: int | None = 0) -> tuple[int, ...]:
     """An int or a sequence of ``n`` ints (PyTorch's ``_ntuple``) as an ``n``-tuple, each
     ``>= minimum``: TypeError for another type or length, ValueError below the bound."""
@@ -116,14 +91,6 @@ def pair(value, name: str, layer: str) -> tuple[int, int]:
     raise TypeError(f"{layer}: {name} must be an int or a pair of ints, got {value!r}")
 
 
-def check_probability(layer: str, name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{layer}: {name} must be a float in [0, 1], got {value!r}")
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{layer}: {name} must be in [0, 1], got {value}")
-    return float(value)
-
-
 def check_positive(layer: str, **values) -> None:
     for name, value in values.items():
         flat = value if isinstance(value, tuple) else (value,)
@@ -141,3 +108,17 @@ def check_window(layer: str, x, sizes: Sequence[int], window: Sequence[int], exp
             f"spatial size {list(sizes)} (after padding) is smaller than the window {list(window)}",
         )
 
+
+def dropout_key(owner: str, rngs, *, fix: str, why: str = "", hint: str = ""):
+    """The next key of ``rngs``' ``dropout`` stream, for a layer that drops out now (the caller
+    decides when: in training, with a probability above 0).
+
+    Without ``rngs`` a ValueError: ``"{owner}{why} in training mode needs random keys. Fix:
+    {fix} with js.Rngs(dropout=seed), or call model.eval(){hint}"``.
+    """
+    if rngs is None:
+        raise ValueError(
+            f"{owner}{why} in training mode needs random keys. Fix: {fix} with "
+            f"js.Rngs(dropout=seed), or call model.eval(){hint}"
+        )
+    return rngs.next("dropout")

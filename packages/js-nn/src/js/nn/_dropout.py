@@ -5,7 +5,7 @@ from __future__ import annotations
 from js import Module
 
 from . import functional as F
-from ._checks import check_bool, check_probability, check_rank, layout
+from ._checks import check_bool, check_probability, check_rank, dropout_key, layout
 
 
 class _DropoutBase(Module):
@@ -18,14 +18,13 @@ class _DropoutBase(Module):
         self.inplace = check_bool(name, "inplace", inplace)  # ignored: arrays are immutable
 
     def _key(self, rngs):
-        if rngs is None:
-            raise ValueError(
-                f"{type(self).__name__} in training mode needs random keys. Fix: call it as "
-                "drop(x, rngs=rngs) with js.Rngs(dropout=seed), or call model.eval(). "
-                "Sequential passes no rngs: for dropout in training, write a Module with a "
-                "custom forward(self, x, rngs) that calls drop(x, rngs=rngs)"
-            )
-        return rngs.next("dropout")
+        return dropout_key(
+            type(self).__name__,
+            rngs,
+            fix="call it as drop(x, rngs=rngs)",
+            hint=". Sequential passes no rngs: for dropout in training, write a Module with a "
+            "custom forward(self, x, rngs) that calls drop(x, rngs=rngs)",
+        )
 
     def extra_repr(self) -> str:
         return f"p={self.p}" + (", inplace=True" * self.inplace)

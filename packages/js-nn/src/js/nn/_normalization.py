@@ -15,6 +15,7 @@ from ._checks import (
     check_dim,
     check_int,
     check_min_rank,
+    check_probability,
     check_rank,
     fail_shape,
     is_int,
@@ -54,12 +55,8 @@ class _BatchNorm(Module):
                 f"{name}: momentum=None (PyTorch's cumulative average of all batches) is not "
                 "supported. Fix: pass a momentum in [0, 1], e.g. 0.1"
             )
-        if isinstance(momentum, bool) or not isinstance(momentum, numbers.Real):
-            raise TypeError(f"{name}: momentum must be a float in [0, 1], got {momentum!r}")
-        if not 0.0 <= momentum <= 1.0:
-            raise ValueError(f"{name}: momentum must be in [0, 1], got {momentum}")
         self.num_features, self.eps = num_features, _check_eps(name, eps)
-        self.momentum = float(momentum)
+        self.momentum = check_probability(name, "momentum", momentum)
         self.affine = check_bool(name, "affine", affine)
         self.track_running_stats = check_bool(name, "track_running_stats", track_running_stats)
         dtype = float_dtype(name, dtype)

@@ -6,7 +6,6 @@ compiled pure function, ``_recurrent_scan.recurrent``, with their weights as arr
 
 from __future__ import annotations
 
-import numbers
 import warnings
 
 import jax
@@ -16,7 +15,7 @@ import numpy as np
 from js import Module, Parameter
 
 from . import _random
-from ._checks import check_int
+from ._checks import check_bool, check_int, check_probability, dropout_key
 from ._factory import float_dtype
 from ._linear import uniform_fan_in
 from ._lstm_kernel import forward_mode
@@ -32,19 +31,15 @@ def _check_options(name: str, bias, batch_first, dropout, bidirectional) -> floa
         ("batch_first", batch_first),
         ("bidirectional", bidirectional),
     ):
-        if not isinstance(value, bool):
-            raise TypeError(f"{name}: {arg} must be a bool, got {value!r}")
-    if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
-        raise TypeError(f"{name}: dropout must be a float in [0, 1], got {dropout!r}")
-    if not 0.0 <= dropout <= 1.0:
-        raise ValueError(f"{name}: dropout must be in [0, 1], got {dropout!r}")
+        check_bool(name, arg, value)
+    dropout = check_probability(name, "dropout", dropout)
     if bidirectional:
         raise NotImplementedError(
             f"{name}: bidirectional=True is not implemented. Fix: pass bidirectional=False; "
             f"for a backward direction run a second {name} over the time-reversed input and "
             "concatenate the two sequences on the feature axis"
         )
-    return float(dropout)
+    return dropout
 
 
 class _Recurrent(Module):
@@ -87,7 +82,7 @@ class _Recurrent(Module):
                 stacklevel=3,
             )
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
-        self.bias, self.batch_first, self.unroll = bias, batch_first, unroll
+        self.bias, self.batch_first, self.unroll = bool(bias), bool(batch_first), unroll
         dtype = float_dtype(name, dtype)
         gates = self._gates * hidden_size
         for k in range(num_layers):
@@ -174,14 +169,13 @@ class _Recurrent(Module):
         """One key per call for the dropout between layers, or None where none applies."""
         if not (self.training and self.dropout and self.num_layers > 1):
             return None
-        if rngs is None:
-            name = type(self).__name__
-            raise ValueError(
-                f"{name}: dropout={self.dropout} between layers in training mode needs random "
-                f"keys. Fix: call it as {name.lower()}(x, rngs=rngs) with "
-                "js.Rngs(dropout=seed), or call model.eval()"
-            )
-        return rngs.next("dropout")
+        name = type(self).__name__
+        return dropout_key(
+            name,
+            rngs,
+            why=f": dropout={self.dropout} between layers",
+            fix=f"call it as {name.lower()}(x, rngs=rngs)",
+        )
 
     # -- forward ------------------------------------------------------------------------------
 
@@ -420,8 +414,7 @@ class LSTM(_Recurrent):
         dtype=None,
         rngs,
     ):
-        if not isinstance(fused_backward, bool):
-            raise TypeError(f"LSTM: fused_backward must be a bool, got {fused_backward!r}")
+        fused_backward = check_bool("LSTM", "fused_backward", fused_backward)
         if proj_size != 0:
             raise NotImplementedError(
                 f"LSTM: proj_size={proj_size!r} (projected hidden state) is not implemented. "

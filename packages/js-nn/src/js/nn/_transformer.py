@@ -18,12 +18,12 @@ import jax
 from js import Module, ModuleList
 
 from . import functional as F
-from ._checks import check_int
+from ._checks import check_bool, check_int, check_probability
 from ._dropout import Dropout
 from ._factory import float_dtype
 from ._linear import Linear
 from ._normalization import LayerNorm
-from .attention import MultiheadAttention, check_probability, refuse_torch_masks
+from .attention import MultiheadAttention, refuse_torch_masks
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}  # gelu: exact (erf), as PyTorch's F.gelu
 
@@ -46,12 +46,6 @@ def _activation(activation) -> Callable:
 
 def _layer_norm(features: int, eps: float, bias: bool, dtype) -> LayerNorm:
     return LayerNorm(features, eps=eps, bias=bias, dtype=dtype)
-
-
-def _check_bool(owner: str, name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{owner}: {name} must be a bool, got {value!r}")
-    return value
 
 
 class TransformerEncoderLayer(Module):
@@ -125,12 +119,14 @@ class TransformerEncoderLayer(Module):
         dim_feedforward = check_int(name, "dim_feedforward", dim_feedforward)
         p = check_probability(name, "dropout", dropout)
         act = _activation(activation)
-        for flag, value in (
-            ("batch_first", batch_first),
-            ("norm_first", norm_first),
-            ("bias", bias),
-        ):
-            _check_bool(name, flag, value)
+        batch_first, norm_first, bias = (
+            check_bool(name, flag, value)
+            for flag, value in (
+                ("batch_first", batch_first),
+                ("norm_first", norm_first),
+                ("bias", bias),
+            )
+        )
         dtype = float_dtype(name, dtype)
         self.self_attn = MultiheadAttention(
             d_model, nhead, p, bias, batch_first=batch_first, dtype=dtype, rngs=rngs
@@ -233,7 +229,7 @@ class TransformerEncoder(Module):
             ("enable_nested_tensor", enable_nested_tensor),
             ("mask_check", mask_check),
         ):
-            _check_bool(name, flag, value)
+            check_bool(name, flag, value)
         self.num_layers = check_int(name, "num_layers", num_layers)
         self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
         self.norm = norm

@@ -19,7 +19,7 @@ from js import Module, Parameter
 
 from . import _random
 from . import functional as F
-from ._checks import check_int
+from ._checks import check_bool, check_int, check_probability, dropout_key
 from ._factory import float_dtype
 from ._linear import Linear
 
@@ -150,32 +150,6 @@ def refuse_torch_masks(owner: str, **masks) -> None:
             )
 
 
-def dropout_key(owner: str, p: float, training: bool, rngs):
-    """One ``dropout`` key for a layer that drops out with probability ``p``, or None."""
-    if not (training and p):
-        return None
-    if rngs is None:
-        raise ValueError(
-            f"{owner}: dropout={p} in training mode needs random keys. Fix: pass rngs=rngs "
-            "with js.Rngs(dropout=seed) in the call, or call model.eval()"
-        )
-    return rngs.next("dropout")
-
-
-def _check_flag(owner: str, name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{owner}: {name} must be a bool, got {value!r}")
-    return value
-
-
-def check_probability(owner: str, name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{owner}: {name} must be a float in [0, 1], got {value!r}")
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{owner}: {name} must be in [0, 1], got {value!r}")
-    return float(value)
-
-
 def _xavier_uniform(key, rows: int, cols: int, dtype) -> jax.Array:
     bound = math.sqrt(6.0 / (rows + cols))  # torch.nn.init.xavier_uniform_ on [rows, cols]
     return _random.uniform(key, (rows, cols), -bound, bound, dtype)
@@ -277,13 +251,13 @@ class MultiheadAttention(Module):
                 f"{num_heads}. Fix: choose num_heads among the divisors of embed_dim"
             )
         for flag, value in (("add_bias_kv", add_bias_kv), ("add_zero_attn", add_zero_attn)):
-            if _check_flag(name, flag, value):
+            if check_bool(name, flag, value):
                 raise NotImplementedError(
                     f"MultiheadAttention: {flag}=True is not implemented. Fix: pass {flag}=False"
                 )
         self.dropout = check_probability(name, "dropout", dropout)
-        self.batch_first = _check_flag(name, "batch_first", batch_first)
-        _check_flag(name, "bias", bias)
+        self.batch_first = check_bool(name, "batch_first", batch_first)
+        bias = check_bool(name, "bias", bias)
         self.kdim = embed_dim if kdim is None else check_int(name, "kdim", kdim)
         self.vdim = embed_dim if vdim is None else check_int(name, "vdim", vdim)
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
@@ -398,7 +372,14 @@ class MultiheadAttention(Module):
         scores_shape = (B, self.num_heads, Tq, Tk)
         if mask is not None:
             mask = _check_mask(mask, scores_shape, "MultiheadAttention")
-        drop = dropout_key("MultiheadAttention", self.dropout, self.training, rngs)
+        drop = None
+        if self.training and self.dropout:
+            drop = dropout_key(
+                "MultiheadAttention",
+                rngs,
+                why=f": dropout={self.dropout}",
+                fix="pass rngs=rngs in the call",
+            )
         if not self.batch_first:  # [T, B, ·] -> [B, T, ·]
             query, key, value = (jnp.swapaxes(x, 0, 1) for x in (query, key, value))
         q, k, v = self._project(query, key, value)  # [B, heads, T, d] each

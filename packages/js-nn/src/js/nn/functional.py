@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._checks import as_tuple
+from ._checks import as_tuple, check_probability
 from ._lstm_kernel import forward_mode
 from ._norm_kernel import batch_norm_train
 
@@ -274,8 +274,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
 
 
 def _check_dropout(p, training, key):
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    check_probability("js.nn.functional.dropout", "p", p)
     if training and p != 0.0 and key is None:
         raise ValueError(
             "dropout in training needs a random key. Fix: pass key=rngs.next('dropout'), "

@@ -25,6 +25,7 @@ layouts, so the fans are torch's.
 from __future__ import annotations
 
 import math
+import numbers
 
 import jax
 import numpy as np
@@ -33,6 +34,7 @@ from flax import nnx
 import js
 
 from . import _random
+from ._checks import check_int
 
 __all__ = [
     "calculate_fan_in_and_fan_out",
@@ -80,7 +82,7 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
         )
     if param is None:
         return math.sqrt(2.0 / (1 + 0.01**2))
-    if isinstance(param, bool) or not isinstance(param, (int, float)):
+    if isinstance(param, (bool, np.bool_)) or not isinstance(param, numbers.Real):
         raise ValueError(
             f"nn.init.calculate_gain: negative_slope {param!r} is not a number. "
             "Fix: pass the leaky_relu slope as a float, e.g. 0.01"
@@ -135,9 +137,7 @@ def _key(name: str, rngs, seed) -> jax.Array:
             "rngs = js.Rngs(params=0), or seed=0 (js has no global generator)"
         )
     if seed is not None:
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"nn.init.{name}: seed must be an int, got {type(seed).__name__}")
-        rngs = js.Rngs(params=seed)
+        rngs = js.Rngs(params=check_int(f"nn.init.{name}", "seed", seed, minimum=None))
     return rngs.next("params")
 
 

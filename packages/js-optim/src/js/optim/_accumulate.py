@@ -10,23 +10,17 @@ a checkpoint taken between two updates resumes mid-cycle.
 
 from __future__ import annotations
 
-import numbers
-
 import optax
+
+from js._checks import check_int
 
 from ._optimizer import Optimizer
 
 
 def check_every(every) -> int:
-    """``every`` as a Python int >= 1 (NumPy integers too; a bool or a float is refused)."""
-    if not isinstance(every, numbers.Integral) or isinstance(every, bool):
-        raise TypeError(
-            f"accumulate: every must be an int >= 1 (steps per update), got {every!r} (a "
-            f"{type(every).__name__}). Fix: pass an integer, e.g. every=4."
-        )
-    if every < 1:
-        raise ValueError(f"accumulate: every must be an int >= 1 (steps per update), got {every}")
-    return int(every)
+    """``every`` (steps per update) as a Python int >= 1 (NumPy integers too; a bool or a float
+    is refused)."""
+    return check_int("accumulate", "every", every, 1)
 
 
 class Accumulate(Optimizer):

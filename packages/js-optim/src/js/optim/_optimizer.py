@@ -21,6 +21,7 @@ from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
 import js
+from js._checks import compare_state, sharding_of
 
 
 class OptState(js.Buffer):
@@ -76,13 +77,6 @@ def _update(tx: Transform, treedef, grads, state_leaves, params):
 _apply = jax.jit(_update, static_argnums=(0, 1))
 
 
-def _sharding(value):
-    """The sharding of a concrete ``jax.Array``; None for a tracer or a non-JAX value."""
-    if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer):
-        return value.sharding
-    return None
-
-
 # One compiled init per transform key and parameter shapes: an eager optax init compiles one
 # program per zeros_like shape (0.3 s for the digits CNN's Adam in a fresh process).
 _init = jax.jit(lambda tx, arrays: tx.tx.init(arrays), static_argnums=0)
@@ -97,7 +91,7 @@ def _init_state(tx: Transform, arrays: list):
     last list index of its optax path, as in ``_key_name``) takes that parameter's sharding,
     the rest (counters) are replicated, so a sharded model never materialises whole moments.
     """
-    shardings = [_sharding(a) for a in arrays]
+    shardings = [sharding_of(a) for a in arrays]
     if any(s is None for s in shardings):  # traced (or not JAX) parameters
         return tx.tx.init(arrays)
     if not all(isinstance(s, NamedSharding) for s in shardings):
@@ -179,7 +173,7 @@ class Optimizer(js.Object):
         # (path, shape, dtype, sharding) at construction: step refuses parameters cast, reshaped
         # or moved since (sharding is None for a parameter that was traced).
         self._built = tuple(
-            (path, tuple(a.shape), np.dtype(a.dtype), _sharding(a))
+            (path, tuple(a.shape), np.dtype(a.dtype), sharding_of(a))
             for path, a in zip(params.paths, arrays, strict=True)
         )
         state = _init_state(self._tx, arrays)
@@ -189,7 +183,7 @@ class Optimizer(js.Object):
         # int32 like optax's counters; `+ 1` keeps the dtype, so a compiled step never recompiles.
         # On a mesh it is replicated there, beside the moments.
         count = jax.device_put(np.zeros((), np.int32))  # host-made: nothing to compile
-        if isinstance(sharding := _sharding(arrays[0]), NamedSharding):
+        if isinstance(sharding := sharding_of(arrays[0]), NamedSharding):
             count = jax.device_put(count, NamedSharding(sharding.mesh, PartitionSpec()))
         self._step_count = OptState(count)
 
@@ -235,7 +229,7 @@ class Optimizer(js.Object):
                     f"{path!r}: built for {list(shape)} {dtype}, now {list(value.shape)} "
                     f"{np.dtype(value.dtype)}"
                 )
-            elif (how := _moved(built, _sharding(value), value)) is not None:
+            elif (how := _moved(built, sharding_of(value), value)) is not None:
                 moved.append(f"{path!r}: {how}")
         if changed:
             raise ValueError(
@@ -274,16 +268,10 @@ class Optimizer(js.Object):
         targets = dict(zip(self._keys, self._state, strict=True))
         targets = {"step_count": self._step_count, **targets}
         arrays = js.check_state_dict(state_dict, type(self).__name__)
-        problems = [f"missing key {key!r}" for key in targets if key not in arrays]
-        problems += [f"unexpected key {key!r}" for key in arrays if key not in targets]
-        for key, variable in targets.items():
-            if key in arrays:
-                want, got = variable.value, arrays[key]
-                if (want.shape, np.dtype(want.dtype)) != (got.shape, got.dtype):
-                    problems.append(
-                        f"{key!r}: expected {list(want.shape)} {np.dtype(want.dtype)}, got "
-                        f"{list(got.shape)} {got.dtype}"
-                    )
+        current = {key: variable.value for key, variable in targets.items()}
+        missing, unexpected, mismatched = compare_state(current, arrays)
+        problems = [f"missing key {key!r}" for key in missing]
+        problems += [f"unexpected key {key!r}" for key in unexpected] + mismatched
         if problems:
             raise ValueError(
                 f"{type(self).__name__}.load_state_dict failed; nothing was loaded.\n  "

@@ -8,23 +8,11 @@ the state where it is.
 
 from __future__ import annotations
 
-import jax
-
-import js
+from js._checks import check_mesh as _check_mesh
 
 
 def check_mesh(mesh, batch_axis: str) -> None:
-    """Validate ``Trainer(mesh=, batch_axis=)`` when the Trainer is built."""
-    if mesh is None:
-        return
-    if not isinstance(mesh, jax.sharding.Mesh):
-        raise TypeError(
-            f"Trainer mesh must be a jax.sharding.Mesh or None, got {type(mesh).__name__}. Fix: "
-            'mesh = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Auto,))'
-        )
-    if not isinstance(batch_axis, str) or batch_axis not in mesh.axis_names:
-        raise KeyError(
-            f"Trainer batch_axis {batch_axis!r} is not an axis of the mesh; its axes are "
-            f"{list(mesh.axis_names)}. Fix: Trainer(..., mesh=mesh, batch_axis=<one of them>)"
-        )
-    js.shard_batch((), mesh, batch_axis)  # an empty batch: js's own checks of the mesh
+    """Validate ``Trainer(mesh=, batch_axis=)`` when the Trainer is built (None: no mesh): a
+    ``jax.sharding.Mesh`` with Auto axes, among them ``batch_axis`` (js-core's check)."""
+    if mesh is not None:
+        _check_mesh("Trainer", mesh, batch_axis, name="batch_axis")

@@ -20,6 +20,8 @@ import sys
 import threading
 import time
 
+from ._distributed import ADDRESS, PROCESS_ID, PROCESSES
+
 _STOP_GRACE_S = 2.0  # JAX catches SIGTERM (its preemption notifier): kill soon after
 
 
@@ -33,11 +35,7 @@ def free_port() -> int:
 def process_env(rank: int, processes: int, devices: int, port: int) -> dict[str, str]:
     """The environment of process ``rank``: the job's coordinates and its CPU device count."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", JAX_PLATFORMS="cpu")
-    env.update(
-        JS_COORDINATOR_ADDRESS=f"127.0.0.1:{port}",
-        JS_NUM_PROCESSES=str(processes),
-        JS_PROCESS_ID=str(rank),
-    )
+    env.update({ADDRESS: f"127.0.0.1:{port}", PROCESSES: str(processes), PROCESS_ID: str(rank)})
     flags = [f for f in env.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f]
     env["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={devices}"])
     return env

@@ -1,0 +1,194 @@
+"""The one check vocabulary of the js distributions: argument checks, meshes, state comparison.
+
+Internal, but shared: js-core, js-nn, js-losses, js-optim and js-train import it (every js
+distribution depends on js-core); users should not. Its names and signatures are part of the
+interface js-core offers its siblings (``INTERFACE`` in ``_version.py``, docs/versioning.md):
+change one only with a new interface.
+
+One convention for every check, so that a layer, a loss, an optimizer and the Trainer refuse a
+bad argument alike:
+
+- ``owner`` names who checks, as the user wrote it (``'Dropout'``, ``'Trainer'``,
+  ``'js.shard'``), ``name`` the argument; messages read ``"{owner}: {name} must be ..., got
+  {value!r} (a {type}). Fix: ..."``.
+- A wrong type is a TypeError, a value out of range a ValueError, a name a mesh lacks a
+  :class:`MeshAxisError` (a KeyError whose ``str()`` is the plain message).
+- NumPy scalars are accepted wherever Python numbers are: ``np.integer`` as an int,
+  ``np.floating`` or ``np.integer`` as a probability, ``np.bool_`` as a bool. A bool (Python's
+  or NumPy's) is never an int or a probability: ``True`` is an int to Python, but never meant
+  as a count. Each check returns the plain Python value (``int``, ``float``, ``bool``), so a
+  NumPy scalar does not reach a static field or a compiled program's cache key.
+
+The functions:
+
+- :func:`check_int` — an integer ``>= minimum`` (or unbounded) as an ``int``.
+- :func:`check_bool` — ``True``/``False`` (``np.bool_`` too) as a ``bool``.
+- :func:`check_probability` — a real number in ``[0, 1]`` as a ``float``.
+- :func:`check_mesh` — a ``jax.sharding.Mesh`` with ``AxisType.Auto`` axes (NotImplementedError
+  for Explicit ones), and optionally one axis it must have.
+- :func:`sharding_of` — the sharding of a concrete ``jax.Array``; None for a tracer or another
+  value.
+- :func:`compare_state` — what keeps a ``{key: array}`` dict from loading into another: missing,
+  unexpected and mis-shaped keys.
+- :func:`flatten_state` — ``{dotted.path: leaf}`` of a nested dict or an ``nnx.State``.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+from jax.sharding import AxisType, Mesh
+
+
+class MeshAxisError(KeyError):
+    """A name that is not an axis of the mesh. A KeyError (a missing name), whose ``str()`` is
+    the message itself: KeyError's own ``str()`` quotes it and escapes its characters."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def _kind(value) -> str:
+    return f"{value!r} (a {type(value).__name__})"
+
+
+def is_int(value) -> bool:
+    """Whether ``value`` is a Python or NumPy integer, and not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def check_int(owner: str, name: str, value, minimum: int | None = 1) -> int:
+    """``value`` as a Python ``int`` when it is an integer ``>= minimum`` (None: any integer).
+
+    TypeError for anything that is not an integer (a bool and an integral float included),
+    ValueError below ``minimum``::
+
+        Linear: in_features must be an int >= 1, got True (a bool). Fix: pass an integer, e.g.
+        in_features=1
+    """
+    bound = "" if minimum is None else f" >= {minimum}"
+    if not is_int(value):
+        raise TypeError(
+            f"{owner}: {name} must be an int{bound}, got {_kind(value)}. Fix: pass an integer, "
+            f"e.g. {name}={max(minimum or 1, 1)}"
+        )
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{owner}: {name} must be an int{bound}, got {value!r}")
+    return int(value)
+
+
+def check_bool(owner: str, name: str, value) -> bool:
+    """``value`` as a Python ``bool`` when it is ``True``/``False`` (``np.bool_`` too).
+
+    TypeError for anything else, 0 and 1 included (a PyTorch flag is a bool, and a number
+    passed for one is usually an argument in the wrong place)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(
+            f"{owner}: {name} must be True or False, got {_kind(value)}. Fix: pass "
+            f"{name}=True or {name}=False"
+        )
+    return bool(value)
+
+
+def check_probability(owner: str, name: str, value) -> float:
+    """``value`` as a Python ``float`` when it is a real number in ``[0, 1]``.
+
+    TypeError for a bool or a non-number (a string), ValueError outside ``[0, 1]`` (NaN
+    included)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"{owner}: {name} must be a float in [0, 1], got {_kind(value)}. Fix: pass a "
+            f"probability, e.g. {name}=0.1"
+        )
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{owner}: {name} must be in [0, 1], got {value!r}")
+    return float(value)
+
+
+def check_mesh(owner: str, mesh, axis: str | None = None, *, name: str = "axis") -> Mesh:
+    """``mesh`` when it is a ``jax.sharding.Mesh`` with ``AxisType.Auto`` axes (and, when
+    ``axis`` is given, an axis of that name; ``name`` is the argument that gave it).
+
+    TypeError for another object, NotImplementedError for Explicit or Manual axes (js leaves
+    the partitioning to XLA's SPMD partitioner, which needs Auto axes; ``jax.make_mesh`` makes
+    Explicit ones by default), :class:`MeshAxisError` for an ``axis`` the mesh lacks."""
+    if not isinstance(mesh, Mesh):
+        raise TypeError(
+            f"{owner}: mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}. Fix: "
+            'mesh = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Auto,))'
+        )
+    explicit = [
+        n for n, t in zip(mesh.axis_names, mesh.axis_types, strict=True) if t != AxisType.Auto
+    ]
+    if explicit:
+        names = ", ".join(repr(n) for n in mesh.axis_names)
+        raise NotImplementedError(
+            f"{owner}: mesh axes {explicit} are not AxisType.Auto (jax.make_mesh makes Explicit "
+            "axes by default); js leaves the partitioning to XLA's SPMD partitioner, which needs "
+            f"Auto axes. Fix: jax.make_mesh(shape, ({names},), axis_types=(AxisType.Auto,) * "
+            f"{len(mesh.axis_names)})"
+        )
+    if axis is not None and axis not in mesh.axis_names:
+        raise MeshAxisError(
+            f"{owner}: {name} {axis!r} is not an axis of the mesh; its axes are "
+            f"{list(mesh.axis_names)}. Fix: name one of them, or build the mesh with it."
+        )
+    return mesh
+
+
+def sharding_of(value):
+    """The sharding of a concrete ``jax.Array``; None for a tracer (a value inside a trace, whose
+    placement is the compiler's) or a value that is not a JAX array (NumPy, Python)."""
+    if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer):
+        return value.sharding
+    return None
+
+
+def compare_state(current: Mapping, given: Mapping) -> tuple[list, list, list]:
+    """What keeps ``given`` ``{key: array}`` from loading into ``current`` ``{key: array}``.
+
+    Returns ``(missing, unexpected, mismatched)``: keys of ``current`` absent from ``given``,
+    keys of ``given`` absent from ``current``, and one ``"'key': expected [..] dtype, got [..]
+    dtype"`` line per entry whose shape or dtype differs, each list in the dicts' order. Every
+    strict ``load_state_dict`` of js builds its one error from these (Module, Rngs, js-optim's
+    optimizers).
+    """
+    missing = [key for key in current if key not in given]
+    unexpected = [key for key in given if key not in current]
+    mismatched = []
+    for key, have in current.items():
+        got = given.get(key)
+        # Compared as (shape, dtype) first and formatted only when they differ: formatting a
+        # dtype costs microseconds, and a model can hold tens of thousands of arrays.
+        if got is not None and (tuple(have.shape), have.dtype) != (tuple(got.shape), got.dtype):
+            want = f"{list(have.shape)} {np.dtype(have.dtype)}"
+            found = f"{list(got.shape)} {np.dtype(got.dtype)}"
+            if want != found:
+                mismatched.append(f"{key!r}: expected {want}, got {found}")
+    return missing, unexpected, mismatched
+
+
+def flatten_state(tree) -> dict[str, Any]:
+    """``{dotted.path: leaf}`` of a nested mapping or an ``nnx.State`` (Variables unwrapped to
+    their arrays); keys become strings (``{"layers": {0: {"w": a}}}`` -> ``{"layers.0.w": a}``).
+
+    TypeError for anything else (the caller names what it expected)."""
+    if isinstance(tree, nnx.State):
+        pairs = nnx.to_flat_state(tree)
+    elif isinstance(tree, Mapping):
+        pairs = [((key,), value) for key, value in tree.items()]
+    else:
+        raise TypeError(f"expected an nnx.State or a dict, got {type(tree).__name__}")
+    flat = {}
+    for path, leaf in pairs:
+        where = ".".join(map(str, path))
+        if isinstance(leaf, Mapping):
+            flat.update({f"{where}.{sub}": value for sub, value in flatten_state(leaf).items()})
+        else:
+            flat[where] = leaf.get_raw_value() if isinstance(leaf, nnx.Variable) else leaf
+    return flat
