@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import jax
 
 from ._stateful import lay_out_call, read, write_back
 
 
-def scan_steps(step, *, unroll: int | bool = 1):
+def scan_steps(step: Callable[..., Any], *, unroll: int | bool = 1) -> Callable[..., Any]:
     """Turn ``step(*objects_and_batch)`` into one call that runs it over K stacked batches.
 
     ``step`` is a training step that takes modules, optimizers or ``Rngs`` and arrays and
