@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+import jax
+
 from js import Module, Parameter
 
 from . import functional as F
@@ -132,7 +134,7 @@ class _ConvNd(Module):
         check_window(self._name, x, padded, window, self._expected())
         return [(m - w) // s + 1 for m, w, s in zip(padded, window, self.stride, strict=True)]
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         expected = self._expected()
         check_rank(self._name, x, (2 + self._ndim,), expected)
         check_dim(self._name, x, 1, self.in_channels, "the channel count", expected)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 
+import jax
 import numpy as np
 
 from js import Buffer, Module, Parameter
@@ -242,7 +243,7 @@ class LayerNorm(Module):
         dtype = float_dtype("LayerNorm", dtype)
         _affine(self, self.normalized_shape, affine, dtype, has_bias)
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         n = len(self.normalized_shape)
         expected = layout("...", *map(str, self.normalized_shape))
         check_min_rank("LayerNorm", x, n, expected)
@@ -299,7 +300,7 @@ class GroupNorm(Module):
         self.affine = check_bool("GroupNorm", "affine", affine)
         _affine(self, (num_channels,), self.affine, float_dtype("GroupNorm", dtype))
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         expected = layout("B", f"C={self.num_channels}", "*")
         check_min_rank("GroupNorm", x, 2, expected)
         check_dim("GroupNorm", x, 1, self.num_channels, "the channel count", expected)

@@ -6,6 +6,8 @@ Window arithmetic (output sizes, ``ceil_mode``, the padding bound) is PyTorch's 
 
 from __future__ import annotations
 
+import jax
+
 from js import Module
 
 from . import _pool_ops as P
@@ -212,7 +214,7 @@ class _AdaptiveAvgPoolNd(Module):
             None if o is None else check_int(self._name, "output_size", o) for o in sizes
         )
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         spatial = ("L",) if self._ndim == 1 else ("H", "W")
         check_rank(self._name, x, (2 + self._ndim,), layout("B", "C", *spatial))
         return P.adaptive_avg_pool(self._name, x, self.output_size)

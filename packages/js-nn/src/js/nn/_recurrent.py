@@ -10,10 +10,11 @@ import numbers
 import warnings
 
 import jax
+import jax.core  # jax.core.Tracer below; pyright knows a submodule only once imported
 import jax.numpy as jnp
 import numpy as np
 
-from js import Module, Parameter
+from js import Module, Parameter, Rngs
 
 from . import _random
 from ._checks import check_int
@@ -323,7 +324,14 @@ class RNN(_Recurrent):
     def _cell_kind(self) -> str:
         return self.nonlinearity
 
-    def forward(self, x, state=None, lengths=None, *, rngs=None) -> tuple[jax.Array, jax.Array]:
+    def forward(
+        self,
+        x: jax.Array,
+        state: jax.Array | None = None,
+        lengths: jax.typing.ArrayLike | None = None,
+        *,
+        rngs: Rngs | None = None,
+    ) -> tuple[jax.Array, jax.Array]:
         sequence, (h,) = self._run(x, state, lengths, rngs)
         return sequence, h
 
@@ -456,7 +464,14 @@ class LSTM(_Recurrent):
         setattr(self, f"bias_ih_l{k}", Parameter(forget))
         setattr(self, f"bias_hh_l{k}", Parameter(_random.zeros((4 * hidden,), dtype)))
 
-    def forward(self, x, state=None, lengths=None, *, rngs=None) -> tuple:
+    def forward(
+        self,
+        x: jax.Array,
+        state: tuple[jax.Array, jax.Array] | None = None,
+        lengths: jax.typing.ArrayLike | None = None,
+        *,
+        rngs: Rngs | None = None,
+    ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
         return self._run(x, state, lengths, rngs)  # (sequence, (h, c))
 
 
@@ -554,6 +569,13 @@ class GRU(_Recurrent):
     def _split_bias(self, b_ih, b_hh) -> tuple:
         return b_ih, b_hh  # b_hn is multiplied by r inside the loop: b_hh stays there
 
-    def forward(self, x, state=None, lengths=None, *, rngs=None) -> tuple[jax.Array, jax.Array]:
+    def forward(
+        self,
+        x: jax.Array,
+        state: jax.Array | None = None,
+        lengths: jax.typing.ArrayLike | None = None,
+        *,
+        rngs: Rngs | None = None,
+    ) -> tuple[jax.Array, jax.Array]:
         sequence, (h,) = self._run(x, state, lengths, rngs)
         return sequence, h
