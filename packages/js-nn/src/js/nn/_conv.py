@@ -10,6 +10,7 @@ the kernel of the convolution it runs (PyTorch stores ``[C_in, C_out / groups, *
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import jax
 
@@ -80,6 +81,7 @@ class _ConvNd(Module):
     _name = "Conv"
     _ndim = 1
     _transposed = False
+    _conv: Callable[..., jax.Array]  # each subclass: its function of js.nn.functional
 
     def __init__(
         self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
@@ -123,10 +125,12 @@ class _ConvNd(Module):
         window = [d * (k - 1) + 1 for k, d in zip(self.kernel_size, self.dilation, strict=True)]
         sizes = shape_of(x)[2:]
         if self._transposed:
+            padding = self.padding
+            assert not isinstance(padding, str)  # _check_padding refuses strings when transposed
             return [
                 (n - 1) * s - 2 * p + w + op
                 for n, s, p, w, op in zip(
-                    sizes, self.stride, self.padding, window, self.output_padding, strict=True
+                    sizes, self.stride, padding, window, self.output_padding, strict=True
                 )
             ]
         pads = F.conv_padding(self.padding, sizes, self.kernel_size, self.stride, self.dilation)

@@ -37,7 +37,7 @@ def _check_options(name: str, bias, batch_first, dropout, bidirectional) -> floa
             raise TypeError(f"{name}: {arg} must be a bool, got {value!r}")
     if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
         raise TypeError(f"{name}: dropout must be a float in [0, 1], got {dropout!r}")
-    if not 0.0 <= dropout <= 1.0:
+    if not 0.0 <= float(dropout) <= 1.0:
         raise ValueError(f"{name}: dropout must be in [0, 1], got {dropout!r}")
     if bidirectional:
         raise NotImplementedError(
@@ -54,6 +54,7 @@ class _Recurrent(Module):
     _gates = 1
     _state_names = ("h",)
     _cell = "tanh"
+    weight_ih_l0: Parameter  # set by __init__ with setattr, as every weight_{ih,hh}_l{k}
 
     def __init__(
         self,

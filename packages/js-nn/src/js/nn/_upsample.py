@@ -45,7 +45,7 @@ def _spatial(name: str, value, n: int, kind) -> tuple | None:
     if value is None:
         return None
     ok = (lambda v: is_int(v) and v >= 1) if kind is int else (
-        lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool) and v > 0
+        lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool) and float(v) > 0
     )  # fmt: skip
     values = tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
     if len(values) != n or not all(map(ok, values)):
