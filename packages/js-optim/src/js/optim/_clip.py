@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -9,7 +11,10 @@ import optax
 from ._optimizers import _check_non_negative
 
 
-def clip_grad_norm(grads, max_norm: float):
+_Grads = TypeVar("_Grads")  # any pytree of arrays; the clipped one has its structure
+
+
+def clip_grad_norm(grads: _Grads, max_norm: float) -> tuple[_Grads, jax.Array]:
     """Scale ``grads`` so that their global L2 norm is at most ``max_norm``.
 
     Returns ``(clipped_grads, original_norm)``. As PyTorch's ``clip_grad_norm_``, every
