@@ -10,7 +10,6 @@ import optax
 
 from ._optimizers import _check_non_negative
 
-
 _Grads = TypeVar("_Grads")  # any pytree of arrays; the clipped one has its structure
 
 
