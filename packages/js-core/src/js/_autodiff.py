@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import jax
 from flax import nnx
@@ -65,7 +67,9 @@ def _differentiate(fn, has_aux: bool, transform: str):
     return run
 
 
-def value_and_grad(fn=None, *, has_aux=False):
+def value_and_grad(
+    fn: Callable[..., Any] | None = None, *, has_aux: bool = False
+) -> Callable[..., Any]:
     """``js.value_and_grad(fn)(module, *args)`` -> ``(loss, grads)``.
 
     Differentiates the Parameters of the first argument only (not its Buffers, not RNG
@@ -86,7 +90,9 @@ def value_and_grad(fn=None, *, has_aux=False):
     return wrapped
 
 
-def grad(fn=None, *, has_aux=False):
+def grad(
+    fn: Callable[..., Any] | None = None, *, has_aux: bool = False
+) -> Callable[..., Any]:
     """``js.grad(fn)(module, *args)`` -> grads (``(grads, aux)`` with ``has_aux``), as
     :func:`value_and_grad` without the value."""
     if fn is None:

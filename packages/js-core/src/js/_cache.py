@@ -86,7 +86,8 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path | No
     if not _switched_on():
         return None
     directory.mkdir(parents=True, exist_ok=True)
-    previous = jax.config.jax_compilation_cache_dir
+    # jax.config sets its flags as attributes at run time; its stubs do not list them
+    previous = jax.config.jax_compilation_cache_dir  # pyright: ignore[reportAttributeAccessIssue]
     jax.config.update("jax_enable_compilation_cache", True)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)

@@ -112,7 +112,7 @@ def _check_mode(module: Module, example_args: tuple) -> None:
 
 def export(
     module: Module,
-    *example_args,
+    *example_args: jax.Array | jax.ShapeDtypeStruct,
     dynamic_batch: bool | Sequence[int] = True,
     weights: str = "baked",
     platforms: Sequence[str] | None = None,

@@ -10,8 +10,10 @@ a trace (``js.jit``), or with another key implementation, flax's device path run
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any, TypeGuard
 
 import jax
+import jax.core  # jax.core.Tracer below; pyright knows a submodule only once imported
 import numpy as np
 from flax import nnx
 from flax.nnx.rnglib import RngStream
@@ -43,11 +45,19 @@ def threefry2x32(k1, k2, x1, x2) -> tuple[np.ndarray, np.ndarray]:
 
 def _host_key(seed: int) -> jax.Array:
     # jax.random.key(seed) for 0 <= seed < 2**31 has key data [0, seed] in either x64 mode.
-    return jax.random.wrap_key_data(np.array([0, seed], np.uint32), impl="threefry2x32")
+    return _wrap_threefry(np.array([0, seed], np.uint32))
 
 
-def _host_seed(seed) -> bool:
-    fast = jax.config.jax_default_prng_impl == "threefry2x32"
+def _wrap_threefry(data: np.ndarray) -> jax.Array:
+    # wrap_key_data takes host arrays too (no program is compiled); jax annotates only jax.Array
+    key_data: jax.Array = data  # pyright: ignore[reportAssignmentType]
+    return jax.random.wrap_key_data(key_data, impl="threefry2x32")
+
+
+def _host_seed(seed: object) -> TypeGuard[int]:
+    # jax.config sets its flags as attributes at run time; its stubs do not list them
+    prng = jax.config.jax_default_prng_impl  # pyright: ignore[reportAttributeAccessIssue]
+    fast = prng == "threefry2x32"
     return fast and type(seed) is int and 0 <= seed < 2**31
 
 
@@ -88,7 +98,7 @@ class Rngs(_Tracked, nnx.Rngs):
         1
     """
 
-    def __init__(self, default=None, **rngs):
+    def __init__(self, default: int | jax.Array | None = None, **rngs: int | jax.Array) -> None:
         super().__init__()
         # As nnx.Rngs.__init__, with js's stream type (see _Stream).
         if isinstance(default, Mapping):
@@ -134,7 +144,7 @@ class Rngs(_Tracked, nnx.Rngs):
         n = np.asarray(count)
         y1, y2 = threefry2x32(k1, k2, np.uint32(0), n)
         stream.count.set_value(jax.device_put(np.uint32((int(n) + 1) % 2**32)))  # wraps, as jax
-        return jax.random.wrap_key_data(np.array([y1, y2], np.uint32), impl="threefry2x32")
+        return _wrap_threefry(np.array([y1, y2], np.uint32))
 
     def state_dict(self, *, as_numpy: bool = True) -> dict[str, np.ndarray]:
         """NumPy copies of each stream's key data and counter.
@@ -149,7 +159,7 @@ class Rngs(_Tracked, nnx.Rngs):
             state[f"{name}.count"] = stream.count.get_raw_value()
         return {key: np.array(value) for key, value in state.items()} if as_numpy else state
 
-    def load_state_dict(self, state_dict) -> None:
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Restore keys and counters saved by :meth:`state_dict`, all or nothing."""
         arrays = check_state_dict(state_dict, "Rngs")
         current = self.state_dict(as_numpy=False)

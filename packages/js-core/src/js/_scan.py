@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import jax
 
@@ -10,7 +12,7 @@ from . import _hooks
 from ._stateful import lay_out_call, read, write_back
 
 
-def scan_steps(step, *, unroll: int | bool = 1):
+def scan_steps(step: Callable[..., Any], *, unroll: int | bool = 1) -> Callable[..., Any]:
     """Turn ``step(*objects_and_batch)`` into one call that runs it over K stacked batches.
 
     ``step`` is a training step that takes modules, optimizers or ``Rngs`` and arrays and

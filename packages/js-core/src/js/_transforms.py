@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 from flax import nnx
 
@@ -14,7 +16,9 @@ merge = nnx.merge
 update = nnx.update
 
 
-def apply(graphdef, state, *args, **kwargs):
+def apply(
+    graphdef: nnx.GraphDef, state: nnx.State, *args: Any, **kwargs: Any
+) -> tuple[Any, nnx.State]:
     """Pure call at the split/merge boundary: ``(output, new_state)``.
 
     ``graphdef, state = js.split(model)`` gives a pure representation; ``js.apply`` merges it,

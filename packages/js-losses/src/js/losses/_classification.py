@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from js._checks import check_probability
 
@@ -69,13 +70,13 @@ def _cross_entropy_elements(log_probs, target, weight, label_smoothing):
 
 
 def cross_entropy(
-    logits,
-    target,
+    logits: ArrayLike,
+    target: ArrayLike,
     *,
     axis: int = -1,
     reduction: str = "mean",
-    mask=None,
-    weight=None,
+    mask: ArrayLike | None = None,
+    weight: ArrayLike | None = None,
     label_smoothing: float = 0.0,
 ) -> jax.Array:
     """Cross-entropy between raw ``logits`` and integer class labels, as PyTorch computes it.
@@ -133,7 +134,12 @@ def cross_entropy(
 
 
 def binary_cross_entropy_with_logits(
-    logits, target, *, reduction: str = "mean", mask=None, pos_weight=None
+    logits: ArrayLike,
+    target: ArrayLike,
+    *,
+    reduction: str = "mean",
+    mask: ArrayLike | None = None,
+    pos_weight: ArrayLike | None = None,
 ) -> jax.Array:
     """Binary cross-entropy on raw logits, stable for any logit magnitude.
 

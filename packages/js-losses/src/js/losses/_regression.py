@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from ._reduce import prepare_pair, reduce
 
@@ -13,7 +14,9 @@ def _abs(x: jax.Array) -> jax.Array:
     return jnp.sign(x) * x
 
 
-def mse_loss(input, target, *, reduction: str = "mean", mask=None) -> jax.Array:
+def mse_loss(
+    input: ArrayLike, target: ArrayLike, *, reduction: str = "mean", mask: ArrayLike | None = None
+) -> jax.Array:
     """Mean squared error, ``(input - target)**2`` per element, then ``reduction``.
 
     Args:
@@ -35,7 +38,9 @@ def mse_loss(input, target, *, reduction: str = "mean", mask=None) -> jax.Array:
     return reduce(jnp.square(input - target), reduction, mask)
 
 
-def l1_loss(input, target, *, reduction: str = "mean", mask=None) -> jax.Array:
+def l1_loss(
+    input: ArrayLike, target: ArrayLike, *, reduction: str = "mean", mask: ArrayLike | None = None
+) -> jax.Array:
     """Mean absolute error, ``|input - target|`` per element, then ``reduction``.
 
     Args and shapes as :func:`mse_loss`. The gradient at ``input == target`` is 0, as in PyTorch.
@@ -51,7 +56,12 @@ def l1_loss(input, target, *, reduction: str = "mean", mask=None) -> jax.Array:
 
 
 def smooth_l1_loss(
-    input, target, *, reduction: str = "mean", mask=None, beta: float = 1.0
+    input: ArrayLike,
+    target: ArrayLike,
+    *,
+    reduction: str = "mean",
+    mask: ArrayLike | None = None,
+    beta: float = 1.0,
 ) -> jax.Array:
     """Smooth L1 (Huber divided by ``beta``), as ``torch.nn.functional.smooth_l1_loss``.
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numbers
 
+import jax
+
 from js import Module
 
 from . import functional as F
@@ -44,7 +46,7 @@ class ReLU(_Inplace):
         [0.0, 2.0]
     """
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         return F.relu(x)
 
 
@@ -60,7 +62,7 @@ class ReLU6(_Inplace):
         [0.0, 6.0]
     """
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         return F.relu6(x)
 
 
@@ -76,7 +78,7 @@ class SiLU(_Inplace):
         [0.0, 0.0]
     """
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         return F.silu(x)
 
 
@@ -97,7 +99,7 @@ class LeakyReLU(Module):
         self.negative_slope = _real("LeakyReLU", "negative_slope", negative_slope)
         self.inplace = check_bool("LeakyReLU", "inplace", inplace)
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         return F.leaky_relu(x, self.negative_slope)
 
     def extra_repr(self) -> str:
@@ -121,7 +123,7 @@ class ELU(Module):
         self.alpha = _real("ELU", "alpha", alpha)
         self.inplace = check_bool("ELU", "inplace", inplace)
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         return F.elu(x, self.alpha)
 
     def extra_repr(self) -> str:
@@ -151,7 +153,7 @@ class Hardtanh(Module):
             )
         self.inplace = check_bool("Hardtanh", "inplace", inplace)
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         return F.hardtanh(x, self.min_val, self.max_val)
 
     def extra_repr(self) -> str:
@@ -176,7 +178,7 @@ class GELU(Module):
             raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
         self.approximate = approximate
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         return F.gelu(x, approximate=self.approximate)
 
     def extra_repr(self) -> str:
@@ -192,7 +194,7 @@ class Tanh(Module):
         [0.0]
     """
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         return F.tanh(x)
 
 
@@ -205,7 +207,7 @@ class Sigmoid(Module):
         [0.5]
     """
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         return F.sigmoid(x)
 
 
@@ -238,7 +240,7 @@ class Softmax(_SoftmaxBase):
         [[0.5, 0.5]]
     """
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         return F.softmax(x, self.dim)
 
 
@@ -254,5 +256,5 @@ class LogSoftmax(_SoftmaxBase):
         [[0.0]]
     """
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         return F.log_softmax(x, self.dim)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+from typing import Any
+
+import jax
 
 from js import Module, ModuleList
 
@@ -29,7 +32,7 @@ class Flatten(Module):
         start_dim = check_int("Flatten", "start_dim", start_dim, minimum=None)
         self.start_dim, self.end_dim = start_dim, check_int("Flatten", "end_dim", end_dim, None)
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         shape = shape_of(x)
         ndim = len(shape)
         start = self.start_dim + ndim if self.start_dim < 0 else self.start_dim
@@ -75,7 +78,7 @@ class Sequential(ModuleList):
                 )
         super().__init__(list(layers))
 
-    def forward(self, x):
+    def forward(self, x: Any) -> Any:
         for layer in self:
             x = layer(x)
         return x

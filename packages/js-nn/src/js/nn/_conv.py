@@ -10,6 +10,9 @@ the kernel of the convolution it runs (PyTorch stores ``[C_in, C_out / groups, *
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+
+import jax
 
 from js import Module, Parameter
 
@@ -78,6 +81,7 @@ class _ConvNd(Module):
     _name = "Conv"
     _ndim = 1
     _transposed = False
+    _conv: Callable[..., jax.Array]  # each subclass: its function of js.nn.functional
 
     def __init__(
         self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
@@ -121,10 +125,12 @@ class _ConvNd(Module):
         window = [d * (k - 1) + 1 for k, d in zip(self.kernel_size, self.dilation, strict=True)]
         sizes = shape_of(x)[2:]
         if self._transposed:
+            padding = self.padding
+            assert not isinstance(padding, str)  # _check_padding refuses strings when transposed
             return [
                 (n - 1) * s - 2 * p + w + op
                 for n, s, p, w, op in zip(
-                    sizes, self.stride, self.padding, window, self.output_padding, strict=True
+                    sizes, self.stride, padding, window, self.output_padding, strict=True
                 )
             ]
         pads = F.conv_padding(self.padding, sizes, self.kernel_size, self.stride, self.dilation)
@@ -132,7 +138,7 @@ class _ConvNd(Module):
         check_window(self._name, x, padded, window, self._expected())
         return [(m - w) // s + 1 for m, w, s in zip(padded, window, self.stride, strict=True)]
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         expected = self._expected()
         check_rank(self._name, x, (2 + self._ndim,), expected)
         check_dim(self._name, x, 1, self.in_channels, "the channel count", expected)

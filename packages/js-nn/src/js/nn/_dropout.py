@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from js import Module
+import jax
+
+from js import Module, Rngs
 
 from . import functional as F
 from ._checks import check_bool, check_probability, check_rank, dropout_key, layout
@@ -53,7 +55,7 @@ class Dropout(_DropoutBase):
         [1.0, 1.0]
     """
 
-    def forward(self, x, *, rngs=None):
+    def forward(self, x: jax.Array, *, rngs: Rngs | None = None) -> jax.Array:
         if not self.training or self.p == 0.0:
             return x
         return F.dropout(x, self.p, True, key=self._key(rngs))
@@ -78,7 +80,7 @@ class Dropout1d(_DropoutBase):
         True
     """
 
-    def forward(self, x, *, rngs=None):
+    def forward(self, x: jax.Array, *, rngs: Rngs | None = None) -> jax.Array:
         check_rank("Dropout1d", x, (2, 3), f"{layout('B', 'C', 'L')} or {layout('C', 'L')}")
         if not self.training or self.p == 0.0:
             return x
@@ -105,7 +107,7 @@ class Dropout2d(_DropoutBase):
         True
     """
 
-    def forward(self, x, *, rngs=None):
+    def forward(self, x: jax.Array, *, rngs: Rngs | None = None) -> jax.Array:
         check_rank("Dropout2d", x, (4,), layout("B", "C", "H", "W"))
         if not self.training or self.p == 0.0:
             return x

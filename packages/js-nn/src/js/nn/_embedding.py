@@ -82,7 +82,7 @@ class Embedding(Module):
             weight = weight.at[self.padding_idx].set(0)
         self.weight = Parameter(weight)
 
-    def forward(self, x):
+    def forward(self, x: jax.typing.ArrayLike) -> jax.Array:
         if not isinstance(x, (jax.Array, np.ndarray)):  # a list, a Python or NumPy int, ...
             x = np.asarray(x)
             if x.dtype.kind not in "iu":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import jax
+
 from js import Module, Parameter
 
 from . import functional as F
@@ -44,7 +46,7 @@ class Linear(Module):
         self.weight = Parameter(uniform_fan_in(key, shape, in_features, dtype))
         self.bias = Parameter(zeros((out_features,), dtype)) if bias else None
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         expected = layout("...", f"I={self.in_features}")
         check_min_rank("Linear", x, 1, expected)
         check_dim("Linear", x, -1, self.in_features, "the last dimension", expected)
@@ -73,5 +75,5 @@ class Identity(Module):
     def __init__(self, *args, **kwargs):
         super().__init__()
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         return x

@@ -8,9 +8,8 @@ plain scan, which autodiff differentiates both ways.
 
 from __future__ import annotations
 
-import functools
-
 import jax
+import jax.core  # jax.core.Tracer below; pyright knows a submodule only once imported
 import jax.numpy as jnp
 from jax.interpreters import ad
 
@@ -38,8 +37,9 @@ def _lstm_forward(proj, w_hh_t, h0, c0, unroll):
     return ys, (h, c), (gates, c_prev, tanh_c)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
-def lstm_scan(proj, w_hh_t, h0, c0, unroll=1):
+def _lstm_scan(
+    proj: jax.Array, w_hh_t: jax.Array, h0: jax.Array, c0: jax.Array, unroll: int | bool = 1
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     """One LSTM layer over ``proj`` ``[T, B, 4H]``: ``(ys [T, B, H], (h, c))``.
 
     The values of ``scan_layer(_lstm_cell(w_hh_t), ...)``, with the backward pass written by
@@ -83,6 +83,9 @@ def _lstm_scan_bwd(unroll, residuals, cotangents):
     return dz, h_before.T @ dz.reshape(T * B, 4 * H), dh0, dc0
 
 
+# Built by a call rather than ``@functools.partial(jax.custom_vjp, ...)``: pyright reads the
+# call's result type (the partial decorator hides it).
+lstm_scan = jax.custom_vjp(_lstm_scan, nondiff_argnums=(4,))
 lstm_scan.defvjp(_lstm_scan_fwd, _lstm_scan_bwd)
 
 

@@ -15,7 +15,6 @@ twice as many passes over ``x`` (2-3x slower on XLA:CPU; measured in docs/benchm
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
@@ -37,8 +36,9 @@ def _forward(x, weight, bias, eps):
     return xhat * weight.reshape(shape) + bias.reshape(shape), mean, var, xhat, rstd
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
-def batch_norm_train(x, weight, bias, eps):
+def _batch_norm_train(
+    x: jax.Array, weight: jax.Array, bias: jax.Array, eps: float
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """``(y, batch mean [C], batch population variance [C])`` of ``x`` ``[B, C, ...]``.
 
     ``mean`` and ``var`` are for the running statistics only: the backward pass treats them as
@@ -64,4 +64,7 @@ def _bwd(eps, residuals, cotangents):
     return dx, dweight, dbias
 
 
+# Built by a call rather than ``@functools.partial(jax.custom_vjp, ...)``: pyright reads the
+# call's result type (the partial decorator hides it).
+batch_norm_train = jax.custom_vjp(_batch_norm_train, nondiff_argnums=(3,))
 batch_norm_train.defvjp(_fwd, _bwd)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 
+import jax
 import numpy as np
 
 from js import Buffer, Module, Parameter
@@ -28,7 +29,7 @@ from ._factory import float_dtype, ones, zeros
 def _check_eps(layer: str, eps) -> float:
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(f"{layer}: eps must be a float, got {eps!r}")
-    if not eps > 0:
+    if not float(eps) > 0:
         raise ValueError(f"{layer}: eps must be positive, got {eps}")
     return float(eps)
 
@@ -42,6 +43,11 @@ def _affine(layer: Module, shape, affine: bool, dtype, bias: bool = True) -> Non
 class _BatchNorm(Module):
     _name = "BatchNorm"
     _ranks: tuple[int, ...] = ()
+    # set by __init__ (weight and bias through _affine); None where not learnt or not tracked
+    weight: Parameter | None
+    bias: Parameter | None
+    running_mean: Buffer | None
+    running_var: Buffer | None
 
     def __init__(
         self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
@@ -82,22 +88,22 @@ class _BatchNorm(Module):
                 "zero). Fix: use a larger batch (or more positions), or call model.eval()"
             )
 
-    def forward(self, x):
-        tracked = self.running_mean is not None
-        self._check(x, self.training or not tracked)
+    def forward(self, x: jax.Array) -> jax.Array:
+        running_mean, running_var = self.running_mean, self.running_var  # both or neither
+        self._check(x, self.training or running_mean is None)
         y, mean, var = F.batch_norm(
             x,
-            self.running_mean.value if tracked else None,
-            self.running_var.value if tracked else None,
+            None if running_mean is None else running_mean.value,
+            None if running_var is None else running_var.value,
             None if self.weight is None else self.weight.value,
             None if self.bias is None else self.bias.value,
             training=self.training,
             momentum=self.momentum,
             eps=self.eps,
         )
-        if self.training and tracked:
-            self.running_mean.value = mean
-            self.running_var.value = var
+        if self.training and running_mean is not None and running_var is not None:
+            running_mean.value = mean
+            running_var.value = var
         return y
 
     # PyTorch keeps a batch counter that js does not use (momentum is always set).
@@ -214,6 +220,9 @@ class LayerNorm(Module):
         ((2, 5, 8), ['weight'])
     """
 
+    weight: Parameter | None  # set by __init__ through _affine; None where not learnt
+    bias: Parameter | None
+
     def __init__(
         self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
         bias: bool = True, *, dtype=None,
@@ -239,7 +248,7 @@ class LayerNorm(Module):
         dtype = float_dtype("LayerNorm", dtype)
         _affine(self, self.normalized_shape, affine, dtype, has_bias)
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         n = len(self.normalized_shape)
         expected = layout("...", *map(str, self.normalized_shape))
         check_min_rank("LayerNorm", x, n, expected)
@@ -279,6 +288,9 @@ class GroupNorm(Module):
         (3, 4, 5)
     """
 
+    weight: Parameter | None  # set by __init__ through _affine; None where not learnt
+    bias: Parameter | None
+
     def __init__(
         self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, *,
         dtype=None,
@@ -296,7 +308,7 @@ class GroupNorm(Module):
         self.affine = check_bool("GroupNorm", "affine", affine)
         _affine(self, (num_channels,), self.affine, float_dtype("GroupNorm", dtype))
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         expected = layout("B", f"C={self.num_channels}", "*")
         check_min_rank("GroupNorm", x, 2, expected)
         check_dim("GroupNorm", x, 1, self.num_channels, "the channel count", expected)

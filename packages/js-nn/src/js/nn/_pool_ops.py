@@ -155,13 +155,27 @@ def _taps(x, pad_value, geometry):
     return jnp.stack(taps, axis=-1)
 
 
-def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def max_pool1d(
+    input: jax.Array,
+    kernel_size: int | tuple[int, ...],
+    stride: int | tuple[int, ...] | None = None,
+    padding: int | tuple[int, ...] = 0,
+    dilation: int | tuple[int, ...] = 1,
+    ceil_mode: bool = False,
+) -> jax.Array:
     """Maximum over ``kernel_size`` windows of ``[B, C, L]`` (PyTorch's arguments and sizes;
     the padding is -inf, so it never wins)."""
     return max_pool("max_pool1d", input, kernel_size, stride, padding, dilation, ceil_mode)
 
 
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def max_pool2d(
+    input: jax.Array,
+    kernel_size: int | tuple[int, ...],
+    stride: int | tuple[int, ...] | None = None,
+    padding: int | tuple[int, ...] = 0,
+    dilation: int | tuple[int, ...] = 1,
+    ceil_mode: bool = False,
+) -> jax.Array:
     """Maximum over ``kernel_size`` windows of an NCHW input (``stride`` defaults to it).
 
     PyTorch's arguments and output sizes (see ``pool_geometry``); the padding is -inf.
@@ -195,14 +209,27 @@ def avg_pool(layer, input, kernel_size, stride, padding, ceil_mode, count_includ
     return total / jnp.asarray(divisor, input.dtype)
 
 
-def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
-               count_include_pad=True):  # fmt: skip
+def avg_pool1d(
+    input: jax.Array,
+    kernel_size: int | tuple[int, ...],
+    stride: int | tuple[int, ...] | None = None,
+    padding: int | tuple[int, ...] = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+) -> jax.Array:
     """Mean over ``kernel_size`` windows of ``[B, C, L]``, with PyTorch's arguments."""
     return avg_pool("avg_pool1d", input, kernel_size, stride, padding, ceil_mode, count_include_pad)
 
 
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
-               count_include_pad=True, divisor_override=None):  # fmt: skip
+def avg_pool2d(
+    input: jax.Array,
+    kernel_size: int | tuple[int, ...],
+    stride: int | tuple[int, ...] | None = None,
+    padding: int | tuple[int, ...] = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> jax.Array:
     """Mean over ``kernel_size`` windows of an NCHW input (``stride`` defaults to it).
 
     PyTorch's arguments: zero ``padding`` counts in the mean when ``count_include_pad``; a
@@ -231,12 +258,14 @@ def adaptive_avg_pool(layer, input, output_size):
     return jnp.mean(y, axis=tuple(range(3, 3 + 2 * n, 2)))
 
 
-def adaptive_avg_pool1d(input, output_size):
+def adaptive_avg_pool1d(input: jax.Array, output_size: int) -> jax.Array:
     """Mean over ``output_size`` equal windows of ``[B, C, L]``; it must divide L."""
     return adaptive_avg_pool("adaptive_avg_pool1d", input, output_size)
 
 
-def adaptive_avg_pool2d(input, output_size):
+def adaptive_avg_pool2d(
+    input: jax.Array, output_size: int | None | tuple[int | None, int | None]
+) -> jax.Array:
     """Mean over equal windows of an NCHW input: ``[B, C, H, W] -> [B, C, *output_size]``.
 
     ``output_size`` is an int or a pair (``None`` keeps that size) that divides ``(H, W)``;

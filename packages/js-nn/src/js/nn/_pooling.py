@@ -6,6 +6,8 @@ Window arithmetic (output sizes, ``ceil_mode``, the padding bound) is PyTorch's 
 
 from __future__ import annotations
 
+import jax
+
 from js import Module
 
 from . import _pool_ops as P
@@ -29,7 +31,10 @@ class _PoolNd(Module):
         self.ceil_mode = check_bool(name, "ceil_mode", ceil_mode)
         P.check_pool_padding(name, self.kernel_size, self.padding)
 
-    def forward(self, x):
+    def _pool(self, x: jax.Array) -> jax.Array:
+        raise NotImplementedError  # each pool family (max, average) defines it
+
+    def forward(self, x: jax.Array) -> jax.Array:
         spatial = ("L",) if self._ndim == 1 else ("H", "W")
         check_rank(self._name, x, (2 + self._ndim,), layout("B", "C", *spatial))
         return self._pool(x)
@@ -113,7 +118,8 @@ class MaxPool2d(_MaxPoolNd):
 
 
 class _AvgPoolNd(_PoolNd):
-    divisor_override = None
+    divisor_override: int | None = None
+    count_include_pad: bool  # set by the subclasses' __init__
 
     def _pool(self, x):
         return P.avg_pool(
@@ -212,7 +218,7 @@ class _AdaptiveAvgPoolNd(Module):
             None if o is None else check_int(self._name, "output_size", o) for o in sizes
         )
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         spatial = ("L",) if self._ndim == 1 else ("H", "W")
         check_rank(self._name, x, (2 + self._ndim,), layout("B", "C", *spatial))
         return P.adaptive_avg_pool(self._name, x, self.output_size)

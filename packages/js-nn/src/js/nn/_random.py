@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 import jax
+import jax.core  # jax.core.Tracer below; pyright knows a submodule only once imported
 import jax.numpy as jnp
 import numpy as np
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import warnings
 
 import jax
+import jax.core  # jax.core.Tracer below; pyright knows a submodule only once imported
 import jax.numpy as jnp
 import numpy as np
 
-from js import Module, Parameter
+from js import Module, Parameter, Rngs
 
 from . import _random
 from ._checks import check_bool, check_int, check_probability, dropout_key
@@ -48,6 +49,7 @@ class _Recurrent(Module):
     _gates = 1
     _state_names = ("h",)
     _cell = "tanh"
+    weight_ih_l0: Parameter  # set by __init__ with setattr, as every weight_{ih,hh}_l{k}
 
     def __init__(
         self,
@@ -317,7 +319,14 @@ class RNN(_Recurrent):
     def _cell_kind(self) -> str:
         return self.nonlinearity
 
-    def forward(self, x, state=None, lengths=None, *, rngs=None) -> tuple[jax.Array, jax.Array]:
+    def forward(
+        self,
+        x: jax.Array,
+        state: jax.Array | None = None,
+        lengths: jax.typing.ArrayLike | None = None,
+        *,
+        rngs: Rngs | None = None,
+    ) -> tuple[jax.Array, jax.Array]:
         sequence, (h,) = self._run(x, state, lengths, rngs)
         return sequence, h
 
@@ -449,7 +458,14 @@ class LSTM(_Recurrent):
         setattr(self, f"bias_ih_l{k}", Parameter(forget))
         setattr(self, f"bias_hh_l{k}", Parameter(_random.zeros((4 * hidden,), dtype)))
 
-    def forward(self, x, state=None, lengths=None, *, rngs=None) -> tuple:
+    def forward(
+        self,
+        x: jax.Array,
+        state: tuple[jax.Array, jax.Array] | None = None,
+        lengths: jax.typing.ArrayLike | None = None,
+        *,
+        rngs: Rngs | None = None,
+    ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
         return self._run(x, state, lengths, rngs)  # (sequence, (h, c))
 
 
@@ -547,6 +563,13 @@ class GRU(_Recurrent):
     def _split_bias(self, b_ih, b_hh) -> tuple:
         return b_ih, b_hh  # b_hn is multiplied by r inside the loop: b_hh stays there
 
-    def forward(self, x, state=None, lengths=None, *, rngs=None) -> tuple[jax.Array, jax.Array]:
+    def forward(
+        self,
+        x: jax.Array,
+        state: jax.Array | None = None,
+        lengths: jax.typing.ArrayLike | None = None,
+        *,
+        rngs: Rngs | None = None,
+    ) -> tuple[jax.Array, jax.Array]:
         sequence, (h,) = self._run(x, state, lengths, rngs)
         return sequence, h

@@ -15,7 +15,12 @@ and layouts) needs nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
+
+from js import IncompatibleKeys, Module
 
 
 def _to_numpy(value) -> np.ndarray:
@@ -39,7 +44,9 @@ def _converter(modules: dict, key: str, method: str):
     return (_identity if owner is None else getattr(owner, method, _identity)), name
 
 
-def load_torch_state_dict(model, state_dict, strict: bool = True):
+def load_torch_state_dict(
+    model: Module, state_dict: Mapping[str, Any], strict: bool = True
+) -> IncompatibleKeys:
     """Load a PyTorch ``state_dict`` into the equivalent js ``model``, all or nothing.
 
     Values may be torch tensors or NumPy arrays (js never imports torch). Entries are
@@ -70,7 +77,7 @@ def load_torch_state_dict(model, state_dict, strict: bool = True):
     return model.load_state_dict(converted, strict=strict)
 
 
-def torch_state_dict(model) -> dict[str, np.ndarray]:
+def torch_state_dict(model: Module) -> dict[str, np.ndarray]:
     """``model``'s state as a PyTorch state dict of NumPy arrays (PyTorch's keys and layouts).
 
     Load it into the equivalent torch module with

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import jax
 
-from js import Module, ModuleList
+from js import Module, ModuleList, Rngs
 
 from . import functional as F
 from ._checks import check_bool, check_int, check_probability
@@ -154,7 +154,13 @@ class TransformerEncoderLayer(Module):
         return self.dropout2(self.linear2(hidden), rngs=rngs)
 
     def forward(
-        self, src, mask=None, *, rngs=None, src_mask=None, src_key_padding_mask=None
+        self,
+        src: jax.Array,
+        mask: jax.Array | None = None,
+        *,
+        rngs: Rngs | None = None,
+        src_mask: jax.Array | None = None,
+        src_key_padding_mask: jax.Array | None = None,
     ) -> jax.Array:
         refuse_torch_masks(
             "TransformerEncoderLayer", src_mask=src_mask, src_key_padding_mask=src_key_padding_mask
@@ -234,7 +240,14 @@ class TransformerEncoder(Module):
         self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
         self.norm = norm
 
-    def forward(self, src, mask=None, *, rngs=None, src_key_padding_mask=None) -> jax.Array:
+    def forward(
+        self,
+        src: jax.Array,
+        mask: jax.Array | None = None,
+        *,
+        rngs: Rngs | None = None,
+        src_key_padding_mask: jax.Array | None = None,
+    ) -> jax.Array:
         refuse_torch_masks("TransformerEncoder", src_key_padding_mask=src_key_padding_mask)
         x = src
         for layer in self.layers:

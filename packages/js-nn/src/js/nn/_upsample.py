@@ -45,7 +45,7 @@ def _spatial(name: str, value, n: int, kind) -> tuple | None:
     if value is None:
         return None
     ok = (lambda v: is_int(v) and v >= 1) if kind is int else (
-        lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool) and v > 0
+        lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool) and float(v) > 0
     )  # fmt: skip
     values = tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
     if len(values) != n or not all(map(ok, values)):
@@ -99,7 +99,8 @@ def _linear_axis(x, axis, n, out, factor, align_corners):
 
 
 def interpolate(
-    input: jax.Array, size=None, scale_factor=None, mode: str = "nearest",
+    input: jax.Array, size: int | tuple[int, ...] | None = None,
+    scale_factor: float | tuple[float, ...] | None = None, mode: str = "nearest",
     align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
     antialias: bool = False,
 ) -> jax.Array:  # fmt: skip
@@ -183,7 +184,7 @@ class Upsample(Module):
         self.mode, self.align_corners = mode, align_corners
         self.recompute_scale_factor = recompute_scale_factor
 
-    def forward(self, x):
+    def forward(self, x: jax.Array) -> jax.Array:
         return interpolate(
             x, self.size, self.scale_factor, self.mode, self.align_corners,
             self.recompute_scale_factor,

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from js import Module, Parameter
+from js import Module, Parameter, Rngs
 
 from . import _random
 from . import functional as F
@@ -36,7 +36,7 @@ def causal_mask(T: int) -> jax.Array:
     return jnp.tril(jnp.ones((T, T), bool))[None, None]  # [1, 1, T, T]
 
 
-def padding_mask(valid) -> jax.Array:
+def padding_mask(valid: jax.typing.ArrayLike) -> jax.Array:
     """Allow only valid key positions: ``valid [B, T]`` bool -> ``[B, 1, 1, T]`` bool.
 
     Only keys are masked: padded *query* positions still produce outputs, which the loss must
@@ -78,7 +78,9 @@ def _check_mask(mask, scores_shape: tuple[int, ...], owner: str):
     return mask
 
 
-def scaled_dot_product_attention(q, k, v, mask=None):
+def scaled_dot_product_attention(
+    q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.typing.ArrayLike | None = None
+) -> tuple[jax.Array, jax.Array]:
     """``softmax(q k^T / sqrt(d), masked) v`` -> ``(output, weights)``.
 
     Masked scores are excluded from the softmax and their weights are exactly zero; a row with
@@ -137,7 +139,7 @@ def _alive_rows(mask, B: int, Tq: int) -> jax.Array:
     return jnp.broadcast_to(jnp.any(mask, axis=(1, 3)), (B, Tq))
 
 
-def refuse_torch_masks(owner: str, **masks) -> None:
+def refuse_torch_masks(owner: str, **masks: object) -> None:
     """Refuse PyTorch's mask keywords, whose polarity (True = blocked) is the opposite of ours."""
     for name, value in masks.items():
         if value is not None:
@@ -349,16 +351,16 @@ class MultiheadAttention(Module):
 
     def forward(
         self,
-        query,
-        key,
-        value,
-        mask=None,
+        query: jax.Array,
+        key: jax.Array,
+        value: jax.Array,
+        mask: jax.typing.ArrayLike | None = None,
         need_weights: bool = False,
         *,
-        rngs=None,
-        key_padding_mask=None,
-        attn_mask=None,
-    ):
+        rngs: Rngs | None = None,
+        key_padding_mask: jax.Array | None = None,
+        attn_mask: jax.Array | None = None,
+    ) -> jax.Array | tuple[jax.Array, jax.Array]:
         refuse_torch_masks(
             "MultiheadAttention", key_padding_mask=key_padding_mask, attn_mask=attn_mask
         )

@@ -71,13 +71,19 @@ def __getattr__(name: str):
 # -- linear and convolution -----------------------------------------------------------------
 
 
-def linear(input, weight, bias=None):
+def linear(input: jax.Array, weight: jax.Array, bias: jax.Array | None = None) -> jax.Array:
     """``y = x W^T + b`` with ``weight`` ``[O, I]``: ``[..., I] -> [..., O]``."""
     y = jnp.matmul(input, jnp.swapaxes(weight, -1, -2))
     return y if bias is None else y + bias
 
 
-def conv_padding(padding, sizes, kernel, stride, dilation) -> list[tuple[int, int]]:
+def conv_padding(
+    padding: int | tuple[int, ...] | str,
+    sizes: tuple[int, ...],
+    kernel: tuple[int, ...],
+    stride: int | tuple[int, ...],
+    dilation: int | tuple[int, ...],
+) -> list[tuple[int, int]]:
     """Explicit ``(low, high)`` zeros per spatial axis for an int, a tuple, ``'valid'`` or
     ``'same'`` (either case).
 
@@ -122,7 +128,15 @@ def _conv(input, weight, bias, stride, padding, dilation, groups, spec):
 _SPECS = {1: ("NCH", "OIH", "NCH"), 2: ("NCHW", "OIHW", "NCHW")}
 
 
-def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+def conv1d(
+    input: jax.Array,
+    weight: jax.Array,
+    bias: jax.Array | None = None,
+    stride: int | tuple[int, ...] = 1,
+    padding: int | tuple[int, ...] | str = 0,
+    dilation: int | tuple[int, ...] = 1,
+    groups: int = 1,
+) -> jax.Array:
     """1-D cross-correlation: input ``[B, C_in, L]``, weight ``[C_out, C_in/groups, K]``.
 
     PyTorch's argument order; ``padding`` is an int, a 1-tuple, ``'same'`` or ``'valid'``.
@@ -130,7 +144,15 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv(input, weight, bias, stride, padding, dilation, groups, _SPECS[1])
 
 
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+def conv2d(
+    input: jax.Array,
+    weight: jax.Array,
+    bias: jax.Array | None = None,
+    stride: int | tuple[int, ...] = 1,
+    padding: int | tuple[int, ...] | str = 0,
+    dilation: int | tuple[int, ...] = 1,
+    groups: int = 1,
+) -> jax.Array:
     """2-D cross-correlation, NCHW: weight ``[C_out, C_in/groups, KH, KW]``.
 
     PyTorch's argument order; ``padding`` is an int, a pair, ``'same'`` or ``'valid'``.
@@ -162,15 +184,29 @@ def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups
 
 
 def conv_transpose1d(
-    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
-):
+    input: jax.Array,
+    weight: jax.Array,
+    bias: jax.Array | None = None,
+    stride: int | tuple[int, ...] = 1,
+    padding: int | tuple[int, ...] = 0,
+    output_padding: int | tuple[int, ...] = 0,
+    groups: int = 1,
+    dilation: int | tuple[int, ...] = 1,
+) -> jax.Array:
     """Transposed 1-D convolution with weight ``[C_out, C_in/groups, K]`` (see conv_transpose2d)."""
     return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation)
 
 
 def conv_transpose2d(
-    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
-):
+    input: jax.Array,
+    weight: jax.Array,
+    bias: jax.Array | None = None,
+    stride: int | tuple[int, ...] = 1,
+    padding: int | tuple[int, ...] = 0,
+    output_padding: int | tuple[int, ...] = 0,
+    groups: int = 1,
+    dilation: int | tuple[int, ...] = 1,
+) -> jax.Array:
     """Transposed 2-D convolution, NCHW, with weight ``[C_out, C_in/groups, KH, KW]``.
 
     PyTorch's argument order, but not its weight layout ``[C_in, C_out/groups, KH, KW]``: see
@@ -187,15 +223,15 @@ def conv_transpose2d(
 
 
 def batch_norm(
-    input,
-    running_mean,
-    running_var,
-    weight=None,
-    bias=None,
-    training=False,
-    momentum=0.1,
-    eps=1e-5,
-):
+    input: jax.Array,
+    running_mean: jax.Array | None,
+    running_var: jax.Array | None,
+    weight: jax.Array | None = None,
+    bias: jax.Array | None = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> tuple[jax.Array, jax.Array | None, jax.Array | None]:
     """Batch normalization over every axis but 1 (channels); returns ``(y, mean, var)``.
 
     ``y = (x - mean) / sqrt(var + eps) * weight + bias``. In training, ``mean``/``var`` are the
@@ -210,13 +246,15 @@ def batch_norm(
     batch_stats = training or running_mean is None  # no running statistics: the batch's
     if batch_stats and _fused_batch_norm(input, weight, bias):
         y, mean, var = batch_norm_train(input, weight, bias, eps)  # hand-written backward
-        return (y, *_running_stats(running_mean, running_var, mean, var, momentum))
+        return y, *_running_stats(running_mean, running_var, mean, var, momentum)
     if batch_stats:
         axes = (0,) + tuple(range(2, input.ndim))
         mean = jnp.mean(input, axis=axes)
         var = jnp.mean(jnp.square(input - mean.reshape(shape)), axis=axes)
         running_mean, running_var = _running_stats(running_mean, running_var, mean, var, momentum)
     else:
+        # batch_stats is False only with running statistics, which layers pass as a pair
+        assert running_mean is not None and running_var is not None
         mean, var = running_mean, running_var
     y = (input - mean.reshape(shape)) * lax.rsqrt(var.reshape(shape) + eps)
     if weight is not None:
@@ -226,9 +264,15 @@ def batch_norm(
     return y, running_mean, running_var
 
 
-def _running_stats(running_mean, running_var, mean, var, momentum):
+def _running_stats(
+    running_mean: jax.Array | None,
+    running_var: jax.Array | None,
+    mean: jax.Array,
+    var: jax.Array,
+    momentum: float,
+) -> tuple[jax.Array | None, jax.Array | None]:
     """``(1 - momentum) * running + momentum * batch`` for both, without gradient."""
-    if running_mean is None:
+    if running_mean is None or running_var is None:  # layers pass both or neither
         return running_mean, running_var
     mean, var = lax.stop_gradient((mean, var))
     return (1 - momentum) * running_mean + momentum * mean, (
@@ -242,7 +286,13 @@ def _fused_batch_norm(input, weight, bias) -> bool:
     return weight is not None and bias is not None and not forward_mode(input, weight, bias)
 
 
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+def layer_norm(
+    input: jax.Array,
+    normalized_shape: int | tuple[int, ...],
+    weight: jax.Array | None = None,
+    bias: jax.Array | None = None,
+    eps: float = 1e-5,
+) -> jax.Array:
     """Normalise the trailing ``len(normalized_shape)`` axes (population variance)."""
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     axes = tuple(range(input.ndim - len(shape), input.ndim))
@@ -254,7 +304,13 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return y if bias is None else y + bias
 
 
-def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+def group_norm(
+    input: jax.Array,
+    num_groups: int,
+    weight: jax.Array | None = None,
+    bias: jax.Array | None = None,
+    eps: float = 1e-5,
+) -> jax.Array:
     """Normalise each of ``num_groups`` channel groups of each example (population variance).
 
     Input ``[B, C, *]`` with C divisible by ``num_groups``; ``weight``/``bias`` ``[C]``.
@@ -290,7 +346,14 @@ def _drop(input, p, key, mask_shape):
     return jnp.where(keep, input / (1.0 - p), jnp.zeros((), jnp.result_type(input)))
 
 
-def dropout(input, p=0.5, training=True, inplace=False, *, key=None):
+def dropout(
+    input: jax.Array,
+    p: float = 0.5,
+    training: bool = True,
+    inplace: bool = False,
+    *,
+    key: jax.Array | None = None,
+) -> jax.Array:
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``.
 
     ``key`` is a JAX random key (``rngs.next("dropout")``), needed when ``training`` and
@@ -308,19 +371,35 @@ def _channel_dropout(input, p, training, key, spatial: int):
     return _drop(input, p, key, shape[: len(shape) - spatial] + (1,) * spatial)
 
 
-def dropout1d(input, p=0.5, training=True, inplace=False, *, key=None):
+def dropout1d(
+    input: jax.Array,
+    p: float = 0.5,
+    training: bool = True,
+    inplace: bool = False,
+    *,
+    key: jax.Array | None = None,
+) -> jax.Array:
     """Zero whole channels of ``[B, C, L]`` (or ``[C, L]``) with probability ``p``, scaling
     the kept ones by ``1 / (1 - p)``; ``key`` as in ``dropout``."""
     return _channel_dropout(input, p, training, key, 1)
 
 
-def dropout2d(input, p=0.5, training=True, inplace=False, *, key=None):
+def dropout2d(
+    input: jax.Array,
+    p: float = 0.5,
+    training: bool = True,
+    inplace: bool = False,
+    *,
+    key: jax.Array | None = None,
+) -> jax.Array:
     """Zero whole channels of ``[B, C, H, W]`` with probability ``p``, scaling the kept ones
     by ``1 / (1 - p)``; ``key`` as in ``dropout``."""
     return _channel_dropout(input, p, training, key, 2)
 
 
-def embedding(input, weight, padding_idx=None):
+def embedding(
+    input: jax.typing.ArrayLike, weight: jax.Array, padding_idx: int | None = None
+) -> jax.Array:
     """Rows of ``weight`` ``[V, D]`` at integer ``input`` ``[...]``: ``[..., D]``.
 
     Indices must be in ``[0, V)``: a data precondition, not checked in compiled code. Rows
@@ -340,58 +419,60 @@ def embedding(input, weight, padding_idx=None):
 # ``inplace`` is PyTorch's flag, accepted and ignored: JAX arrays are immutable.
 
 
-def relu(input, inplace=False):
+def relu(input: jax.Array, inplace: bool = False) -> jax.Array:
     """``max(x, 0)``."""
     return jax.nn.relu(input)
 
 
-def relu6(input, inplace=False):
+def relu6(input: jax.Array, inplace: bool = False) -> jax.Array:
     """``min(max(x, 0), 6)``."""
     return jnp.clip(input, 0, 6)
 
 
-def leaky_relu(input, negative_slope=0.01, inplace=False):
+def leaky_relu(input: jax.Array, negative_slope: float = 0.01, inplace: bool = False) -> jax.Array:
     """``x`` where ``x >= 0``, else ``negative_slope * x``."""
     return jnp.where(input >= 0, input, input * negative_slope)
 
 
-def elu(input, alpha=1.0, inplace=False):
+def elu(input: jax.Array, alpha: float = 1.0, inplace: bool = False) -> jax.Array:
     """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``."""
     return jnp.where(input > 0, input, alpha * jnp.expm1(jnp.minimum(input, 0)))
 
 
-def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+def hardtanh(
+    input: jax.Array, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False
+) -> jax.Array:
     """``clip(x, min_val, max_val)``."""
     return jnp.clip(input, min_val, max_val)
 
 
-def silu(input, inplace=False):
+def silu(input: jax.Array, inplace: bool = False) -> jax.Array:
     """``x * sigmoid(x)``."""
     return jax.nn.silu(input)
 
 
-def gelu(input, approximate="none"):
+def gelu(input: jax.Array, approximate: str = "none") -> jax.Array:
     """``x * Phi(x)`` (exact, erf-based); ``approximate='tanh'`` uses the tanh formula."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu approximate must be 'none' or 'tanh', got {approximate!r}")
     return jax.nn.gelu(input, approximate=approximate == "tanh")
 
 
-def tanh(input):
+def tanh(input: jax.Array) -> jax.Array:
     """Hyperbolic tangent."""
     return jnp.tanh(input)
 
 
-def sigmoid(input):
+def sigmoid(input: jax.Array) -> jax.Array:
     """``1 / (1 + exp(-x))``."""
     return jax.nn.sigmoid(input)
 
 
-def softmax(input, dim=-1):
+def softmax(input: jax.Array, dim: int = -1) -> jax.Array:
     """``exp(x) / sum(exp(x))`` along ``dim``."""
     return jax.nn.softmax(input, axis=dim)
 
 
-def log_softmax(input, dim=-1):
+def log_softmax(input: jax.Array, dim: int = -1) -> jax.Array:
     """``x - logsumexp(x)`` along ``dim``."""
     return jax.nn.log_softmax(input, axis=dim)

@@ -28,6 +28,7 @@ import math
 import numbers
 
 import jax
+import jax.core  # jax.core.Tracer below; pyright knows a submodule only once imported
 import numpy as np
 from flax import nnx
 
@@ -98,7 +99,7 @@ def _shape(name: str, tensor) -> tuple[int, ...]:
     raise TypeError(f"nn.init.{name}: expected a Parameter, got {type(tensor).__name__}")
 
 
-def calculate_fan_in_and_fan_out(tensor) -> tuple[int, int]:
+def calculate_fan_in_and_fan_out(tensor: nnx.Variable | jax.Array) -> tuple[int, int]:
     """``(fan_in, fan_out)`` of a weight laid out ``[out, in, *receptive_field]``, as torch.
 
     Example:
@@ -153,7 +154,14 @@ def _write(tensor: nnx.Variable, array: jax.Array) -> nnx.Variable:
     return tensor
 
 
-def uniform_(tensor, a: float = 0.0, b: float = 1.0, *, rngs=None, seed=None):
+def uniform_(
+    tensor: nnx.Variable,
+    a: float = 0.0,
+    b: float = 1.0,
+    *,
+    rngs: js.Rngs | None = None,
+    seed: int | None = None,
+) -> nnx.Variable:
     """Fill ``tensor`` with ``U(a, b)``.
 
     Example:
@@ -175,7 +183,14 @@ def _uniform(name, tensor, low, high, rngs, seed):
     return _write(tensor, _random.uniform(key, shape, low, high, dtype, sharding))
 
 
-def normal_(tensor, mean: float = 0.0, std: float = 1.0, *, rngs=None, seed=None):
+def normal_(
+    tensor: nnx.Variable,
+    mean: float = 0.0,
+    std: float = 1.0,
+    *,
+    rngs: js.Rngs | None = None,
+    seed: int | None = None,
+) -> nnx.Variable:
     """Fill ``tensor`` with ``N(mean, std^2)``.
 
     Example:
@@ -197,7 +212,16 @@ def _normal(name, tensor, mean, std, rngs, seed):
     return _write(tensor, _random.normal(key, shape, mean, std, dtype, sharding))
 
 
-def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, *, rngs=None, seed=None):
+def trunc_normal_(
+    tensor: nnx.Variable,
+    mean: float = 0.0,
+    std: float = 1.0,
+    a: float = -2.0,
+    b: float = 2.0,
+    *,
+    rngs: js.Rngs | None = None,
+    seed: int | None = None,
+) -> nnx.Variable:
     """Fill ``tensor`` with ``N(mean, std^2)`` conditioned on ``[a, b]``.
 
     ``a`` and ``b`` are absolute bounds, as in torch (not multiples of ``std``, as in
@@ -222,7 +246,7 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, *, rngs=None, seed=N
     return _write(tensor, values)
 
 
-def constant_(tensor, val: float):
+def constant_(tensor: nnx.Variable, val: float) -> nnx.Variable:
     """Fill ``tensor`` with ``val``.
 
     Example:
@@ -235,12 +259,12 @@ def constant_(tensor, val: float):
     return _write(tensor, _random.full(_shape("constant_", tensor), val, dtype, sharding))
 
 
-def ones_(tensor):
+def ones_(tensor: nnx.Variable) -> nnx.Variable:
     """Fill ``tensor`` with ones (``constant_(tensor, 1)``)."""
     return constant_(tensor, 1.0)
 
 
-def zeros_(tensor):
+def zeros_(tensor: nnx.Variable) -> nnx.Variable:
     """Fill ``tensor`` with zeros (``constant_(tensor, 0)``)."""
     return constant_(tensor, 0.0)
 
@@ -251,7 +275,9 @@ def _xavier_std(name: str, tensor, gain: float) -> float:
     return gain * math.sqrt(2.0 / (fan_in + fan_out)) if fan_in + fan_out else 0.0
 
 
-def xavier_uniform_(tensor, gain: float = 1.0, *, rngs=None, seed=None):
+def xavier_uniform_(
+    tensor: nnx.Variable, gain: float = 1.0, *, rngs: js.Rngs | None = None, seed: int | None = None
+) -> nnx.Variable:
     """Fill ``tensor`` with ``U(-a, a)``, ``a = gain * sqrt(6 / (fan_in + fan_out))`` (Glorot).
 
     Example:
@@ -264,7 +290,9 @@ def xavier_uniform_(tensor, gain: float = 1.0, *, rngs=None, seed=None):
     return _uniform("xavier_uniform_", tensor, -bound, bound, rngs, seed)
 
 
-def xavier_normal_(tensor, gain: float = 1.0, *, rngs=None, seed=None):
+def xavier_normal_(
+    tensor: nnx.Variable, gain: float = 1.0, *, rngs: js.Rngs | None = None, seed: int | None = None
+) -> nnx.Variable:
     """Fill ``tensor`` with ``N(0, std^2)``, ``std = gain * sqrt(2 / (fan_in + fan_out))``."""
     std = _xavier_std("xavier_normal_", tensor, gain)
     return _normal("xavier_normal_", tensor, 0.0, std, rngs, seed)
@@ -281,9 +309,9 @@ def _kaiming_std(name: str, tensor, a, mode: str, nonlinearity: str) -> float:
 
 
 def kaiming_uniform_(
-    tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", *,
-    rngs=None, seed=None,
-):  # fmt: skip
+    tensor: nnx.Variable, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", *,
+    rngs: js.Rngs | None = None, seed: int | None = None,
+) -> nnx.Variable:  # fmt: skip
     """Fill ``tensor`` with ``U(-b, b)``, ``b = gain * sqrt(3 / fan)`` (He et al., 2015).
 
     ``gain = calculate_gain(nonlinearity, a)``; ``fan`` is ``fan_in`` or ``fan_out`` (``mode``).
@@ -303,9 +331,9 @@ def kaiming_uniform_(
 
 
 def kaiming_normal_(
-    tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", *,
-    rngs=None, seed=None,
-):  # fmt: skip
+    tensor: nnx.Variable, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", *,
+    rngs: js.Rngs | None = None, seed: int | None = None,
+) -> nnx.Variable:  # fmt: skip
     """Fill ``tensor`` with ``N(0, std^2)``, ``std = gain / sqrt(fan)`` (He et al., 2015).
 
     Example:
@@ -317,7 +345,9 @@ def kaiming_normal_(
     return _normal("kaiming_normal_", tensor, 0.0, std, rngs, seed)
 
 
-def orthogonal_(tensor, gain: float = 1.0, *, rngs=None, seed=None):
+def orthogonal_(
+    tensor: nnx.Variable, gain: float = 1.0, *, rngs: js.Rngs | None = None, seed: int | None = None
+) -> nnx.Variable:
     """Fill ``tensor`` with a (semi-)orthogonal matrix times ``gain`` (Saxe et al., 2013).
 
     The array is viewed as ``[rows, cols]`` (rows = dimension 0); torch's method: the Q of a

@@ -20,6 +20,7 @@ from ._optimizer import OptState as OptState  # noqa: E402
 from ._optimizers import SGD as SGD  # noqa: E402
 from ._optimizers import Adam as Adam  # noqa: E402
 from ._optimizers import AdamW as AdamW  # noqa: E402
+from ._schedules import LearningRate as LearningRate  # noqa: E402
 from ._schedules import cosine_schedule as cosine_schedule  # noqa: E402
 from ._schedules import linear_warmup as linear_warmup  # noqa: E402
 
@@ -28,6 +29,7 @@ __all__ = [
     "Accumulate",
     "Adam",
     "AdamW",
+    "LearningRate",
     "OptState",
     "Optimizer",
     "__interface__",

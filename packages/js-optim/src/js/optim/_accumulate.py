@@ -10,7 +10,11 @@ a checkpoint taken between two updates resumes mid-cycle.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+import jax
 import optax
+from flax import nnx
 
 from js._checks import check_int
 
@@ -45,7 +49,7 @@ class Accumulate(Optimizer):
         self.inner_name = type(optimizer).__name__
         self._updates_at = self._keys.index("gradient_step")
 
-    def step(self, grads) -> None:
+    def step(self, grads: nnx.State | Mapping[str, jax.Array]) -> None:
         """Add ``grads`` to the running mean; on every ``every``-th call, update the parameters
         with the wrapped optimizer's rule on that mean (eagerly or inside ``js.jit``)."""
         super().step(grads)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import jax
 import jax.numpy as jnp
 import optax
 
 from ._optimizers import _check_non_negative
 
+_Grads = TypeVar("_Grads")  # any pytree of arrays; the clipped one has its structure
 
-def clip_grad_norm(grads, max_norm: float):
+
+def clip_grad_norm(grads: _Grads, max_norm: float) -> tuple[_Grads, jax.Array]:
     """Scale ``grads`` so that their global L2 norm is at most ``max_norm``.
 
     Returns ``(clipped_grads, original_norm)``. As PyTorch's ``clip_grad_norm_``, every

@@ -14,7 +14,11 @@ so a ``js.jit`` step compiled for one runs the other without compiling again.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping
+from typing import Any
+
 import jax
+import jax.core  # jax.core.Tracer below; pyright knows a submodule only once imported
 import numpy as np
 import optax
 from flax import nnx
@@ -22,6 +26,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 import js
 from js._checks import compare_state, sharding_of
+
+from ._schedules import LearningRate
 
 
 class OptState(js.Buffer):
@@ -63,11 +69,15 @@ class Transform:
         return f"Transform({self.key[1]!r})"
 
 
-def _update(tx: Transform, treedef, grads, state_leaves, params):
+def _update(
+    tx: Transform, treedef, grads, state_leaves: list, params: list
+) -> tuple[list[jax.Array], list[jax.Array]]:
     """One pure optax step: ``(new_params, new_state_leaves)``, all lists in selection order."""
     state = jax.tree_util.tree_unflatten(treedef, state_leaves)
     updates, state = tx.tx.update(grads, state, params)
-    return optax.apply_updates(params, updates), jax.tree_util.tree_leaves(state)
+    # apply_updates returns the structure of ``params`` (a list); optax annotates its union
+    new_params: list[jax.Array] = optax.apply_updates(params, updates)  # pyright: ignore[reportAssignmentType]
+    return new_params, jax.tree_util.tree_leaves(state)
 
 
 # Eagerly, one compiled program per optimizer structure: the state travels as its leaves, so
@@ -94,15 +104,16 @@ def _init_state(tx: Transform, arrays: list):
     shardings = [sharding_of(a) for a in arrays]
     if any(s is None for s in shardings):  # traced (or not JAX) parameters
         return tx.tx.init(arrays)
-    if not all(isinstance(s, NamedSharding) for s in shardings):
+    named = [s for s in shardings if isinstance(s, NamedSharding)]
+    if len(named) < len(shardings):
         return _init(tx, arrays)
-    replicated = NamedSharding(shardings[0].mesh, PartitionSpec())
+    replicated = NamedSharding(named[0].mesh, PartitionSpec())
     abstract, treedef = jax.tree_util.tree_flatten_with_path(jax.eval_shape(tx.tx.init, arrays))
     out = []
     for path, leaf in abstract:
         index = [entry.idx for entry in path if isinstance(entry, jax.tree_util.SequenceKey)]
         same = index and leaf.shape == arrays[index[-1]].shape
-        out.append(shardings[index[-1]] if same else replicated)
+        out.append(named[index[-1]] if same else replicated)
     return jax.jit(tx.tx.init, out_shardings=jax.tree_util.tree_unflatten(treedef, out))(arrays)
 
 
@@ -157,7 +168,14 @@ class Optimizer(js.Object):
             by identity, so each new optimizer compiles its own.
     """
 
-    def __init__(self, params, tx: optax.GradientTransformation, config: tuple = (), *, key=None):
+    def __init__(
+        self,
+        params: js.ParameterSelection,
+        tx: optax.GradientTransformation,
+        config: tuple = (),
+        *,
+        key: Hashable | None = None,
+    ) -> None:
         name = type(self).__name__
         if not isinstance(params, js.ParameterSelection):
             raise TypeError(
@@ -188,7 +206,7 @@ class Optimizer(js.Object):
         self._step_count = OptState(count)
 
     @property
-    def lr(self):
+    def lr(self) -> LearningRate | None:
         """The learning rate given to the constructor: a float, a schedule ``step -> lr``, or
         None for an optimizer built without one. ``lr(step_count)`` is the next step's rate."""
         return dict(self._config).get("lr")
@@ -198,7 +216,7 @@ class Optimizer(js.Object):
         """How many times :meth:`step` ran: an int32 scalar (traced inside ``js.jit``)."""
         return self._step_count.value
 
-    def step(self, grads) -> None:
+    def step(self, grads: nnx.State | Mapping[str, jax.Array]) -> None:
         """Update every parameter once, in place, from ``grads``.
 
         ``grads`` is the state ``js.value_and_grad(loss_fn)(model, ...)`` returns for the model
@@ -206,11 +224,11 @@ class Optimizer(js.Object):
         ``js.jit`` when the optimizer is passed as an argument.
         """
         self._check_params()
-        grads = self.params.match(grads)
+        matched = self.params.match(grads)  # one array per parameter, in selection order
         params = [param.value for param in self.params]
         state = [variable.value for variable in self._state]
         update = _update if isinstance(params[0], jax.core.Tracer) else _apply
-        new_params, new_state = update(self._tx, self._treedef, grads, state, params)
+        new_params, new_state = update(self._tx, self._treedef, matched, state, params)
         for param, value in zip(self.params, new_params, strict=True):
             param.value = value
         for variable, value in zip(self._state, new_state, strict=True):
@@ -247,7 +265,9 @@ class Optimizer(js.Object):
 
     # -- state dicts ---------------------------------------------------------------------------
 
-    def state_dict(self, *, as_numpy: bool = True) -> dict[str, np.ndarray]:
+    def state_dict(
+        self, *, as_numpy: bool = True
+    ) -> dict[str, np.ndarray] | dict[str, jax.Array]:
         """Independent NumPy copies of the optimizer state, keyed by stable names.
 
         Keys: ``'step_count'`` and ``'<transform>.<field>[.<parameter path>]'``, e.g.
@@ -255,14 +275,14 @@ class Optimizer(js.Object):
         optimizer's docstring. Parameters themselves are not included (``model.state_dict()``).
         With ``as_numpy=False``, the live ``jax.Array``s (no copy, on their shardings).
         """
-        state = {"step_count": self._step_count.value}
+        state: dict[str, jax.Array] = {"step_count": self._step_count.value}
         for key, variable in zip(self._keys, self._state, strict=True):
             state[key] = variable.value
         if not as_numpy:
             return state
         return {key: np.array(value, copy=True) for key, value in state.items()}
 
-    def load_state_dict(self, state_dict) -> None:
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Restore a :meth:`state_dict`, all or nothing: keys, shapes and dtypes are checked
         first and one error lists every problem."""
         targets = dict(zip(self._keys, self._state, strict=True))

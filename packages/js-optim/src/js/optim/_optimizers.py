@@ -9,7 +9,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
+import js
+
 from ._optimizer import Optimizer
+from ._schedules import LearningRate
 
 
 def _check_lr(owner: str, lr) -> None:
@@ -20,12 +23,12 @@ def _check_lr(owner: str, lr) -> None:
             f"{owner}: lr must be a float or a schedule (a callable of the step count), got "
             f"{type(lr).__name__}"
         )
-    if not lr >= 0:
+    if not float(lr) >= 0:
         raise ValueError(f"{owner}: lr must be >= 0, got {lr!r}")
 
 
 def _check_non_negative(owner: str, name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value) >= 0:
         raise ValueError(f"{owner}: {name} must be a number >= 0, got {value!r}")
 
 
@@ -33,13 +36,13 @@ def _check_betas(owner: str, betas) -> tuple[float, float]:
     if (
         not isinstance(betas, tuple | list)
         or len(betas) != 2
-        or not all(isinstance(b, numbers.Real) and 0 <= b < 1 for b in betas)
+        or not all(isinstance(b, numbers.Real) and 0 <= float(b) < 1 for b in betas)
     ):
         raise ValueError(f"{owner}: betas must be two numbers in [0, 1), got {betas!r}")
     return float(betas[0]), float(betas[1])
 
 
-def _bias_correction(decay: float, count: jax.Array) -> jax.Array:
+def _bias_correction(decay: float, count: jax.typing.ArrayLike) -> jax.Array:
     """``1 - decay**count`` to the default float's rounding, for the exact double ``decay``.
 
     optax computes ``1 - decay**count`` with ``decay`` rounded to float32 (0.999 becomes
@@ -50,7 +53,7 @@ def _bias_correction(decay: float, count: jax.Array) -> jax.Array:
     """
     log_decay = math.log(decay) if decay > 0 else -math.inf
     dtype = jnp.result_type(float)  # float32, or float64 under jax_enable_x64
-    return -jnp.expm1(count.astype(dtype) * jnp.asarray(log_decay, dtype))
+    return -jnp.expm1(jnp.asarray(count, dtype) * jnp.asarray(log_decay, dtype))
 
 
 def scale_by_adam(b1: float, b2: float, eps: float) -> optax.GradientTransformation:
@@ -124,7 +127,14 @@ class SGD(Optimizer):
         ([0.9, 0.9], 1)
     """
 
-    def __init__(self, params, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
+    def __init__(
+        self,
+        params: js.ParameterSelection,
+        lr: LearningRate,
+        momentum: float = 0.0,
+        nesterov: bool = False,
+        weight_decay: float = 0.0,
+    ) -> None:
         _check_lr("SGD", lr)
         _check_non_negative("SGD", "momentum", momentum)
         _check_non_negative("SGD", "weight_decay", weight_decay)
@@ -186,7 +196,14 @@ class Adam(Optimizer):
         [0.9, 1.1]
     """
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    def __init__(
+        self,
+        params: js.ParameterSelection,
+        lr: LearningRate = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ) -> None:
         b1, b2 = _adam_checks("Adam", lr, betas, eps, weight_decay)
         tx = _chain(
             ("weight_decay", optax.add_decayed_weights(weight_decay)) if weight_decay else None,
@@ -233,7 +250,14 @@ class AdamW(Optimizer):
         [0.95, 0.95]
     """
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+    def __init__(
+        self,
+        params: js.ParameterSelection,
+        lr: LearningRate = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+    ) -> None:
         b1, b2 = _adam_checks("AdamW", lr, betas, eps, weight_decay)
         tx = _chain(
             ("adam", scale_by_adam(b1, b2, eps)),

@@ -7,7 +7,19 @@ use ``optax.warmup_cosine_decay_schedule`` for warmup followed by cosine decay.
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import optax
+
+LearningRate: TypeAlias = float | optax.Schedule
+"""An optimizer's ``lr``: a float >= 0, or a schedule ``step -> lr``.
+
+A schedule is called with the optimizer's step count (an int32 array, traced inside
+``js.jit``) and returns the rate for that step as a float or a scalar array:
+``optax.Schedule``, so every optax schedule and :func:`cosine_schedule`/:func:`linear_warmup`
+fit. The model is optax's ``ScalarOrSchedule``, less its ``jax.Array`` (a fixed rate is a
+Python number here).
+"""
 
 
 def cosine_schedule(lr: float, total_steps: int, *, eta_min: float = 0.0) -> optax.Schedule:
