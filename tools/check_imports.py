@@ -66,10 +66,7 @@ RUNTIME_ONLY = {
 }
 # Imports of an undeclared js distribution that are known and tracked, not yet removed:
 # {(importing distribution, imported distribution): reason}. Keep this empty.
-KNOWN = {
-    ("js-nn", "js-losses"): "js.nn.functional forwards the loss functions to js.losses when "
-    "it is installed (guarded by except ImportError); issue 19 asks for its removal",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 # The module js._interface.require imports for each distribution named in REQUIRES.
 VERSION_MODULES = {
     "js-core": "js._version",

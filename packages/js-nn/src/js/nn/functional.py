@@ -1,8 +1,8 @@
 """Pure functions behind the layers, under PyTorch's names (``import js.nn.functional as F``).
 
 Every function takes and returns arrays; the layers in ``js.nn`` hold the parameters and call
-these. The losses (``cross_entropy``, ``mse_loss``, ...) live in the js-losses distribution and
-are reachable here when it is installed.
+these. The losses (``cross_entropy``, ``mse_loss``, ...) live in the js-losses distribution
+(``from js.losses import cross_entropy``): js-nn does not depend on it, so they are not here.
 
 Example:
     >>> import jax.numpy as jnp
@@ -12,8 +12,6 @@ Example:
 """
 
 from __future__ import annotations
-
-import importlib
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +31,7 @@ from ._pool_ops import max_pool1d as max_pool1d
 from ._pool_ops import max_pool2d as max_pool2d
 from ._upsample import interpolate as interpolate
 
+# torch.nn.functional's losses, which js keeps in js-losses (js-nn does not depend on it).
 _LOSSES = (
     "cross_entropy",
     "binary_cross_entropy_with_logits",
@@ -42,29 +41,13 @@ _LOSSES = (
 )
 
 
-def _losses_absent(error: ImportError) -> bool:
-    """Whether importing js.losses failed because the js-losses distribution is not installed.
-
-    js-core's install-hint finder raises a ModuleNotFoundError named ``js-losses``; a plain
-    miss (or ``sys.modules['js.losses'] = None``) names ``js.losses``. Any other ImportError
-    comes from inside an installed js-losses (e.g. an interface that does not match js-core).
-    """
-    return isinstance(error, ModuleNotFoundError) and error.name in ("js-losses", "js.losses")
-
-
 def __getattr__(name: str):
-    # js-nn does not depend on js-losses: import it only when a loss is asked for.
     if name in _LOSSES:
-        try:
-            losses = importlib.import_module("js.losses")
-        except ImportError as error:
-            if not _losses_absent(error):
-                raise  # installed but broken: the real error, unchanged
-            raise ImportError(
-                f"js.nn.functional.{name} is provided by the js-losses distribution, which is "
-                "not installed. Fix: pip install js-losses"
-            ) from error
-        return getattr(losses, name)
+        raise AttributeError(
+            f"js.nn.functional.{name}: the losses live in js.losses (the js-losses "
+            f"distribution), not in js.nn.functional. Fix: from js.losses import {name} "
+            "(pip install js-losses)"
+        )
     raise AttributeError(f"module 'js.nn.functional' has no attribute {name!r}")
 
 
