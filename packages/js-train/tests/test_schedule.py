@@ -297,29 +297,46 @@ def test_a_log_at_max_steps_reports_its_interval_and_the_epoch_beside_it():
     history = trainer.fit(FixedTask(), _endless(x, y))  # losses 1, 2, 3, 1, 2, 3, ...
     assert [row["step"] for row in history] == [4.0, 8.0, 12.0]
     last = history[-1]
-    assert last["train/loss_step"] == pytest.approx((3 + 1 + 2 + 3) / 4)  # steps 9-12
-    assert last["train/count_step"] == 16.0
+    assert last["train/loss"] == pytest.approx((3 + 1 + 2 + 3) / 4)  # its own interval: 9-12
+    assert last["train/count"] == 16.0
     assert last["train/loss_epoch"] == pytest.approx(2.0) and last["train/count_epoch"] == 48.0
-    assert last["train/loss"] == last["train/loss_epoch"]  # what on_epoch_end monitors read
-    assert "train/loss_step" not in history[1]  # a log alone: its interval in train/*
+    assert "train/loss_epoch" not in history[1]  # a log alone: only its interval
     assert history[1]["train/loss"] == pytest.approx((2 + 3 + 1 + 2) / 4)  # steps 5-8
 
 
-def test_an_epoch_end_on_a_log_step_splits_step_and_epoch_columns(tmp_path):
+def test_an_epoch_end_on_a_log_step_keeps_its_interval_and_adds_the_epoch(tmp_path):
     x = np.array([1, 1, 3, 5], np.float32)  # steps of one example: losses 1, 1, 3, 5
     run = CSVRun(tmp_path)
-    history = Trainer(2, log_every_n_steps=2, run=run, verbose=False).fit(
+    seen = []
+
+    class Monitor(Callback):
+        def on_epoch_end(self, trainer, task, metrics):
+            seen.append(metrics["train/loss"])
+
+    history = Trainer(2, log_every_n_steps=2, run=run, verbose=False, callbacks=[Monitor()]).fit(
         FixedTask(), ArrayLoader(x, np.ones(4, np.int32), batch_size=1)
     )
     assert [row["step"] for row in history] == [2.0, 4.0, 6.0, 8.0]
     end = history[1]
-    assert end["train/loss_step"] == pytest.approx(4.0)  # steps 3-4
-    assert end["train/loss_epoch"] == end["train/loss"] == pytest.approx(2.5)  # steps 1-4
+    assert end["train/loss"] == pytest.approx(4.0)  # its own interval: steps 3-4
+    assert end["train/loss_epoch"] == pytest.approx(2.5)  # steps 1-4
     assert "time/epoch_s" in end and "time/epoch_s" not in history[0]
+    assert seen == pytest.approx([2.5, 2.5])  # on_epoch_end compares epochs: the epoch's means
     columns = read_csv(tmp_path / "metrics.csv")
-    assert columns["train/loss"] == pytest.approx([1.0, 2.5, 1.0, 2.5])
-    assert columns["train/loss_step"][1::2] == pytest.approx([4.0, 4.0])
+    assert columns["train/loss"] == pytest.approx([1.0, 4.0, 1.0, 4.0])
+    assert columns["train/loss_epoch"][1::2] == pytest.approx([2.5, 2.5])
     assert all(v != v for v in columns["train/loss_epoch"][0::2])  # empty on log-only rows
+
+
+def test_an_epoch_row_without_a_log_has_the_epoch_in_the_plain_columns():
+    x = np.array([1, 1, 3, 5], np.float32)
+    history = Trainer(1, log_every_n_steps=3, verbose=False).fit(
+        FixedTask(), ArrayLoader(x, np.ones(4, np.int32), batch_size=1)
+    )
+    assert [row["step"] for row in history] == [3.0, 4.0]
+    assert history[0]["train/loss"] == pytest.approx(5 / 3)  # steps 1-3
+    assert history[1]["train/loss"] == pytest.approx(2.5)  # steps 1-4: its interval is the epoch
+    assert "train/loss_epoch" not in history[1]
 
 
 # -- the Schedule alone --------------------------------------------------------------------

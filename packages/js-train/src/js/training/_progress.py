@@ -27,7 +27,7 @@ def format_metrics(metrics: dict) -> str:
     for key, value in metrics.items():
         if key in ("epoch", "step"):
             continue
-        if key.endswith("/count"):
+        if key.endswith(("/count", "/count_epoch")):
             parts.append(f"{key} {value:.0f}")
         elif key.startswith("time") or key == "lr":
             parts.append(f"{key} {value:.4g}")
@@ -43,7 +43,7 @@ def _table(metrics: dict) -> Table:
     table.add_column("value", justify="right")
     for key, value in metrics.items():
         if key not in ("epoch", "step"):
-            table.add_row(key, f"{value:.0f}" if key.endswith("/count") else f"{value:.4g}")
+            table.add_row(key, f"{value:.0f}" if key.endswith(("/count", "/count_epoch")) else f"{value:.4g}")
     return table
 
 

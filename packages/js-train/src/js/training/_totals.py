@@ -62,15 +62,25 @@ def rates(host: dict, prefix: str) -> dict[str, float]:
 
 
 def with_epoch(row: dict, epoch: dict) -> dict:
-    """``row`` (a step's columns) with the epoch's means ``epoch``. Where a log at that step
-    put its interval's ``train/*`` in the row, both stay, split as Lightning does:
-    ``train/<m>_step`` (the log's interval) and ``train/<m>_epoch`` (the epoch); the plain
-    ``train/<m>`` is the epoch's, as in every epoch row (what ``on_epoch_end`` monitors read)."""
-    row = dict(row)
-    if "train/loss" in row:
-        for key in (key for key in epoch if key.startswith("train/")):
-            row[f"{key}_step"], row[f"{key}_epoch"] = row[key], epoch[key]
-    return {**row, **epoch}
+    """``row`` (a step's columns) closing an epoch whose means are ``epoch``.
+
+    A row's plain ``train/<m>`` are its own interval. Without a log at that step, that is the
+    epoch. Where a log fell on it, they stay the log's window and the epoch's means get their
+    own columns, ``train/<m>_epoch`` (Lightning's ``_epoch`` split): neither replaces the other.
+    """
+    if "train/loss" not in row:
+        return {**row, **epoch}
+    train = {key: value for key, value in epoch.items() if key.startswith("train/")}
+    rest = {key: value for key, value in epoch.items() if key not in train}
+    return {**row, **rest, **{f"{key}_epoch": value for key, value in train.items()}}
+
+
+def epoch_metrics(row: dict) -> dict:
+    """An epoch-closing row as ``on_epoch_end`` sees it: the epoch's means under the plain
+    ``train/<m>`` names, so that monitors (EarlyStopping, ModelCheckpoint) compare epochs."""
+    means = {key[: -len("_epoch")]: value for key, value in row.items()
+             if key.startswith("train/") and key.endswith("_epoch")}
+    return {**row, **means}
 
 
 class Totals:

@@ -26,7 +26,7 @@ from ._options import check_callbacks, check_data, check_monitors, check_options
 from ._progress import Display
 from ._schedule import Due, Position, Schedule, check_loader_position, place_stacked, stack
 from ._task import check_task, scanned_training_step
-from ._totals import Totals, rates, with_epoch
+from ._totals import Totals, epoch_metrics, rates, with_epoch
 
 # Columns of a row in this order (stable within a group): epoch, step, train/, val/, lr, time/.
 _ORDER = {"epoch": 0, "step": 1, "train": 2, "val": 3, "lr": 4, "time": 5}
@@ -164,9 +164,10 @@ class Trainer:
         Returns the history: one dict of floats per reported step, with ``step``, ``epoch``,
         ``train/loss``, ``train/count``, ``train/accuracy`` (when steps return ``correct``),
         ``time/samples_per_s``, ``lr`` (with a schedule), ``val/...`` after a validation and
-        ``time/epoch_s`` at an epoch's end (its ``train/*`` then cover the whole epoch; where a
-        log falls on the same step, ``train/*_step`` are the log's and ``train/*_epoch`` the
-        epoch's).
+        ``time/epoch_s`` at an epoch's end. A row's plain ``train/*`` are its own interval: the
+        log's window on a log step, else the whole epoch; where a log falls on an epoch's last
+        step, the epoch's means are added as ``train/*_epoch`` (and ``on_epoch_end`` gets them
+        under the plain names).
         """
         schedule = self._start(task, train_data, val_data, start_epoch, resume)
         display = Display(enabled=self.progress, interval_s=self.progress_interval_s)
@@ -240,7 +241,7 @@ class Trainer:
                 row.update(self._validation(task, val_data, display))
             row = with_epoch(row, self._totals.epoch_summary(self.position, task))
             row = self._report(task, row, display, validated=validate, final=True)
-        self._hook("on_epoch_end", task, row)
+        self._hook("on_epoch_end", task, epoch_metrics(row))
         if ran_out:
             self.position.next_epoch()
             self._totals = Totals()
