@@ -43,7 +43,8 @@ def _table(metrics: dict) -> Table:
     table.add_column("value", justify="right")
     for key, value in metrics.items():
         if key not in ("epoch", "step"):
-            table.add_row(key, f"{value:.0f}" if key.endswith(("/count", "/count_epoch")) else f"{value:.4g}")
+            counted = key.endswith(("/count", "/count_epoch"))
+            table.add_row(key, f"{value:.0f}" if counted else f"{value:.4g}")
     return table
 
 
