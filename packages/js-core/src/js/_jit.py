@@ -6,19 +6,22 @@ read from scope would be frozen, so ``_capture`` refuses it). A function that ch
 (an evaluation, an inference forward) runs a program that neither donates nor returns it.
 
 Speed: on the first call for a given set of objects, the object graph is flattened once into a
-graph definition (static: structure, modes) and a list of Variable objects. Later calls only
-read those variables' arrays, run the compiled program, and write the results back. Any
-attribute assignment on a js object (a structural edit, ``train()``/``eval()``) moves the global
-structure epoch; the next call then re-flattens, and compiles anew if the graph definition
-changed. Nothing walks the object graph while the structure stays the same.
+graph definition (static: structure, modes) and a list of Variable objects, and the call key
+(which objects, which static values) is *bound* to them and to the layout's program. Later calls
+build the key, read those variables' arrays, run the compiled program (a ``jax.jit`` function of
+lists and arrays, dispatched on JAX's C++ path), and write the results back. Any attribute
+assignment on a js object (a structural edit, ``train()``/``eval()``) moves the global structure
+epoch; the next call then re-flattens, and compiles anew if the graph definition changed.
+Nothing walks the object graph while the structure stays the same.
 
-The call is laid out by ``_stateful`` (shared with ``js.grad`` and ``js.scan_steps``); programs
-are keyed on that ``CallLayout``, so other objects of equal structure (a new model of the same
-architecture, a new optimizer with the same hyperparameters, whose transform compares by its
-key) run an existing program without compiling again. State placed on several devices
-(``js.shard``) compiles with its current shardings as the outputs' shardings, so it stays where
-it is, donated, call after call; ``js.shard`` moves the structure epoch, so the next call lays
-the call out anew.
+The call is laid out by ``_stateful`` (shared with ``js.grad`` and ``js.scan_steps``); each
+``CallLayout`` has one :class:`Program` record (trace, kind, compiled program), so other objects
+of equal structure (a new model of the same architecture, a new optimizer with the same
+hyperparameters, whose transform compares by its key) run an existing program without compiling
+again. State placed on several devices (``js.shard``) compiles with its current shardings as the
+outputs' shardings, so it stays where it is, donated, call after call; ``js.shard`` moves the
+structure epoch, so the next call lays the call out anew. ``CompiledFunction.lower`` gives
+JAX's ``Lowered`` of the program a call would run.
 """
 
 from __future__ import annotations
@@ -310,7 +313,9 @@ def jit(fn=None, *, static_argnums=(), static_argnames=(), donate=True, constant
             deliberately frozen into the program. Any other such read is refused with an error.
 
     Returns a callable with ``fn``'s signature. A change of structure or of train/eval mode
-    between calls compiles a new program on the next call.
+    between calls compiles a new program on the next call. Its ``.lower(*args, **kwargs)``
+    returns JAX's ``jax.stages.Lowered`` of the program such a call would run, without running
+    it (``.compile().cost_analysis()``, ``.memory_analysis()``).
 
     Example:
         >>> import jax.numpy as jnp, js

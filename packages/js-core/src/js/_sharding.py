@@ -19,7 +19,6 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 from flax import nnx
-from flax.nnx import graphlib
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from ._variables import STRUCTURE_EPOCH, Buffer, Parameter
@@ -65,7 +64,7 @@ def _state_of(obj) -> list[tuple[str, nnx.Variable, bool]]:
     if isinstance(obj, Module):
         named = {id(v): path for path, v in obj._named_variables((Parameter, Buffer))}
     state, seen = [], set()
-    for path, variable in graphlib.flatten(obj, with_paths=True)[1]:
+    for path, variable in nnx.flatten(obj, with_paths=True)[1]:
         if isinstance(variable, nnx.Variable) and id(variable) not in seen:
             seen.add(id(variable))
             canonical = named.get(id(variable))
