@@ -6,8 +6,9 @@ checkout), each importing js from its tree's ``packages/*/src``. Rounds alternat
 workers (the order swapping every round); in a round a worker times N calls of the tiny-MLP
 Adam step (10-16-16-4, batch 8, where per-call overhead is all there is) under ``js.jit`` and
 N of the same step hand-written with ``jax.jit`` over donated arrays, back to back, and reports
-the ratio js/jax. A ratio within one process and one round cancels most of the load of a shared
-machine; the medians over rounds are what to compare.
+the ratio js/jax, of wall-clock time and of the calling thread's CPU time (Python and dispatch,
+which a loaded machine disturbs less). A ratio within one process and one round cancels most of
+the load of a shared machine; the medians over rounds are what to compare.
 """
 
 from __future__ import annotations
@@ -83,17 +84,18 @@ def _steps():
     return (lambda: js_step(model, optimizer, x, y)), jax_call
 
 
-def _time(call, n: int) -> float:
-    """Microseconds per call over ``n`` calls, waiting for the last result."""
-    start = time.perf_counter()
+def _time(call, n: int) -> tuple[float, float]:
+    """Microseconds per call over ``n`` calls, waiting for the last result: wall-clock time, and
+    the CPU time of the calling thread (Python, dispatch; steadier on a loaded machine)."""
+    start, cpu = time.perf_counter(), time.thread_time()
     for _ in range(n):
         out = call()
     out.block_until_ready()
-    return (time.perf_counter() - start) / n * 1e6
+    return (time.perf_counter() - start) / n * 1e6, (time.thread_time() - cpu) / n * 1e6
 
 
 def worker(calls: int) -> None:
-    """Serve rounds: read a line, answer ``{"js": us, "jax": us}`` as one JSON line."""
+    """Serve rounds: read a line, answer ``{"js": [wall, cpu], "jax": [wall, cpu]}`` (us)."""
     import js
 
     js_call, jax_call = _steps()
@@ -139,19 +141,22 @@ def compare(trees: dict[str, Path], rounds: int, calls: int) -> dict[str, dict]:
             order.reverse()
     finally:
         for process in workers.values():
-            process.stdin.close()
+            process.stdin.close()  # the worker's loop ends; it exits
             process.wait(timeout=60)
+            process.stdout.close()
     out = {}
     for name, rows in samples.items():
-        ratios = sorted(r["js"] / r["jax"] for r in rows)
-        out[name] = {
-            "js_us": statistics.median(r["js"] for r in rows),
-            "jax_us": statistics.median(r["jax"] for r in rows),
-            "ratio": statistics.median(ratios),
-            "ratio_min": ratios[0],
-            "ratio_max": ratios[-1],
-            "rounds": len(rows),
-        }
+        result = {"rounds": len(rows)}
+        for clock, i in (("wall", 0), ("cpu", 1)):
+            ratios = sorted(r["js"][i] / r["jax"][i] for r in rows)
+            result[clock] = {
+                "js_us": statistics.median(r["js"][i] for r in rows),
+                "jax_us": statistics.median(r["jax"][i] for r in rows),
+                "ratio": statistics.median(ratios),
+                "ratio_min": ratios[0],
+                "ratio_max": ratios[-1],
+            }
+        out[name] = result
     return out
 
 
@@ -160,6 +165,7 @@ def main(argv=None) -> None:
     parser.add_argument("--before", type=Path, help="another js checkout to compare with")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--json", type=Path, help="also write the medians to this file")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -168,13 +174,16 @@ def main(argv=None) -> None:
     trees = {"before": args.before} if args.before else {}
     trees["this tree"] = ROOT
     results = compare(trees, args.rounds, args.calls)
-    for name, r in results.items():
-        print(
-            f"{name:>10}: js {r['js_us']:.1f} us, jax {r['jax_us']:.1f} us per call; js/jax "
-            f"median {r['ratio']:.3f} (range {r['ratio_min']:.3f}-{r['ratio_max']:.3f}, "
-            f"{r['rounds']} rounds of {args.calls} calls)"
-        )
-
+    for name, result in results.items():
+        for clock in ("wall", "cpu"):
+            r = result[clock]
+            print(
+                f"{name:>10} {clock:>4}: js {r['js_us']:.1f} us, jax {r['jax_us']:.1f} us per "
+                f"call; js/jax median {r['ratio']:.3f} (range {r['ratio_min']:.3f}-"
+                f"{r['ratio_max']:.3f}, {result['rounds']} rounds of {args.calls} calls)"
+            )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
 
 if __name__ == "__main__":
     main()

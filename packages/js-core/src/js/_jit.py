@@ -169,12 +169,13 @@ class Program:
     def decide(self, leaves, dyn_args, dyn_kwargs) -> None:
         """Trace the call once and keep the program of the kind the trace needs."""
         self.kind = "read"
-        read_only = self._program("read")
+        read_only = self.of_kind("read")
         read_only.trace(leaves, dyn_args, dyn_kwargs)  # a write switches self.kind and self.run
         if self.kind == "read":
             self.run = read_only
 
-    def _program(self, kind: str):
+    def of_kind(self, kind: str):
+        """A new compiled program of ``kind`` (``"read"`` or ``"write"``) for this layout."""
         read_only = kind == "read"
 
         def program(leaves, dyn_args, dyn_kwargs):
@@ -184,7 +185,7 @@ class Program:
             if all(new is old for new, old in zip(new_leaves, leaves, strict=True)):
                 return output, None, extra
             if self.kind == "read":  # decided at trace time, so no exception crosses a trace
-                self.kind, self.run = "write", self._program("write")
+                self.kind, self.run = "write", self.of_kind("write")
             return output, new_leaves, extra
 
         donate = (0,) if self.donate and not read_only else ()
