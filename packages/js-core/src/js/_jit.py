@@ -42,6 +42,10 @@ from ._stateful import is_stateful as _is_stateful
 from ._variables import STRUCTURE_EPOCH, _Tracked
 
 
+# Runs an iterator to its end in C (the write-back's map of setters): one deque, reused.
+_drain = collections.deque(maxlen=0).extend
+
+
 def _all_tracked(objects: tuple) -> bool:
     """Whether every graph node's structural edits move the structure epoch."""
     for _, node in nnx.iter_graph(objects):
@@ -233,7 +237,7 @@ class CompiledFunction:
                 _explain_aliasing(error, leaves, dyn_args, dyn_kwargs)
             raise
         if new_leaves is not None:
-            collections.deque(map(set_raw, variables, new_leaves), maxlen=0)
+            _drain(map(set_raw, variables, new_leaves))
         if epoch != STRUCTURE_EPOCH.value and binding.tracked:
             binding.epoch = STRUCTURE_EPOCH.value  # objects created while tracing moved it
         return output
