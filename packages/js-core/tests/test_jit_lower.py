@@ -132,3 +132,22 @@ def test_the_flax_private_names_js_relies_on_exist():
     stream = js.Rngs(params=0).params
     assert isinstance(stream, nnx.RngStream) and stream.tag == "params"
     assert int(stream.count.get_raw_value()) == 0
+
+
+def test_lower_follows_a_switch_to_the_writing_kind():
+    counter = Counter()
+
+    @js.jit
+    def count_long(model, x):
+        if x.shape[0] > 2:  # another branch per shape: this one writes
+            model(1.0)
+        return x.sum()
+
+    count_long(counter, jnp.ones(1))
+    (program,) = count_long._programs.values()
+    assert program.kind == "read"
+    text = count_long.lower(counter, jnp.ones(3)).as_text()  # these inputs write
+    assert program.kind == "write" and "tf.aliasing_output" in text
+    assert int(counter.calls.value) == 0  # lowering ran nothing
+    count_long(counter, jnp.ones(3))
+    assert int(counter.calls.value) == 1

@@ -254,8 +254,12 @@ class CompiledFunction:
             args, kwargs, self._static_argnums, self._static_argnames
         )
         binding = self._binding(key, objects, dyn_args, dyn_kwargs)
-        leaves = read(binding.variables)
-        return binding.program.run.lower(leaves, dyn_args, dyn_kwargs)
+        leaves, program = read(binding.variables), binding.program
+        run = program.run
+        lowered = run.lower(leaves, dyn_args, dyn_kwargs)
+        if program.run is not run:  # these inputs write under a read-only program: from now on
+            lowered = program.run.lower(leaves, dyn_args, dyn_kwargs)  # calls run this one
+        return lowered
 
     def _binding(self, key, objects, dyn_args, dyn_kwargs) -> _Binding:
         """The binding of a call key: the cached one while the structure epoch stands."""
