@@ -41,7 +41,6 @@ from ._stateful import CallLayout, Static, lay_out, read, split_call
 from ._stateful import is_stateful as _is_stateful
 from ._variables import STRUCTURE_EPOCH, _Tracked
 
-
 # Runs an iterator to its end in C (the write-back's map of setters): one deque, reused.
 _drain = collections.deque(maxlen=0).extend
 
