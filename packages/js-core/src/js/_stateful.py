@@ -15,6 +15,9 @@ on the shardings its inputs had; on one device the shardings play no part (the f
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import jax
 from flax import nnx
 from jax.sharding import SingleDeviceSharding
@@ -59,34 +62,19 @@ def state_variables(flat, transform: str) -> list[nnx.Variable]:
     return variables
 
 
+@dataclass(frozen=True, slots=True)
 class Static:
-    """A static argument: its value selects the program (hashable; compared by value)."""
+    """A static argument: its value selects the program (hashed, compared by value)."""
 
-    __slots__ = ("value",)
-
-    def __init__(self, value):
-        self.value = value
-
-    def __eq__(self, other) -> bool:
-        return type(other) is Static and self.value == other.value
-
-    def __hash__(self) -> int:
-        return hash((Static, self.value))  # a TypeError here: an unhashable static argument
-
-    def __repr__(self) -> str:
-        return f"Static({self.value!r})"
+    value: Any
 
     def take(self, objects, given):
         return self.value
 
 
+@dataclass(frozen=True, slots=True)
 class _Traced:
-    """An argument traced into the program (arrays, pytrees of arrays)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "TRACED"
+    """An argument traced into the program (an array, a pytree of arrays): ``TRACED``."""
 
     def take(self, objects, given):
         return given
@@ -95,43 +83,22 @@ class _Traced:
 TRACED = _Traced()
 
 
+@dataclass(frozen=True, slots=True)
 class Stateful:
     """A module, optimizer or ``Rngs``: the call's stateful object number ``index``."""
 
-    __slots__ = ("index",)
-
-    def __init__(self, index: int):
-        self.index = index
-
-    def __eq__(self, other) -> bool:
-        return type(other) is Stateful and self.index == other.index
-
-    def __hash__(self) -> int:
-        return hash((Stateful, self.index))
-
-    def __repr__(self) -> str:
-        return f"Stateful({self.index})"
+    index: int
 
     def take(self, objects, given):
         return objects[self.index]
 
 
+@dataclass(frozen=True, slots=True)
 class Keyword:
     """A keyword argument ``name``, and what it holds (one of the slots above)."""
 
-    __slots__ = ("name", "slot")
-
-    def __init__(self, name: str, slot):
-        self.name, self.slot = name, slot
-
-    def __eq__(self, other) -> bool:
-        return type(other) is Keyword and (self.name, self.slot) == (other.name, other.slot)
-
-    def __hash__(self) -> int:
-        return hash((Keyword, self.name, self.slot))
-
-    def __repr__(self) -> str:
-        return f"Keyword({self.name!r}, {self.slot!r})"
+    name: str
+    slot: Static | _Traced | Stateful
 
 
 def split_call(args, kwargs, static_argnums=frozenset(), static_argnames=frozenset()):
