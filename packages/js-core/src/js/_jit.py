@@ -230,8 +230,8 @@ class CompiledFunction:
         epoch, variables, program = binding.epoch, binding.variables, binding.program
         leaves = list(map(get_raw, variables))
         try:
-            output, new_leaves, _ = program.run(leaves, dyn_args, dyn_kwargs)
-        except Exception as error:
+            output, new_leaves, _extra = program.run(leaves, dyn_args, dyn_kwargs)  # see _pure
+        except jax.errors.JaxRuntimeError as error:  # XLA refused the call (nothing ran)
             if program.kind == "write" and self._donate:
                 _explain_aliasing(error, leaves, dyn_args, dyn_kwargs)
             raise
