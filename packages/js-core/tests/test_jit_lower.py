@@ -8,10 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from core_models import MLP, SGD, Counter, mse
-from flax import nnx
 
 import js
-from js import _flax
 
 
 @pytest.fixture
@@ -119,19 +117,6 @@ def test_a_dead_objects_binding_is_dropped(data):
     del model
     assert len(run._bindings) == 0  # its id may name another object next
     assert len(run._programs) == 1  # the program stays, for the next model of that layout
-
-
-def test_the_flax_private_names_js_relies_on_exist():
-    parameter = js.Parameter(jnp.ones(2))
-    assert _flax.get_raw(parameter) is parameter.get_raw_value()
-    _flax.set_raw(parameter, jnp.zeros(2))
-    assert parameter.get_raw_value().tolist() == [0.0, 0.0]
-    model = MLP(rngs=js.Rngs(params=0))
-    static = _flax.static_attributes(model)
-    assert "layers" not in static and not any(map(_flax.is_flax_attribute, static))
-    stream = js.Rngs(params=0).params
-    assert isinstance(stream, nnx.RngStream) and stream.tag == "params"
-    assert int(stream.count.get_raw_value()) == 0
 
 
 def test_lower_follows_a_switch_to_the_writing_kind():
