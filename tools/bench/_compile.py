@@ -1,7 +1,7 @@
 """Where ``js.jit``'s compile time goes, next to the hand-written ``jax.jit`` step.
 
 ``python -m tools.bench._compile [REPEATS [WORKLOAD]]`` splits the first call of each into:
-js's host-side flattening of the objects (``_refresh``), JAX tracing (the Python of the step,
+js's host-side flattening of the objects (``lay_out``), JAX tracing (the Python of the step,
 and for js the NNX graph rebuild and structure checks inside it), lowering to StableHLO, and
 XLA compilation; it also counts the StableHLO lines of the programs and profiles js's trace by
 package. A third variant, the hand-written step around the js-nn model itself, separates what
@@ -46,19 +46,23 @@ def _phases(traceable, args) -> dict:
 
 
 def _js_phases(fn, args) -> dict:
-    """``fn`` a ``js.jit`` function: flatten (host), then the phases of its jax.jit program."""
-    objects, key, dyn_args, dyn_kwargs = fn._layout(args, {})
+    """``fn`` a ``js.jit`` function: flatten (host), then the phases of its writing program."""
+    from js._jit import Program
+    from js._stateful import lay_out, read, split_call
+
+    objects, key, dyn_args, dyn_kwargs = split_call(args, {})
     cpu = time.process_time()
-    entry, t_flatten = _timed(lambda: fn._refresh(key, objects))
+    (layout, variables), t_flatten = _timed(lambda: lay_out("js.jit", objects, key))
     cpu = time.process_time() - cpu
-    leaves = [v._raw_value for v in entry.variables]
-    out = _phases(entry.program, (leaves, dyn_args, dyn_kwargs))
+    leaves = read(variables)
+    program = Program(fn.__wrapped__, layout, donate=True).of_kind("write")
+    out = _phases(program, (leaves, dyn_args, dyn_kwargs))
     out["flatten"] = t_flatten
     out["cpu"] += cpu
     jax.clear_caches()  # trace again, from scratch, under the profiler
     profile = cProfile.Profile()
     profile.enable()
-    entry.program.trace(leaves, dyn_args, dyn_kwargs)
+    program.trace(leaves, dyn_args, dyn_kwargs)
     profile.disable()
     out["trace_by_package"] = _by_package(profile)
     return out

@@ -90,15 +90,9 @@ def program_flops(compiled) -> float | None:
 
 
 def js_program(fn, *args, **kwargs):
-    """The compiled XLA program behind a ``js.jit`` function for these arguments.
-
-    Reads the js.jit cache entry of this call (built by an earlier call) and lowers its
-    program again with the current arrays, so the compiled memory analysis can be read.
-    """
-    _, key, dyn_args, dyn_kwargs = fn._layout(args, kwargs)
-    entry = fn._entries[key]
-    leaves = [v._raw_value for v in entry.variables]
-    return entry.program.lower(leaves, dyn_args, dyn_kwargs).compile()
+    """The compiled XLA program behind a ``js.jit`` function for these arguments (its
+    ``lower``: the program a call runs), so the compiled memory analysis can be read."""
+    return fn.lower(*args, **kwargs).compile()
 
 
 # Calls per timing: up to ``target_s`` of steps, so that a 40 us step is timed over ~0.1 s too.

@@ -150,11 +150,10 @@ for _ in range(3):
 assert {path: p.value.sharding.spec for path, p in model.named_parameters()} == specs
 for a, b in zip(model.parameters(), reference.parameters(), strict=True):
     np.testing.assert_allclose(a.value, b.value, rtol=1e-5, atol=1e-6)
-entry = next(iter(step._entries.values()))
-leaves = [v[...] for v in entry.variables]
-compiled = entry.program.lower(leaves, [None, None, gx, gy], {}).compile()
+binding = next(iter(step._bindings.values()))
+compiled = step.lower(model, opt, gx, gy).compile()
 state_in, state_out = compiled.input_shardings[0][0], compiled.output_shardings[1]
-now = [v[...].sharding for v in entry.variables]
+now = [v[...].sharding for v in binding.variables]
 assert all(a.is_equivalent_to(b, 2) for a, b in zip(state_in, now)), state_in
 assert all(a.is_equivalent_to(b, 2) for a, b in zip(state_out, now)), state_out
 

@@ -39,7 +39,7 @@ def test_jit_updates_arguments_in_place_and_compiles_once(data):
     assert len(traces) == 1
     for (_, a), (_, b) in zip(model.named_parameters(), reference.named_parameters(), strict=False):
         np.testing.assert_allclose(a.value, b.value, rtol=1e-5, atol=1e-7)
-    assert step._entries[next(iter(step._entries))].tracked
+    assert all(binding.tracked for binding in step._bindings.values())
 
 
 def test_mode_change_between_calls_retraces():

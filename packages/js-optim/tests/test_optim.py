@@ -65,7 +65,7 @@ def test_compiled_step_traces_once_on_the_fast_path(cls, options):
         step(model, opt, x, y)
         assert opt.step_count.dtype == jnp.int32
     assert len(traces) == 1
-    assert all(entry.tracked for entry in step._entries.values())
+    assert all(binding.tracked for binding in step._bindings.values())
     assert int(opt.step_count) == 4
 
 

@@ -70,10 +70,7 @@ def data_parallel() -> dict:
 
 def state_bytes(step, objects, batch) -> int:
     """Per-device argument bytes of the compiled step, less the batch's share on one device."""
-    _, key, dyn_args, dyn_kwargs = step._layout(objects + tuple(batch), {})
-    entry = step._entries[key]
-    leaves = [variable[...] for variable in entry.variables]
-    compiled = entry.program.lower(leaves, dyn_args, dyn_kwargs).compile()
+    compiled = step.lower(*objects, *batch).compile()
     batch_bytes = sum(b.addressable_shards[0].data.nbytes for b in jax.tree.leaves(batch))
     return compiled.memory_analysis().argument_size_in_bytes - batch_bytes
 

@@ -6,19 +6,22 @@ read from scope would be frozen, so ``_capture`` refuses it). A function that ch
 (an evaluation, an inference forward) runs a program that neither donates nor returns it.
 
 Speed: on the first call for a given set of objects, the object graph is flattened once into a
-graph definition (static: structure, modes) and a list of Variable objects. Later calls only
-read those variables' arrays, run the compiled program, and write the results back. Any
-attribute assignment on a js object (a structural edit, ``train()``/``eval()``) moves the global
-structure epoch; the next call then re-flattens, and compiles anew if the graph definition
-changed. Nothing walks the object graph while the structure stays the same.
+graph definition (static: structure, modes) and a list of Variable objects, and the call key
+(which objects, which static values) is *bound* to them and to the layout's program. Later calls
+build the key, read those variables' arrays, run the compiled program (a ``jax.jit`` function of
+lists and arrays, dispatched on JAX's C++ path), and write the results back. Any attribute
+assignment on a js object (a structural edit, ``train()``/``eval()``) moves the global structure
+epoch; the next call then re-flattens, and compiles anew if the graph definition changed.
+Nothing walks the object graph while the structure stays the same.
 
-The call is laid out by ``_stateful`` (shared with ``js.grad`` and ``js.scan_steps``); programs
-are keyed on that ``CallLayout``, so other objects of equal structure (a new model of the same
-architecture, a new optimizer with the same hyperparameters, whose transform compares by its
-key) run an existing program without compiling again. State placed on several devices
-(``js.shard``) compiles with its current shardings as the outputs' shardings, so it stays where
-it is, donated, call after call; ``js.shard`` moves the structure epoch, so the next call lays
-the call out anew.
+The call is laid out by ``_stateful`` (shared with ``js.grad`` and ``js.scan_steps``); each
+``CallLayout`` has one :class:`Program` record (trace, kind, compiled program), so other objects
+of equal structure (a new model of the same architecture, a new optimizer with the same
+hyperparameters, whose transform compares by its key) run an existing program without compiling
+again. State placed on several devices (``js.shard``) compiles with its current shardings as the
+outputs' shardings, so it stays where it is, donated, call after call; ``js.shard`` moves the
+structure epoch, so the next call lays the call out anew. ``CompiledFunction.lower`` gives
+JAX's ``Lowered`` of the program a call would run.
 """
 
 from __future__ import annotations
@@ -26,31 +29,27 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
-import operator
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 import jax
 from flax import nnx
-from flax.nnx.rnglib import RngStream
 
 from . import _hooks
 from ._capture import check_no_captured_state
-from ._hooks import WithRecords as _WithRecords
-from ._stateful import STATIC, CallLayout, lay_out, split_call
+from ._flax import get_raw, set_raw, static_attributes
+from ._stateful import CallLayout, Static, lay_out, read, split_call
 from ._stateful import is_stateful as _is_stateful
 from ._variables import STRUCTURE_EPOCH, _Tracked
 
-# The fast path reads and writes Variables' arrays through their slot directly.
-_get_raw = operator.attrgetter("_raw_value")
-_set_raw = nnx.Variable.__dict__["_raw_value"].__set__
+# Runs an iterator to its end in C (the write-back's map of setters): one deque, reused.
+_drain = collections.deque(maxlen=0).extend
 
 
 def _all_tracked(objects: tuple) -> bool:
     """Whether every graph node's structural edits move the structure epoch."""
     for _, node in nnx.iter_graph(objects):
-        if isinstance(node, nnx.Pytree) and not isinstance(node, (_Tracked, RngStream)):
+        if isinstance(node, nnx.Pytree) and not isinstance(node, (_Tracked, nnx.RngStream)):
             return False
     return True
 
@@ -64,15 +63,38 @@ def _unhashable_attribute(objects: tuple) -> str | None:
     """Path and type of the first static attribute that cannot be hashed, if any."""
     for path, node in nnx.iter_graph(objects):
         if isinstance(node, nnx.Pytree):
-            for name, value in vars(node).items():
-                if name.startswith("_pytree__") or node._pytree__nodes.get(name, False):
-                    continue
+            for name, value in static_attributes(node).items():
                 try:
                     hash(value)
                 except TypeError:
                     where = ".".join(map(str, (*path[1:], name)))
                     return f"{where!r} (a {type(value).__name__})"
     return None
+
+
+def _unhashable_static(key: tuple) -> TypeError:
+    statics = [entry.value for entry in key if isinstance(entry, Static)]
+    return TypeError(
+        f"js.jit: a static argument is not hashable ({statics}); static arguments select "
+        "the compiled program. Fix: pass a tuple instead of a list, or make it traced."
+    )
+
+
+def _explain_aliasing(error, leaves, dyn_args, dyn_kwargs) -> None:
+    """Raise the reason when a donating program failed on an argument that is state.
+
+    An argument array that is the very array of a donated state Variable makes XLA refuse the
+    call before anything runs (a buffer donated and read in one call); the check is by identity
+    and runs only after a failure, so it costs the per-call path nothing.
+    """
+    state = {id(leaf) for leaf in leaves}
+    if any(id(x) in state for x in jax.tree.leaves((dyn_args, dyn_kwargs))):
+        raise ValueError(
+            "js.jit: an argument array is also the state of a module or optimizer passed to "
+            "the call (e.g. f(model, model.weight.value)); that state is donated, so the "
+            "same buffer cannot also be read as an argument. Fix: pass a copy "
+            "(jnp.array(x, copy=True)) or compile with js.jit(..., donate=False)."
+        ) from error
 
 
 def _static_both_ways(fn, argnums, argnames):
@@ -90,18 +112,99 @@ def _static_both_ways(fn, argnums, argnames):
     return argnums, argnames
 
 
-class _Entry:
-    """What one call signature (these objects, this layout) needs on the fast path."""
+def _pure(fn, layout: CallLayout):
+    """``fn`` as a pure function of the state arrays: ``(output, new state arrays, extra)``.
 
-    __slots__ = ("refs", "epoch", "variables", "program", "tracked", "layout")
+    ``extra`` carries the values that forward hooks recorded while ``fn`` was traced (see
+    ``_hooks``): ``()`` when no hook fired, which costs nothing per call; else a
+    ``_hooks.WithRecords`` whose arrays leave the program beside its output.
+    """
+
+    def pure(leaves, dyn_args, dyn_kwargs):
+        objects, args, kwargs = layout.rebuild(leaves, dyn_args, dyn_kwargs)
+        nested = _stateful_paths((dyn_args, dyn_kwargs))
+        if nested:
+            raise TypeError(
+                f"js.jit: a module, optimizer or Rngs sits inside a container argument "
+                f"(at {nested[0]} of (args, kwargs)); its updates would be lost. Fix: pass "
+                "each stateful object as its own top-level argument."
+            )
+        with _hooks.recording(args, kwargs, "js.jit") as recorder:  # hooks observe: record
+            output = fn(*args, **kwargs)
+        if _stateful_paths(output):
+            raise TypeError(
+                f"js.jit: {getattr(fn, '__qualname__', fn)} returned a module, optimizer or "
+                "variable. Return arrays only: objects passed as arguments are updated in "
+                "place."
+            )
+        return output, layout.updated(objects, "js.jit", fn), recorder.attach(())
+
+    return pure
 
 
-class _OtherKind(Exception):
-    """Raised while tracing: the call needs another kind of program (see ``_compile``)."""
+class Program:
+    """The program record of one :class:`CallLayout`: trace, kind and compiled program.
 
-    def __init__(self, kind: str):
-        super().__init__(kind)
-        self.kind = kind
+    ``pure`` is the function as a pure function of the state arrays, wrapped in an inline
+    ``jax.jit``: JAX caches its trace per input signature and inlines it into the program, so
+    the function is traced once per signature whatever the kind, and a state array it leaves
+    unchanged is, in the trace, the very tracer that came in.
+
+    ``kind`` is decided by the first trace, once per layout: ``"read"`` when no state array
+    changed (an evaluation, an inference forward), else ``"write"``. A writing program donates
+    the state (unless ``donate=False``) and returns its new arrays, placed on the shardings the
+    state had (``layout.placement``), so sharded state stays where it is; a read-only program
+    neither donates nor returns the state, and costs what a hand-written ``jax.jit`` of the
+    forward costs. Should a later input signature write under a read-only program (another
+    branch for another shape), that signature's program returns the new arrays (not donated)
+    and the layout's program is the writing kind from then on.
+
+    ``run(leaves, dyn_args, dyn_kwargs) -> (output, new leaves or None, extra)`` is the
+    compiled program of the current kind: a ``jax.jit`` function of lists, dicts and arrays
+    only, which JAX dispatches on its C++ path.
+    """
+
+    __slots__ = ("layout", "pure", "donate", "kind", "run")
+
+    def __init__(self, fn, layout: CallLayout, donate: bool):
+        self.layout, self.donate = layout, donate
+        self.pure = jax.jit(_pure(fn, layout), inline=True)
+        self.kind: str | None = None
+        self.run = None
+
+    def decide(self, leaves, dyn_args, dyn_kwargs) -> None:
+        """Trace the call once and keep the program of the kind the trace needs."""
+        self.kind = "read"
+        read_only = self.of_kind("read")
+        read_only.trace(leaves, dyn_args, dyn_kwargs)  # a write switches self.kind and self.run
+        if self.kind == "read":
+            self.run = read_only
+
+    def of_kind(self, kind: str):
+        """A new compiled program of ``kind`` (``"read"`` or ``"write"``) for this layout."""
+        read_only = kind == "read"
+
+        def program(leaves, dyn_args, dyn_kwargs):
+            output, new_leaves, extra = self.pure(leaves, dyn_args, dyn_kwargs)
+            if not read_only:
+                return output, new_leaves, extra
+            if all(new is old for new, old in zip(new_leaves, leaves, strict=True)):
+                return output, None, extra
+            if self.kind == "read":  # decided at trace time, so no exception crosses a trace
+                self.kind, self.run = "write", self.of_kind("write")
+            return output, new_leaves, extra
+
+        donate = (0,) if self.donate and not read_only else ()
+        if self.layout.placement is None or read_only:
+            return jax.jit(program, donate_argnums=donate)
+        shardings = (None, list(self.layout.placement), None)
+        return jax.jit(program, donate_argnums=donate, out_shardings=shardings)
+
+
+class _Binding:
+    """What one call key (these objects, these static values) needs on the per-call path."""
+
+    __slots__ = ("refs", "epoch", "tracked", "variables", "program")
 
 
 class CompiledFunction:
@@ -115,70 +218,64 @@ class CompiledFunction:
         self._static_argnames = frozenset(static_argnames)
         self._donate = donate
         self._constants = frozenset(constants)
-        self._entries: dict[Any, _Entry] = {}
-        self._programs: dict[Any, Callable] = {}
-        self._pure: dict[CallLayout, Callable] = {}
+        self._bindings: dict[Any, _Binding] = {}  # call key -> binding to a program record
+        self._programs: dict[CallLayout, Program] = {}  # one record per layout
 
     def __get__(self, obj, objtype=None):
         # As a decorator on a method, bind like a function: `self` becomes the first argument.
         return self if obj is None else functools.partial(self, obj)
 
-    def _layout(self, args, kwargs):
-        """``(objects, key, dyn_args, dyn_kwargs)`` of a call (see ``split_call``)."""
-        return split_call(args, kwargs, self._static_argnums, self._static_argnames)
-
     def __call__(self, *args, **kwargs):
-        if kwargs or self._static_argnums:
-            objects, key, dyn_args, dyn_kwargs = self._layout(args, kwargs)
-        else:  # the common case, inlined: positional arguments, none static
-            objects, ids, dyn_args, dyn_kwargs = [], [], [], {}
-            for arg in args:
-                if _is_stateful(arg):
-                    objects.append(arg)
-                    ids.append(id(arg))
-                    dyn_args.append(None)
-                else:
-                    ids.append(None)
-                    dyn_args.append(arg)
-            key = tuple(ids)
+        objects, key, dyn_args, dyn_kwargs = split_call(
+            args, kwargs, self._static_argnums, self._static_argnames
+        )
+        binding = self._binding(key, objects, dyn_args, dyn_kwargs)
+        epoch, variables, program = binding.epoch, binding.variables, binding.program
+        leaves = list(map(get_raw, variables))
         try:
-            entry = self._entries.get(key)
-        except TypeError:
-            statics = [k for k in key if isinstance(k, tuple) and STATIC in k]
-            raise TypeError(
-                f"js.jit: a static argument is not hashable ({statics}); static arguments select "
-                "the compiled program. Fix: pass a tuple instead of a list, or make it traced."
-            ) from None
-        if entry is None or entry.epoch != STRUCTURE_EPOCH.value or not entry.tracked:
-            entry = self._refresh(key, objects)
-        else:
-            for ref, obj in zip(entry.refs, objects, strict=False):
-                if ref() is not obj:  # a new object that reuses a dead one's id
-                    entry = self._refresh(key, objects)
-                    break
-        variables = entry.variables
-        try:
-            output, new_leaves = entry.program(list(map(_get_raw, variables)), dyn_args, dyn_kwargs)
-        except _OtherKind as other:  # raised by a trace, before anything ran
-            entry.program = self._programs[entry.layout] = self._compile(entry.layout, other.kind)
-            output, new_leaves = entry.program(list(map(_get_raw, variables)), dyn_args, dyn_kwargs)
-        except (ValueError, RuntimeError) as error:
-            if "donat" not in str(error):
-                raise
-            raise ValueError(
-                "js.jit: an argument array is also the state of a module or optimizer passed to "
-                "the call (e.g. f(model, model.weight.value)); that state is donated, so the "
-                "same buffer cannot also be read as an argument. Fix: pass a copy "
-                "(jnp.array(x, copy=True)) or compile with js.jit(..., donate=False)."
-            ) from error
-        collections.deque(map(_set_raw, variables, new_leaves), maxlen=0)
-        if entry.epoch != STRUCTURE_EPOCH.value:  # objects created while tracing moved it
-            entry.epoch = STRUCTURE_EPOCH.value
-        if type(output) is _WithRecords:  # hooks fired while tracing: call them on the values
-            return _hooks.finish(output, args, kwargs, "js.jit")
+            output, new_leaves, extra = program.run(leaves, dyn_args, dyn_kwargs)  # see _pure
+        except jax.errors.JaxRuntimeError as error:  # XLA refused the call (nothing ran)
+            if program.kind == "write" and self._donate:
+                _explain_aliasing(error, leaves, dyn_args, dyn_kwargs)
+            raise
+        if new_leaves is not None:
+            _drain(map(set_raw, variables, new_leaves))
+        if epoch != STRUCTURE_EPOCH.value and binding.tracked:
+            binding.epoch = STRUCTURE_EPOCH.value  # objects created while tracing moved it
+        if extra:  # hooks fired while tracing: call them on the values that came out
+            _hooks.finish(extra, args, kwargs, "js.jit")
         return output
 
-    def _refresh(self, key, objects) -> _Entry:
+    def lower(self, *args, **kwargs) -> jax.stages.Lowered:
+        """JAX's ``Lowered`` of the program a call with these arguments would run.
+
+        The same program: same kind (a read-only function lowers to a program that neither
+        donates nor returns the state), same donation, same shardings. Nothing runs and no
+        state changes. ``.compile()`` on the result gives ``cost_analysis()`` and
+        ``memory_analysis()``, ``.as_text()`` the StableHLO.
+        """
+        objects, key, dyn_args, dyn_kwargs = split_call(
+            args, kwargs, self._static_argnums, self._static_argnames
+        )
+        binding = self._binding(key, objects, dyn_args, dyn_kwargs)
+        leaves, program = read(binding.variables), binding.program
+        run = program.run
+        lowered = run.lower(leaves, dyn_args, dyn_kwargs)
+        if program.run is not run:  # these inputs write under a read-only program: from now on
+            lowered = program.run.lower(leaves, dyn_args, dyn_kwargs)  # calls run this one
+        return lowered
+
+    def _binding(self, key, objects, dyn_args, dyn_kwargs) -> _Binding:
+        """The binding of a call key: the cached one while the structure epoch stands."""
+        try:
+            binding = self._bindings.get(key)
+        except TypeError:
+            raise _unhashable_static(key) from None
+        if binding is None or binding.epoch != STRUCTURE_EPOCH.value:
+            binding = self._bind(key, objects, dyn_args, dyn_kwargs)
+        return binding
+
+    def _bind(self, key, objects, dyn_args, dyn_kwargs) -> _Binding:
         """Flatten the objects again (first call, or after a structural edit)."""
         check_no_captured_state(self._fn, self._constants)
         layout, variables = lay_out("js.jit", objects, key)
@@ -194,77 +291,24 @@ class CompiledFunction:
                 "arrays in a js.Buffer)."
             ) from None
         if program is None:
-            program = self._programs[layout] = self._compile(layout)
-        entry = _Entry()
-        entry.refs = tuple(weakref.ref(obj) for obj in objects)
-        entry.epoch = STRUCTURE_EPOCH.value
-        entry.variables = variables
-        entry.program = program
-        entry.layout = layout
-        entry.tracked = _all_tracked(tuple(objects))
-        alive = {k: e for k, e in self._entries.items() if all(r() is not None for r in e.refs)}
-        self._entries = alive
-        self._entries[key] = entry
-        return entry
+            program = Program(self._fn, layout, self._donate)
+        if program.run is None:
+            program.decide(read(variables), dyn_args, dyn_kwargs)
+        self._programs[layout] = program
+        binding = _Binding()
+        binding.tracked = _all_tracked(tuple(objects))
+        binding.epoch = STRUCTURE_EPOCH.value if binding.tracked else None
+        binding.variables = variables
+        binding.program = program
+        bindings = self._bindings
 
-    def _compile(self, layout: CallLayout, kind: str = "first"):
-        """The program of ``layout``. The ``"first"`` kind donates the state and returns its new
-        arrays; a trace of it that finds no state array changed (an evaluation, an inference
-        forward) stops before lowering and asks for the ``"read"`` kind, which neither donates
-        nor returns the state, so the call costs what a hand-written ``jax.jit`` of the forward
-        costs. Should a read-only trace find a change (a new input shape taking another
-        branch), the layout keeps the ``"write"`` kind from then on: the first kind without the
-        question. The function itself is traced once per input signature, whatever the kind:
-        ``_traced`` caches its trace, and inlines it, so an unchanged array is the very tracer
-        that came in."""
-        traced = self._traced(layout)
-        read_only = kind == "read"
+        def forget(ref):  # an object died: its id may name another object next
+            if ref in getattr(bindings.get(key), "refs", ()):
+                del bindings[key]
 
-        def program(leaves, dyn_args, dyn_kwargs):
-            output, new_leaves = traced(leaves, dyn_args, dyn_kwargs)
-            if kind != "write":
-                writes = any(new is not old for new, old in zip(new_leaves, leaves, strict=True))
-                if writes == read_only:
-                    raise _OtherKind("write" if writes else "read")
-            return output, ([] if read_only else new_leaves)
-
-        # State stays where it is: on a mesh, each new array leaves on its input's sharding
-        # (inputs are committed arrays, so jit already reads theirs). One device: jit's default.
-        donate = (0,) if self._donate and not read_only else ()
-        if layout.placement is None or read_only:
-            return jax.jit(program, donate_argnums=donate)
-        return jax.jit(program, donate_argnums=donate, out_shardings=(None, list(layout.placement)))
-
-    def _traced(self, layout: CallLayout):
-        """``fn`` as a pure function of the state arrays, one per layout (``inline``: its trace
-        is cached by JAX and inlined into each kind of program)."""
-        traced = self._pure.get(layout)
-        if traced is not None:
-            return traced
-        fn = self._fn
-
-        def pure(leaves, dyn_args, dyn_kwargs):
-            objects, args, kwargs = layout.rebuild(leaves, dyn_args, dyn_kwargs)
-            nested = _stateful_paths((dyn_args, dyn_kwargs))
-            if nested:
-                raise TypeError(
-                    f"js.jit: a module, optimizer or Rngs sits inside a container argument "
-                    f"(at {nested[0]} of (args, kwargs)); its updates would be lost. Fix: pass "
-                    "each stateful object as its own top-level argument."
-                )
-            with _hooks.recording(args, kwargs, "js.jit") as recorder:  # hooks: observe
-                output = fn(*args, **kwargs)
-            if _stateful_paths(output):
-                raise TypeError(
-                    f"js.jit: {getattr(fn, '__qualname__', fn)} returned a module, optimizer or "
-                    "variable. Return arrays only: objects passed as arguments are updated in "
-                    "place."
-                )
-            # hooks: the output as it is when no hook fired, else with the recorded values
-            return recorder.attach(output), layout.updated(objects, "js.jit", fn)
-
-        traced = self._pure[layout] = jax.jit(pure, inline=True)
-        return traced
+        binding.refs = tuple(weakref.ref(obj, forget) for obj in objects)
+        bindings[key] = binding
+        return binding
 
 
 def jit(fn=None, *, static_argnums=(), static_argnames=(), donate=True, constants=()):
@@ -282,7 +326,9 @@ def jit(fn=None, *, static_argnums=(), static_argnames=(), donate=True, constant
             deliberately frozen into the program. Any other such read is refused with an error.
 
     Returns a callable with ``fn``'s signature. A change of structure or of train/eval mode
-    between calls compiles a new program on the next call.
+    between calls compiles a new program on the next call. Its ``.lower(*args, **kwargs)``
+    returns JAX's ``jax.stages.Lowered`` of the program such a call would run, without running
+    it (``.compile().cost_analysis()``, ``.memory_analysis()``).
 
     Example:
         >>> import jax.numpy as jnp, js

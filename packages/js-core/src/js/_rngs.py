@@ -16,9 +16,10 @@ import jax
 import jax.core  # jax.core.Tracer below; pyright knows a submodule only once imported
 import numpy as np
 from flax import nnx
-from flax.nnx.rnglib import RngStream
+from flax.nnx import RngStream
 
 from ._checks import compare_state
+from ._flax import init_rng_stream
 from ._variables import _Tracked, check_state_dict, placed_like
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
@@ -68,10 +69,8 @@ class _Stream(RngStream):
         if not _host_seed(key):
             super().__init__(key, tag=tag)
             return
-        # As RngStream.__init__, whose random.key and jnp.zeros would each compile a program.
-        self.tag = tag
-        self.key = nnx.RngKey(_host_key(key), tag=tag)
-        self.count = nnx.RngCount(jax.device_put(np.zeros((), np.uint32)), tag=tag)
+        # RngStream.__init__'s random.key and jnp.zeros would each compile a program.
+        init_rng_stream(self, _host_key(key), jax.device_put(np.zeros((), np.uint32)), tag=tag)
 
 
 def _concrete(*arrays) -> bool:

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 from flax import nnx
-from flax.nnx import graphlib
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ._checks import MeshAxisError, check_mesh
@@ -39,7 +38,7 @@ def _state_of(obj) -> list[tuple[str, nnx.Variable, bool]]:
     if isinstance(obj, Module):
         named = {id(v): path for path, v in obj._named_variables((Parameter, Buffer))}
     state, seen = [], set()
-    for path, variable in graphlib.flatten(obj, with_paths=True)[1]:
+    for path, variable in nnx.flatten(obj, with_paths=True)[1]:
         if isinstance(variable, nnx.Variable) and id(variable) not in seen:
             seen.add(id(variable))
             canonical = named.get(id(variable))

@@ -15,10 +15,14 @@ on the shardings its inputs had; on one device the shardings play no part (the f
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import jax
 from flax import nnx
-from flax.nnx import graphlib
 from jax.sharding import SingleDeviceSharding
+
+from ._checks import sharding_of
 
 STATEFUL = (nnx.Pytree, nnx.Variable)
 
@@ -37,11 +41,13 @@ def instance_test(types: tuple[type, ...]):
                 answers[type(value)] = answer
         return answer
 
+    test.answers = answers  # for a caller's inlined lookup (split_call, once per argument)
     return test
 
 
 is_stateful = instance_test(STATEFUL)
 is_stateful.__doc__ = "A module, optimizer, ``Rngs`` or variable (cached per type)."
+_STATEFUL_TYPES = is_stateful.answers
 
 
 def state_variables(flat, transform: str) -> list[nnx.Variable]:
@@ -58,76 +64,104 @@ def state_variables(flat, transform: str) -> list[nnx.Variable]:
     return variables
 
 
-class _Marker:
-    """A unique, hashable tag in call keys (static argument, keyword argument)."""
+@dataclass(frozen=True, slots=True)
+class Static:
+    """A static argument: its value selects the program (hashed, compared by value)."""
 
-    def __init__(self, name: str):
-        self.name = name
+    value: Any
 
-    def __repr__(self) -> str:
-        return self.name
+    def take(self, objects, given):
+        return self.value
 
 
-STATIC, KEYWORD = _Marker("static"), _Marker("keyword")
+@dataclass(frozen=True, slots=True)
+class _Traced:
+    """An argument traced into the program (an array, a pytree of arrays): ``TRACED``."""
+
+    def take(self, objects, given):
+        return given
+
+
+TRACED = _Traced()
+
+
+@dataclass(frozen=True, slots=True)
+class Stateful:
+    """A module, optimizer or ``Rngs``: the call's stateful object number ``index``."""
+
+    index: int
+
+    def take(self, objects, given):
+        return objects[self.index]
+
+
+@dataclass(frozen=True, slots=True)
+class Keyword:
+    """A keyword argument ``name``, and what it holds (one of the slots above)."""
+
+    name: str
+    slot: Static | _Traced | Stateful
 
 
 def split_call(args, kwargs, static_argnums=frozenset(), static_argnames=frozenset()):
     """Split a call into stateful objects, a hashable key, and the dynamic arguments.
 
-    The key has one entry per argument: the object's id for a stateful one, ``(STATIC, value)``
-    for a static one, ``None`` for a traced one; keyword arguments follow, sorted by name, as
-    ``(KEYWORD, name, id | None | STATIC, [value])``. ``dyn_args`` holds ``None`` where an
-    object or a static argument was.
+    The key identifies the call on js.jit's per-call path: one entry per positional argument
+    (the object's ``id`` for a stateful one, :class:`Static` for a static one, ``None`` for a
+    traced one), then, per keyword argument sorted by name, its name (a ``str``: nothing else in
+    a key is one) and its entry. :func:`lay_out` turns a key into the layout's :class:`Static`,
+    :class:`Stateful`, ``TRACED`` and :class:`Keyword` slots. ``dyn_args`` holds ``None`` where
+    an object or a static argument was; ``dyn_kwargs`` the traced keyword arguments only.
     """
-    objects, key = [], []
-    dyn_args = list(args)
+    objects, key, dyn_args = [], [], []
+    known = _STATEFUL_TYPES.get  # is_stateful, inlined: this runs on every js.jit call
     for i, arg in enumerate(args):
-        if i in static_argnums:
-            key.append((STATIC, arg))
-            dyn_args[i] = None
-        elif is_stateful(arg):
+        stateful = known(type(arg))
+        if stateful is None:
+            stateful = is_stateful(arg)
+        if static_argnums and i in static_argnums:
+            key.append(Static(arg))
+            dyn_args.append(None)
+        elif stateful:
             objects.append(arg)
             key.append(id(arg))
-            dyn_args[i] = None
+            dyn_args.append(None)
         else:
             key.append(None)
+            dyn_args.append(arg)
     dyn_kwargs = {}
-    for name in sorted(kwargs):
-        value = kwargs[name]
-        if name in static_argnames:
-            key.append((KEYWORD, name, STATIC, value))
-        elif is_stateful(value):
-            objects.append(value)
-            key.append((KEYWORD, name, id(value)))
-        else:
-            key.append((KEYWORD, name, None))
-            dyn_kwargs[name] = value
+    if kwargs:
+        for name in sorted(kwargs):
+            value = kwargs[name]
+            key.append(name)
+            if name in static_argnames:
+                key.append(Static(value))
+            elif is_stateful(value):
+                objects.append(value)
+                key.append(id(value))
+            else:
+                key.append(None)
+                dyn_kwargs[name] = value
     return objects, tuple(key), dyn_args, dyn_kwargs
 
 
-def _without_ids(key: tuple, objects) -> tuple:
-    """The key with each object's id replaced by its index among the objects."""
-    ids = {id(obj): index for index, obj in enumerate(objects)}
-    kinds = []
-    for item in key:
-        if isinstance(item, int):
-            kinds.append(ids[item])
-        elif item is not None and item[0] is KEYWORD and isinstance(item[2], int):
-            kinds.append((KEYWORD, item[1], ids[item[2]]))
-        else:
-            kinds.append(item)
-    return tuple(kinds)
+def _slots(key: tuple, objects) -> tuple:
+    """The layout's slots of a :func:`split_call` key: object ids become :class:`Stateful`."""
+    index = {id(obj): i for i, obj in enumerate(objects)}
 
+    def slot(entry):
+        if entry is None:
+            return TRACED
+        return entry if isinstance(entry, Static) else Stateful(index[entry])
 
-def _sharding(value):
-    """The sharding of a concrete array; None for a tracer (a call inside another trace)."""
-    if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer):
-        return value.sharding
-    return None
+    slots, entries = [], iter(key)
+    for entry in entries:
+        slots.append(Keyword(entry, slot(next(entries))) if isinstance(entry, str) else slot(entry))
+    return tuple(slots)
 
 
 class CallLayout:
-    """The static side of one call: argument kinds, graph definition, state paths, shardings.
+    """The static side of one call: argument slots, graph definition, state paths, shardings.
 
     Built from the stateful objects of a call and its :func:`split_call` key. Hashable: equal
     layouts run the same program. ``paths[i]`` is the nnx path of state array ``i`` (its first
@@ -135,16 +169,16 @@ class CallLayout:
     ``placement`` is the shardings when any array spans several devices, else None.
     """
 
-    __slots__ = ("kinds", "graphdef", "paths", "shardings", "placement", "_hash")
+    __slots__ = ("slots", "graphdef", "paths", "shardings", "placement", "_hash")
 
-    def __init__(self, kinds: tuple, graphdef, paths: tuple, shardings: tuple):
-        self.kinds, self.graphdef, self.paths, self.shardings = kinds, graphdef, paths, shardings
+    def __init__(self, slots: tuple, graphdef, paths: tuple, shardings: tuple):
+        self.slots, self.graphdef, self.paths, self.shardings = slots, graphdef, paths, shardings
         spread = any(s is not None and not isinstance(s, SingleDeviceSharding) for s in shardings)
         self.placement = shardings if spread else None
         self._hash = None
 
     def _identity(self) -> tuple:
-        return (self.graphdef, self.kinds, self.placement)
+        return (self.graphdef, self.slots, self.placement)
 
     def __hash__(self) -> int:
         if self._hash is None:  # unhashable static attributes raise TypeError here
@@ -156,24 +190,17 @@ class CallLayout:
 
     def rebuild(self, leaves, dyn_args, dyn_kwargs):
         """``(objects, args, kwargs)``: new objects from ``leaves``, the call around them."""
-        objects = graphlib.unflatten(self.graphdef, leaves)
-        args, kwargs = [], dict(dyn_kwargs)
-        for i, kind in enumerate(self.kinds):
-            if isinstance(kind, int):
-                args.append(objects[kind])
-            elif kind is None:
-                args.append(dyn_args[i])
-            elif kind[0] is STATIC:
-                args.append(kind[1])
-            elif kind[2] is STATIC:
-                kwargs[kind[1]] = kind[3]
-            elif isinstance(kind[2], int):
-                kwargs[kind[1]] = objects[kind[2]]
+        objects = nnx.unflatten(self.graphdef, leaves)
+        n = len(dyn_args)  # positional slots first, keyword slots after
+        args = [s.take(objects, given) for s, given in zip(self.slots[:n], dyn_args, strict=True)]
+        kwargs = dict(dyn_kwargs)
+        for keyword in self.slots[n:]:
+            kwargs[keyword.name] = keyword.slot.take(objects, dyn_kwargs.get(keyword.name))
         return objects, args, kwargs
 
     def updated(self, objects, transform: str, fn) -> list:
         """The arrays of rebuilt ``objects`` after ``fn`` ran, refusing a changed structure."""
-        graphdef, leaves = graphlib.flatten(objects, with_paths=False)
+        graphdef, leaves = nnx.flatten(objects, with_paths=False)
         if graphdef != self.graphdef:
             raise RuntimeError(
                 f"{transform}: {getattr(fn, '__qualname__', fn)} changed the structure or mode "
@@ -186,11 +213,11 @@ class CallLayout:
 def lay_out(transform: str, objects, key: tuple) -> tuple[CallLayout, list[nnx.Variable]]:
     """Flatten the call's stateful ``objects``: its :class:`CallLayout` and their Variables."""
     objects = tuple(objects)
-    graphdef, flat = graphlib.flatten(objects, with_paths=True)
+    graphdef, flat = nnx.flatten(objects, with_paths=True)
     variables = state_variables(flat, transform)
     paths = tuple(path for path, _ in flat)
-    shardings = tuple(_sharding(variable.get_raw_value()) for variable in variables)
-    layout = CallLayout(_without_ids(key, objects), graphdef, paths, shardings)
+    shardings = tuple(sharding_of(variable.get_raw_value()) for variable in variables)
+    layout = CallLayout(_slots(key, objects), graphdef, paths, shardings)
     if layout.placement is not None:
         _check_one_placement(transform, layout)
     return layout, variables
