@@ -42,8 +42,11 @@ from flax import nnx
 from ._stateful import is_stateful
 
 try:  # which trace JAX is recording now (private: degrade gracefully if it moves)
-    from jax._src.core import eval_trace as EVAL_TRACE
-    from jax._src.core import trace_ctx as TRACE_CTX
+    from jax._src.core import eval_trace as _eval_trace
+    from jax._src.core import trace_ctx as _trace_ctx
+
+    # bound here, not by the import: an ``import ... as`` alias is not exported to _module.py
+    EVAL_TRACE, TRACE_CTX = _eval_trace, _trace_ctx
 except ImportError:  # pragma: no cover  (then: always "tracing", no nesting check)
 
     class _Unknown:

@@ -217,7 +217,7 @@ class Module(_Tracked, nnx.Module):
         for _, module in self.named_modules():
             yield module
 
-    def _named_variables(self, kind: type, remove_duplicate: bool = True):
+    def _named_variables(self, kind: type | tuple[type, ...], remove_duplicate: bool = True):
         seen: set[int] = set()
         for module_path, module in self.named_modules(remove_duplicate=remove_duplicate):
             for name, value in module._named_members():

@@ -17,6 +17,7 @@ import fnmatch
 from collections.abc import Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 from flax.nnx import graphlib
@@ -129,7 +130,7 @@ def _check_rules(rules) -> tuple[Rule, ...]:
 
 def place(value, sharding: NamedSharding):
     """``value`` as a global array on ``sharding`` (every process holds the whole ``value``)."""
-    if jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):  # a typed key: place its data
+    if jnp.issubdtype(value.dtype, jax.dtypes.prng_key):  # a typed key: place its data
         impl = jax.random.key_impl(value)
         return jax.random.wrap_key_data(place(jax.random.key_data(value), sharding), impl=impl)
     if sharding.is_fully_addressable or not getattr(value, "is_fully_addressable", True):
