@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import jax
 import jax.core
@@ -58,7 +58,7 @@ def _kind(value) -> str:
     return f"{value!r} (a {type(value).__name__})"
 
 
-def is_int(value) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     """Whether ``value`` is a Python or NumPy integer, and not a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
