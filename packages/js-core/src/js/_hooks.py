@@ -35,6 +35,8 @@ import contextlib
 import contextvars
 import itertools
 import weakref
+from collections.abc import Callable
+from typing import Any
 
 import jax
 from flax import nnx
@@ -91,7 +93,7 @@ class _Hook:
 class RemovableHandle:
     """What ``register_forward_hook`` returns: ``remove()`` the hook, or use it in ``with``."""
 
-    def __init__(self, module, attribute: str, hook: _Hook):
+    def __init__(self, module: nnx.Module, attribute: str, hook: _Hook):
         self.id = hook.id
         self._module, self._attribute = weakref.ref(module), attribute
 
@@ -111,11 +113,14 @@ class RemovableHandle:
     def __enter__(self) -> RemovableHandle:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.remove()
 
 
-def register(module, attribute: str, fn, *, with_kwargs: bool, prepend: bool, traced: bool):
+def register(
+    module: nnx.Module, attribute: str, fn: Callable[..., Any], *, with_kwargs: bool,
+    prepend: bool, traced: bool,
+) -> RemovableHandle:  # fmt: skip
     """Add ``fn`` to ``module.<attribute>`` (a tuple) and return its handle."""
     if not callable(fn):
         raise TypeError(f"{attribute[1:]}: a hook must be callable, got {type(fn).__name__}")
