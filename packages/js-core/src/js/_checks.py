@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import jax
+import jax.core
 import numpy as np
 from flax import nnx
 from jax.sharding import AxisType, Mesh
@@ -57,7 +58,7 @@ def _kind(value) -> str:
     return f"{value!r} (a {type(value).__name__})"
 
 
-def is_int(value) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     """Whether ``value`` is a Python or NumPy integer, and not a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
@@ -105,9 +106,10 @@ def check_probability(owner: str, name: str, value) -> float:
             f"{owner}: {name} must be a float in [0, 1], got {_kind(value)}. Fix: pass a "
             f"probability, e.g. {name}=0.1"
         )
-    if not 0.0 <= value <= 1.0:
+    probability = float(value)
+    if not 0.0 <= probability <= 1.0:
         raise ValueError(f"{owner}: {name} must be in [0, 1], got {value!r}")
-    return float(value)
+    return probability
 
 
 def check_mesh(owner: str, mesh, axis: str | None = None, *, name: str = "axis") -> Mesh:

@@ -35,6 +35,8 @@ import contextlib
 import contextvars
 import itertools
 import weakref
+from collections.abc import Callable
+from typing import Any
 
 import jax
 from flax import nnx
@@ -42,8 +44,11 @@ from flax import nnx
 from ._stateful import is_stateful
 
 try:  # which trace JAX is recording now (private: degrade gracefully if it moves)
-    from jax._src.core import eval_trace as EVAL_TRACE
-    from jax._src.core import trace_ctx as TRACE_CTX
+    from jax._src.core import eval_trace as _eval_trace
+    from jax._src.core import trace_ctx as _trace_ctx
+
+    # bound here, not by the import: an ``import ... as`` alias is not exported to _module.py
+    EVAL_TRACE, TRACE_CTX = _eval_trace, _trace_ctx
 except ImportError:  # pragma: no cover  (then: always "tracing", no nesting check)
 
     class _Unknown:
@@ -88,7 +93,7 @@ class _Hook:
 class RemovableHandle:
     """What ``register_forward_hook`` returns: ``remove()`` the hook, or use it in ``with``."""
 
-    def __init__(self, module, attribute: str, hook: _Hook):
+    def __init__(self, module: nnx.Module, attribute: str, hook: _Hook):
         self.id = hook.id
         self._module, self._attribute = weakref.ref(module), attribute
 
@@ -108,11 +113,14 @@ class RemovableHandle:
     def __enter__(self) -> RemovableHandle:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.remove()
 
 
-def register(module, attribute: str, fn, *, with_kwargs: bool, prepend: bool, traced: bool):
+def register(
+    module: nnx.Module, attribute: str, fn: Callable[..., Any], *, with_kwargs: bool,
+    prepend: bool, traced: bool,
+) -> RemovableHandle:  # fmt: skip
     """Add ``fn`` to ``module.<attribute>`` (a tuple) and return its handle."""
     if not callable(fn):
         raise TypeError(f"{attribute[1:]}: a hook must be callable, got {type(fn).__name__}")

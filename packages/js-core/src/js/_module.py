@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 from flax import nnx
 from flax.nnx import graphlib
+from jax.typing import ArrayLike
 
 from . import _hooks
 from ._hooks import EVAL_TRACE, TRACE_CTX
@@ -94,10 +95,10 @@ class Module(_Tracked, nnx.Module):
     def __init__(self):
         pass
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must implement forward()")
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # Every call is a named scope (the class name) in traced programs, so layers are named
         # in HLO metadata and profiles. Eagerly the scope names nothing and costs ~0.6 us (an
         # empty forward's call costs ~0.5 us), so it is entered only while JAX traces.
@@ -118,7 +119,8 @@ class Module(_Tracked, nnx.Module):
     # -- hooks -------------------------------------------------------------------------------
 
     def register_forward_pre_hook(
-        self, hook, *, with_kwargs: bool = False, prepend: bool = False, traced: bool = False
+        self, hook: Callable[..., Any], *, with_kwargs: bool = False, prepend: bool = False,
+        traced: bool = False,
     ) -> _hooks.RemovableHandle:
         """Call ``hook(module, args)`` before each ``forward``, as PyTorch does.
 
@@ -141,7 +143,8 @@ class Module(_Tracked, nnx.Module):
         )
 
     def register_forward_hook(
-        self, hook, *, with_kwargs: bool = False, prepend: bool = False, traced: bool = False
+        self, hook: Callable[..., Any], *, with_kwargs: bool = False, prepend: bool = False,
+        traced: bool = False,
     ) -> _hooks.RemovableHandle:
         """Call ``hook(module, args, output)`` after each ``forward``, as PyTorch does.
 
@@ -170,7 +173,7 @@ class Module(_Tracked, nnx.Module):
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, _as_container(value))
 
-    def register_buffer(self, name: str, array) -> None:
+    def register_buffer(self, name: str, array: ArrayLike) -> None:
         """Add a ``Buffer`` attribute, as PyTorch's ``register_buffer`` does."""
         setattr(self, name, Buffer(array))
 
@@ -200,7 +203,9 @@ class Module(_Tracked, nnx.Module):
         for _, module in self.named_children():
             yield module
 
-    def named_modules(self, prefix: str = "", remove_duplicate: bool = True):
+    def named_modules(
+        self, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Module]]:
         """Yield ``(path, module)`` for this module and every descendant, depth first."""
         yield from self._walk(prefix, set() if remove_duplicate else None)
 
@@ -217,7 +222,7 @@ class Module(_Tracked, nnx.Module):
         for _, module in self.named_modules():
             yield module
 
-    def _named_variables(self, kind: type, remove_duplicate: bool = True):
+    def _named_variables(self, kind: type | tuple[type, ...], remove_duplicate: bool = True):
         seen: set[int] = set()
         for module_path, module in self.named_modules(remove_duplicate=remove_duplicate):
             for name, value in module._named_members():
@@ -312,7 +317,9 @@ class Module(_Tracked, nnx.Module):
             return {path: variable.get_raw_value() for path, variable in variables.items()}
         return {path: np.array(v.get_raw_value(), copy=True) for path, v in variables.items()}
 
-    def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
+    def load_state_dict(
+        self, state_dict: Mapping[str, ArrayLike], strict: bool = True
+    ) -> IncompatibleKeys:
         """Copy arrays from ``state_dict`` into this module, all or nothing.
 
         Every path, shape and dtype is checked before anything is copied; one error lists every
@@ -366,7 +373,7 @@ class Module(_Tracked, nnx.Module):
 class ModuleList(Module, TrackedList):
     """A list of modules whose entries are registered children (paths ``name.0``, ``name.1``)."""
 
-    def __init__(self, modules=None):
+    def __init__(self, modules: Iterable[Any] | None = None):
         TrackedList.__init__(self, [_as_container(m) for m in (modules or ())])
 
     def __getitem__(self, index):
@@ -377,7 +384,7 @@ class ModuleList(Module, TrackedList):
     def __add__(self, other) -> ModuleList:
         return ModuleList([*self, *other])
 
-    def extend(self, modules) -> ModuleList:
+    def extend(self, modules: Iterable[Any]) -> ModuleList:
         for module in modules:
             self.append(module)
         return self
@@ -388,7 +395,7 @@ class ModuleList(Module, TrackedList):
             if _holds_state(value):
                 yield str(index), value
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
             "ModuleList has no forward(): iterate over it in your module's forward, "
             "or use nn.Sequential to chain layers"
@@ -398,7 +405,7 @@ class ModuleList(Module, TrackedList):
 class ModuleDict(Module):
     """A dict of modules, keyed by strings, whose entries are registered children."""
 
-    def __init__(self, modules=None):
+    def __init__(self, modules: Mapping[str, Any] | None = None):
         self._keys: tuple[str, ...] = ()
         for key, module in dict(modules or {}).items():
             self[key] = _as_container(module)
@@ -433,29 +440,29 @@ class ModuleDict(Module):
     def __iter__(self):
         return iter(list(self._keys))
 
-    def keys(self):
+    def keys(self) -> list[str]:
         return list(self._keys)
 
-    def get(self, key: str, default=None):
+    def get(self, key: str, default: Any = None) -> Any:
         return getattr(self, key) if key in self._keys else default
 
-    def pop(self, key: str):
+    def pop(self, key: str) -> Any:
         module = self[key]
         del self[key]
         return module
 
-    def update(self, modules) -> None:
+    def update(self, modules: Mapping[str, Any]) -> None:
         for key, module in dict(modules).items():
             self[key] = module
 
-    def values(self):
+    def values(self) -> list[Any]:
         return [getattr(self, key) for key in self._keys]
 
-    def items(self):
+    def items(self) -> list[tuple[str, Any]]:
         return [(key, getattr(self, key)) for key in self._keys]
 
     def _named_members(self):
         return iter(self.items())
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("ModuleDict has no forward(): index it in your module's forward")

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Sequence
+from typing import Any, TypeVar
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -27,6 +29,8 @@ from ._rngs import Rngs
 from ._variables import STRUCTURE_EPOCH, Buffer, Parameter
 
 Rule = tuple[str, PartitionSpec]
+# what js.shard places and returns (the same object)
+_Placed = TypeVar("_Placed", bound=nnx.Module | Rngs)
 
 
 def _state_of(obj) -> list[tuple[str, nnx.Variable, bool]]:
@@ -128,7 +132,7 @@ def _check_rules(rules) -> tuple[Rule, ...]:
 
 def place(value, sharding: NamedSharding):
     """``value`` as a global array on ``sharding`` (every process holds the whole ``value``)."""
-    if jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):  # a typed key: place its data
+    if jnp.issubdtype(value.dtype, jax.dtypes.prng_key):  # a typed key: place its data
         impl = jax.random.key_impl(value)
         return jax.random.wrap_key_data(place(jax.random.key_data(value), sharding), impl=impl)
     if sharding.is_fully_addressable or not getattr(value, "is_fully_addressable", True):
@@ -137,7 +141,9 @@ def place(value, sharding: NamedSharding):
     return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
 
-def shard(obj, mesh: Mesh, rules: Sequence[Rule] = (), *, batch_axis: str | None = None):
+def shard(
+    obj: _Placed, mesh: Mesh, rules: Sequence[Rule] = (), *, batch_axis: str | None = None
+) -> _Placed:
     """Place every array of a Module (or ``js.Rngs``) on ``mesh``, in place; returns ``obj``.
 
     ``rules`` are ``(pattern, PartitionSpec)`` pairs matched in order against each Parameter's
@@ -176,7 +182,7 @@ def shard(obj, mesh: Mesh, rules: Sequence[Rule] = (), *, batch_axis: str | None
     return obj
 
 
-def shard_batch(batch, mesh: Mesh, axis: str = "data"):
+def shard_batch(batch: Any, mesh: Mesh, axis: str = "data") -> Any:
     """A pytree of host arrays as global arrays split over ``axis`` on their leading dimension.
 
     In a job of several processes each process passes its own slice of the global batch (its

@@ -13,8 +13,10 @@ import math
 from collections.abc import Callable
 
 import jax
+import numpy as np
+from jax.typing import DTypeLike
 
-from js import Module, Parameter
+from js import Module, Parameter, Rngs
 
 from . import functional as F
 from ._checks import (
@@ -31,6 +33,8 @@ from ._checks import (
 from ._factory import float_dtype, uniform_fan_in, zeros
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+# a size per spatial dimension, or one int for all of them (PyTorch's _size_any_t)
+_Size = int | tuple[int, ...]
 
 
 def _check_padding(layer: str, padding, n: int, transposed: bool):
@@ -84,8 +88,9 @@ class _ConvNd(Module):
     _conv: Callable[..., jax.Array]  # each subclass: its function of js.nn.functional
 
     def __init__(
-        self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-        padding_mode, output_padding=0, *, rngs, dtype=None,
+        self, in_channels: int, out_channels: int, kernel_size: _Size, stride: _Size,
+        padding: _Size | str, dilation: _Size, groups: int, bias: bool, padding_mode: str,
+        output_padding: _Size = 0, *, rngs: Rngs, dtype: DTypeLike | None = None,
     ):  # fmt: skip
         super().__init__()
         name, n = self._name, self._ndim
@@ -157,10 +162,10 @@ class _ConvNd(Module):
 
     # PyTorch's transposed weight is [C_in, C_out / g, *K]; ours [C_out, C_in / g, *K]: swap the
     # two channel axes within each group. Instance methods: the regrouping needs ``groups``.
-    def from_torch(self, name: str, array):
+    def from_torch(self, name: str, array: np.ndarray) -> np.ndarray:
         return _swap_group_axes(array, self.groups) if self._is_transposed_weight(name) else array
 
-    def to_torch(self, name: str, array):
+    def to_torch(self, name: str, array: np.ndarray) -> np.ndarray:
         return _swap_group_axes(array, self.groups) if self._is_transposed_weight(name) else array
 
     def _is_transposed_weight(self, name: str) -> bool:
@@ -211,9 +216,9 @@ class Conv1d(_ConvNd):
     _conv = staticmethod(F.conv1d)
 
     def __init__(
-        self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-        dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros", *, rngs,
-        dtype=None,
+        self, in_channels: int, out_channels: int, kernel_size: _Size, stride: _Size = 1,
+        padding: _Size | str = 0, dilation: _Size = 1, groups: int = 1, bias: bool = True,
+        padding_mode: str = "zeros", *, rngs: Rngs, dtype: DTypeLike | None = None,
     ):  # fmt: skip
         super().__init__(
             in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
@@ -256,9 +261,9 @@ class Conv2d(_ConvNd):
     _conv = staticmethod(F.conv2d)
 
     def __init__(
-        self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-        dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros", *, rngs,
-        dtype=None,
+        self, in_channels: int, out_channels: int, kernel_size: _Size, stride: _Size = 1,
+        padding: _Size | str = 0, dilation: _Size = 1, groups: int = 1, bias: bool = True,
+        padding_mode: str = "zeros", *, rngs: Rngs, dtype: DTypeLike | None = None,
     ):  # fmt: skip
         super().__init__(
             in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
@@ -297,9 +302,10 @@ class ConvTranspose1d(_ConvNd):
     _conv = staticmethod(F.conv_transpose1d)
 
     def __init__(
-        self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-        output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
-        padding_mode: str = "zeros", *, rngs, dtype=None,
+        self, in_channels: int, out_channels: int, kernel_size: _Size, stride: _Size = 1,
+        padding: _Size = 0, output_padding: _Size = 0, groups: int = 1, bias: bool = True,
+        dilation: _Size = 1, padding_mode: str = "zeros", *, rngs: Rngs,
+        dtype: DTypeLike | None = None,
     ):  # fmt: skip
         super().__init__(
             in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
@@ -344,9 +350,10 @@ class ConvTranspose2d(_ConvNd):
     _conv = staticmethod(F.conv_transpose2d)
 
     def __init__(
-        self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-        output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
-        padding_mode: str = "zeros", *, rngs, dtype=None,
+        self, in_channels: int, out_channels: int, kernel_size: _Size, stride: _Size = 1,
+        padding: _Size = 0, output_padding: _Size = 0, groups: int = 1, bias: bool = True,
+        dilation: _Size = 1, padding_mode: str = "zeros", *, rngs: Rngs,
+        dtype: DTypeLike | None = None,
     ):  # fmt: skip
         super().__init__(
             in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import jax
 import numpy as np
+from jax.typing import DTypeLike
 
-from js import Module, Parameter
+from js import Module, Parameter, Rngs
 
 from . import functional as F
 from ._checks import check_int, check_integer
@@ -68,7 +69,7 @@ class Embedding(Module):
     def __init__(
         self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
         max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
-        sparse: bool = False, *, rngs, dtype=None,
+        sparse: bool = False, *, rngs: Rngs, dtype: DTypeLike | None = None,
     ):  # fmt: skip
         super().__init__()
         num_embeddings = check_int("Embedding", "num_embeddings", num_embeddings)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import jax
+from typing import Any
 
-from js import Module, Parameter
+import jax
+from jax.typing import DTypeLike
+
+from js import Module, Parameter, Rngs
 
 from . import functional as F
 from ._checks import check_dim, check_int, check_min_rank, layout
@@ -36,7 +39,10 @@ class Linear(Module):
         (2, 3)
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, *, rngs, dtype=None):
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool = True, *, rngs: Rngs,
+        dtype: DTypeLike | None = None,
+    ):  # fmt: skip
         super().__init__()
         self.in_features = in_features = check_int("Linear", "in_features", in_features)
         self.out_features = out_features = check_int("Linear", "out_features", out_features)
@@ -72,7 +78,7 @@ class Identity(Module):
         [1.0, 1.0]
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any):
         super().__init__()
 
     def forward(self, x: jax.Array) -> jax.Array:

@@ -7,6 +7,7 @@ import numbers
 
 import jax
 import numpy as np
+from jax.typing import DTypeLike
 
 from js import Buffer, Module, Parameter
 
@@ -51,7 +52,7 @@ class _BatchNorm(Module):
 
     def __init__(
         self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
-        affine: bool = True, track_running_stats: bool = True, *, dtype=None,
+        affine: bool = True, track_running_stats: bool = True, *, dtype: DTypeLike | None = None,
     ):  # fmt: skip
         super().__init__()
         name = self._name
@@ -107,7 +108,7 @@ class _BatchNorm(Module):
         return y
 
     # PyTorch keeps a batch counter that js does not use (momentum is always set).
-    def from_torch(self, name: str, array):
+    def from_torch(self, name: str, array: np.ndarray) -> np.ndarray | None:
         return None if name == "num_batches_tracked" else array
 
     def torch_extras(self) -> dict[str, np.ndarray]:
@@ -224,8 +225,8 @@ class LayerNorm(Module):
     bias: Parameter | None
 
     def __init__(
-        self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
-        bias: bool = True, *, dtype=None,
+        self, normalized_shape: int | tuple[int, ...] | list[int], eps: float = 1e-5,
+        elementwise_affine: bool = True, bias: bool = True, *, dtype: DTypeLike | None = None,
     ):  # fmt: skip
         super().__init__()
         if is_int(normalized_shape):
@@ -293,7 +294,7 @@ class GroupNorm(Module):
 
     def __init__(
         self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, *,
-        dtype=None,
+        dtype: DTypeLike | None = None,
     ):  # fmt: skip
         super().__init__()
         num_groups = check_int("GroupNorm", "num_groups", num_groups)

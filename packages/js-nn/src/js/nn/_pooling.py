@@ -13,6 +13,9 @@ from js import Module
 from . import _pool_ops as P
 from ._checks import check_bool, check_int, check_rank, ints, is_int, layout
 
+# a size per spatial dimension, or one int for all of them (PyTorch's _size_any_t)
+_Size = int | tuple[int, ...]
+
 
 class _PoolNd(Module):
     """Shared constructor and forward of the max and average pools."""
@@ -48,8 +51,8 @@ class _PoolNd(Module):
 
 class _MaxPoolNd(_PoolNd):
     def __init__(
-        self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False,
-        ceil_mode: bool = False,
+        self, kernel_size: _Size, stride: _Size | None = None, padding: _Size = 0,
+        dilation: _Size = 1, return_indices: bool = False, ceil_mode: bool = False,
     ):  # fmt: skip
         super().__init__()
         if return_indices:
@@ -157,8 +160,8 @@ class AvgPool1d(_AvgPoolNd):
     _ndim = 1
 
     def __init__(
-        self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-        count_include_pad: bool = True,
+        self, kernel_size: _Size, stride: _Size | None = None, padding: _Size = 0,
+        ceil_mode: bool = False, count_include_pad: bool = True,
     ):  # fmt: skip
         super().__init__()
         self._setup(kernel_size, stride, padding, 1, ceil_mode)
@@ -190,8 +193,9 @@ class AvgPool2d(_AvgPoolNd):
     _ndim = 2
 
     def __init__(
-        self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-        count_include_pad: bool = True, divisor_override: int | None = None,
+        self, kernel_size: _Size, stride: _Size | None = None, padding: _Size = 0,
+        ceil_mode: bool = False, count_include_pad: bool = True,
+        divisor_override: int | None = None,
     ):  # fmt: skip
         super().__init__()
         self._setup(kernel_size, stride, padding, 1, ceil_mode)
@@ -205,7 +209,7 @@ class _AdaptiveAvgPoolNd(Module):
     _name = "AdaptiveAvgPool"
     _ndim = 2
 
-    def __init__(self, output_size):
+    def __init__(self, output_size: int | tuple[int | None, ...] | None):
         super().__init__()
         n = self._ndim
         sizes = (output_size,) * n if is_int(output_size) or output_size is None else output_size

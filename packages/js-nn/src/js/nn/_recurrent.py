@@ -12,6 +12,7 @@ import jax
 import jax.core  # jax.core.Tracer below; pyright knows a submodule only once imported
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import DTypeLike
 
 from js import Module, Parameter, Rngs
 
@@ -53,17 +54,17 @@ class _Recurrent(Module):
 
     def __init__(
         self,
-        input_size,
-        hidden_size,
-        num_layers,
-        bias,
-        batch_first,
-        dropout,
-        bidirectional,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int,
+        bias: bool,
+        batch_first: bool,
+        dropout: float,
+        bidirectional: bool,
         *,
-        unroll,
-        dtype,
-        rngs,
+        unroll: int,
+        dtype: DTypeLike | None,
+        rngs: Rngs,
     ):
         super().__init__()
         name = type(self).__name__
@@ -291,8 +292,8 @@ class RNN(_Recurrent):
         bidirectional: bool = False,
         *,
         unroll: int = 1,
-        dtype=None,
-        rngs,
+        dtype: DTypeLike | None = None,
+        rngs: Rngs,
     ):
         if nonlinearity not in ("relu", "tanh"):
             raise ValueError(
@@ -420,8 +421,8 @@ class LSTM(_Recurrent):
         *,
         unroll: int = 1,
         fused_backward: bool = True,
-        dtype=None,
-        rngs,
+        dtype: DTypeLike | None = None,
+        rngs: Rngs,
     ):
         fused_backward = check_bool("LSTM", "fused_backward", fused_backward)
         if proj_size != 0:
@@ -544,8 +545,8 @@ class GRU(_Recurrent):
         bidirectional: bool = False,
         *,
         unroll: int = 1,
-        dtype=None,
-        rngs,
+        dtype: DTypeLike | None = None,
+        rngs: Rngs,
     ):
         super().__init__(
             input_size,

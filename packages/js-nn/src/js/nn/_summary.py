@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import jax
 import numpy as np
@@ -70,7 +71,7 @@ def _count(module: Module) -> int:
     )
 
 
-def summary(model: Module, *example_inputs, **kwargs) -> str:
+def summary(model: Module, *example_inputs: Any, **kwargs: Any) -> str:
     """Run ``model(*example_inputs, **kwargs)`` once, eagerly, and tabulate what was called.
 
     The run has no lasting effect: the model is called in its current mode (so shapes are

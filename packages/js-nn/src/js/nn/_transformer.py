@@ -14,6 +14,7 @@ import copy
 from collections.abc import Callable
 
 import jax
+from jax.typing import DTypeLike
 
 from js import Module, ModuleList, Rngs
 
@@ -110,8 +111,8 @@ class TransformerEncoderLayer(Module):
         norm_first: bool = False,
         bias: bool = True,
         *,
-        dtype=None,
-        rngs,
+        dtype: DTypeLike | None = None,
+        rngs: Rngs,
     ):
         super().__init__()
         name = "TransformerEncoderLayer"

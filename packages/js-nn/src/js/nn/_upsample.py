@@ -164,7 +164,8 @@ class Upsample(Module):
     """
 
     def __init__(
-        self, size=None, scale_factor=None, mode: str = "nearest",
+        self, size: int | tuple[int, ...] | list[int] | None = None,
+        scale_factor: float | tuple[float, ...] | list[float] | None = None, mode: str = "nearest",
         align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
     ):  # fmt: skip
         super().__init__()
@@ -176,11 +177,11 @@ class Upsample(Module):
             )
         # Sizes and factors are checked against the input's rank at the call.
         self.size = tuple(size) if isinstance(size, list) else size
-        real = isinstance(scale_factor, numbers.Real) and not isinstance(scale_factor, bool)
-        self.scale_factor = (
-            float(scale_factor) if real
-            else tuple(scale_factor) if isinstance(scale_factor, list) else scale_factor
-        )  # fmt: skip
+        if isinstance(scale_factor, (list, tuple)):
+            scale_factor = tuple(scale_factor)
+        elif isinstance(scale_factor, numbers.Real) and not isinstance(scale_factor, bool):
+            scale_factor = float(scale_factor)  # a NumPy scalar too
+        self.scale_factor = scale_factor
         self.mode, self.align_corners = mode, align_corners
         self.recompute_scale_factor = recompute_scale_factor
 

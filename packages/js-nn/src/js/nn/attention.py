@@ -14,6 +14,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import DTypeLike
 
 from js import Module, Parameter, Rngs
 
@@ -160,7 +161,7 @@ def _xavier_uniform(key, rows: int, cols: int, dtype) -> jax.Array:
 class _Projection(Linear):
     """MultiheadAttention's ``out_proj``: a square ``Linear`` (PyTorch's layout and init)."""
 
-    def __init__(self, features: int, *, bias: bool, dtype, rngs):
+    def __init__(self, features: int, *, bias: bool, dtype: DTypeLike | None, rngs: Rngs):
         super().__init__(features, features, bias, rngs=rngs, dtype=dtype)
 
 
@@ -240,8 +241,8 @@ class MultiheadAttention(Module):
         vdim: int | None = None,
         batch_first: bool = True,
         *,
-        dtype=None,
-        rngs,
+        dtype: DTypeLike | None = None,
+        rngs: Rngs,
     ):
         super().__init__()
         name = "MultiheadAttention"
