@@ -8,10 +8,11 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 from flax import nnx
-from flax.nnx import graphlib
 from jax.typing import ArrayLike
 
 from . import _hooks
+from ._checks import compare_state
+from ._flax import is_flax_attribute
 from ._hooks import EVAL_TRACE, TRACE_CTX
 from ._stateful import instance_test
 from ._variables import (
@@ -21,7 +22,6 @@ from ._variables import (
     TrackedList,
     _Tracked,
     check_state_dict,
-    compare_state,
     placed_like,
 )
 
@@ -182,7 +182,7 @@ class Module(_Tracked, nnx.Module):
     def _named_members(self) -> Iterator[tuple[str, Any]]:
         """Direct children (modules and variables) in registration order."""
         for name, value in vars(self).items():
-            if not name.startswith("_pytree__") and _holds_state(value):
+            if not is_flax_attribute(name) and _holds_state(value):
                 yield name, value
 
     def _child_modules(self) -> Iterator[tuple[str, Module]]:
@@ -240,7 +240,7 @@ class Module(_Tracked, nnx.Module):
     def parameters(self) -> ParameterSelection:
         """The live selection of this module's Parameters, for an optimizer (not copies)."""
         named = list(self.named_parameters())
-        _, flat = graphlib.flatten(self, with_paths=True)
+        _, flat = nnx.flatten(self, with_paths=True)
         nnx_path = {id(leaf): ".".join(map(str, path)) for path, leaf in flat}
         return ParameterSelection(named, tuple(nnx_path[id(param)] for _, param in named))
 

@@ -17,7 +17,6 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from ._checks import compare_state as compare_state  # for _module, until it imports _checks
 from ._checks import flatten_state
 
 
