@@ -30,7 +30,8 @@ import collections
 import functools
 import inspect
 import weakref
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import jax
 from flax import nnx
@@ -41,6 +42,9 @@ from ._flax import get_raw, set_raw, static_attributes
 from ._stateful import CallLayout, Static, lay_out, read, split_call
 from ._stateful import is_stateful as _is_stateful
 from ._variables import STRUCTURE_EPOCH, _Tracked
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # Runs an iterator to its end in C (the write-back's map of setters): one deque, reused.
 _drain = collections.deque(maxlen=0).extend
@@ -207,10 +211,18 @@ class _Binding:
     __slots__ = ("refs", "epoch", "tracked", "variables", "program")
 
 
-class CompiledFunction:
-    """The callable ``js.jit`` returns. See :func:`jit`."""
+class CompiledFunction(Generic[P, R]):
+    """The callable ``js.jit`` returns: ``fn``'s signature and result type. See :func:`jit`."""
 
-    def __init__(self, fn, *, static_argnums=(), static_argnames=(), donate=True, constants=()):
+    def __init__(
+        self,
+        fn: Callable[P, R],
+        *,
+        static_argnums: Iterable[int] = (),
+        static_argnames: Iterable[str] = (),
+        donate: bool = True,
+        constants: Iterable[str] = (),
+    ) -> None:
         functools.update_wrapper(self, fn)
         self._fn = fn
         static_argnums, static_argnames = _static_both_ways(fn, static_argnums, static_argnames)
@@ -221,11 +233,11 @@ class CompiledFunction:
         self._bindings: dict[Any, _Binding] = {}  # call key -> binding to a program record
         self._programs: dict[CallLayout, Program] = {}  # one record per layout
 
-    def __get__(self, obj, objtype=None):
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
         # As a decorator on a method, bind like a function: `self` becomes the first argument.
         return self if obj is None else functools.partial(self, obj)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         objects, key, dyn_args, dyn_kwargs = split_call(
             args, kwargs, self._static_argnums, self._static_argnames
         )
@@ -246,7 +258,7 @@ class CompiledFunction:
             _hooks.finish(extra, args, kwargs, "js.jit")
         return output
 
-    def lower(self, *args, **kwargs) -> jax.stages.Lowered:
+    def lower(self, *args: P.args, **kwargs: P.kwargs) -> jax.stages.Lowered:
         """JAX's ``Lowered`` of the program a call with these arguments would run.
 
         The same program: same kind (a read-only function lowers to a program that neither
@@ -311,7 +323,36 @@ class CompiledFunction:
         return binding
 
 
-def jit(fn=None, *, static_argnums=(), static_argnames=(), donate=True, constants=()):
+@overload
+def jit(
+    fn: Callable[P, R],
+    *,
+    static_argnums: int | Iterable[int] = (),
+    static_argnames: str | Iterable[str] = (),
+    donate: bool = True,
+    constants: str | Iterable[str] = (),
+) -> CompiledFunction[P, R]: ...
+
+
+@overload
+def jit(
+    fn: None = None,
+    *,
+    static_argnums: int | Iterable[int] = (),
+    static_argnames: str | Iterable[str] = (),
+    donate: bool = True,
+    constants: str | Iterable[str] = (),
+) -> Callable[[Callable[P, R]], CompiledFunction[P, R]]: ...
+
+
+def jit(
+    fn: Callable[P, R] | None = None,
+    *,
+    static_argnums: int | Iterable[int] = (),
+    static_argnames: str | Iterable[str] = (),
+    donate: bool = True,
+    constants: str | Iterable[str] = (),
+) -> CompiledFunction[P, R] | Callable[[Callable[P, R]], CompiledFunction[P, R]]:
     """Compile ``fn``; modules, optimizers and ``Rngs`` passed to it are updated in place.
 
     Args:

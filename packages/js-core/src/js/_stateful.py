@@ -16,9 +16,10 @@ on the shardings its inputs had; on one device the shardings play no part (the f
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import jax
+import jax.core  # jax.core.Tracer below; pyright knows a submodule only once imported
 from flax import nnx
 from jax.sharding import SingleDeviceSharding
 
@@ -207,7 +208,7 @@ class CallLayout:
                 "of its arguments while traced (a new attribute, a replaced submodule, or "
                 "train()/eval()). Fix: make such changes outside the transformed function."
             )
-        return leaves
+        return cast(list, leaves)  # with_paths=False: a plain list
 
 
 def lay_out(transform: str, objects, key: tuple) -> tuple[CallLayout, list[nnx.Variable]]:

@@ -10,7 +10,7 @@ do not bump it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -79,7 +79,7 @@ def _private(value):
     return np.array(value, copy=True) if isinstance(value, (np.ndarray, np.generic)) else value
 
 
-def check_state_dict(state_dict, owner: str) -> dict[str, Any]:
+def check_state_dict(state_dict: Any, owner: str) -> dict[str, Any]:
     """``state_dict`` as ``{key: array}``, checked before any state changes: a non-mapping is a
     TypeError naming the argument, an entry that is not an array (a ragged list, an object) a
     TypeError naming the entry, as PyTorch's ``load_state_dict`` does. ``jax.Array`` values are
@@ -141,7 +141,8 @@ def _put_group(values: list, sharding) -> list[jax.Array]:
         for index, value in enumerate(values):
             if isinstance(value, np.ndarray):
                 by_kind.setdefault((value.shape, value.dtype), []).append(index)
-    placed, copy = [None] * len(values), _copy_to(sharding)
+    placed: list = [None] * len(values)
+    copy = _copy_to(sharding)
     for indices in by_kind.values():
         whole = len(indices) - len(indices) % _CHUNK if len(indices) >= _MANY else 0
         for start in range(0, whole, _CHUNK):
@@ -193,10 +194,14 @@ def placed_like(values: list, currents: list) -> list[jax.Array]:
     return placed
 
 
-class _ValueMixin:
+# The mixin only ever sits before an nnx.Variable in a class's bases; the checker is told so.
+_VariableBase = nnx.Variable if TYPE_CHECKING else object
+
+
+class _ValueMixin(_VariableBase):
     """``.value`` as js's own property (flax 0.12 deprecates nnx's ``Variable.value``)."""
 
-    def __init__(self, value, **metadata):
+    def __init__(self, value: Any, **metadata: Any) -> None:
         super().__init__(_as_array(value), **metadata)
 
     @property
@@ -210,7 +215,7 @@ class _ValueMixin:
         self.set_raw_value(_as_array(new_value))
 
     @property
-    def data(self):
+    def data(self) -> _ValueMixin:
         """The variable itself, so that torch's ``nn.init.normal_(m.weight.data, ...)`` ports.
 
         PyTorch's ``.data`` is a tensor sharing the parameter's storage, written in place. JAX
@@ -285,7 +290,7 @@ class ParameterSelection(Object):
     def named(self) -> list[tuple[str, Parameter]]:
         return list(zip(self.paths, self.variables, strict=False))
 
-    def match(self, grads) -> list[jax.Array]:
+    def match(self, grads: nnx.State | Mapping[str, Any]) -> list[jax.Array]:
         """Gradient arrays in this selection's order, after checking that ``grads`` fits it.
 
         ``grads`` is the state ``js.value_and_grad`` returns (or a ``{path: array}`` dict). Any
