@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ._checks import check_int
+from js._checks import check_int
 
 
 def check_mode(owner: str, mode: str) -> None:
@@ -92,7 +92,7 @@ class EarlyStopping(Callback):
     def __init__(self, monitor: str = "val/loss", patience: int = 3, mode: str = "min",
                  min_delta: float = 0.0):
         check_mode("EarlyStopping", mode)
-        patience = check_int("EarlyStopping patience", patience, 0)
+        patience = check_int("EarlyStopping", "patience", patience, 0)
         self.monitor, self.patience, self.mode, self.min_delta = monitor, patience, mode, min_delta
         self.best = math.inf if mode == "min" else -math.inf
         self.wait = 0

@@ -13,12 +13,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from js._checks import check_int
 from js.nn.checkpoint.format import CheckpointError, manager, read_json, score, steps_in
 from js.nn.checkpoint.lock import check_timeout, writer_lock
 from js.nn.checkpoint.write import save_args
 
 from ._callbacks import Callback, check_mode, monitored
-from ._checks import check_int
 
 
 def _check_metrics(path: Path) -> None:
@@ -83,7 +83,7 @@ class ModelCheckpoint(Callback):
                  lock_timeout: float = 0.0):
         check_mode("ModelCheckpoint", mode)
         if every_n_steps is not None:
-            every_n_steps = check_int("ModelCheckpoint every_n_steps", every_n_steps, 1)
+            every_n_steps = check_int("ModelCheckpoint", "every_n_steps", every_n_steps, 1)
         self.every_n_steps = every_n_steps
         self.path = Path(path).absolute()
         self.monitor, self.mode, self.overwrite = monitor, mode, overwrite

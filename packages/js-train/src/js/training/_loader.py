@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import check_int
+from js._checks import check_int
 
 
 class ArrayLoader:
@@ -47,8 +47,8 @@ class ArrayLoader:
                 f"ArrayLoader arrays must share their first dimension (the examples); got shapes "
                 f"{shapes}. Fix: pass arrays with one row per example."
             )
-        batch_size = check_int("ArrayLoader batch_size", batch_size, 1)
-        seed = check_int("ArrayLoader seed", seed, 0)
+        batch_size = check_int("ArrayLoader", "batch_size", batch_size, 1)
+        seed = check_int("ArrayLoader", "seed", seed, 0)
         if drop_last and batch_size > sizes[0]:
             raise ValueError(
                 f"ArrayLoader with drop_last=True and batch_size={batch_size} > {sizes[0]} "

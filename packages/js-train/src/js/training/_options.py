@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from js._checks import check_int
+
 from ._callbacks import Callback, check_monitor
-from ._checks import check_int
 
 
 def check_options(max_epochs, options: dict) -> dict:
     """The step options as ints (or None), refusing conflicting combinations."""
     checked = {
-        name: None if value is None else check_int(f"Trainer {name}", value, 1)
+        name: None if value is None else check_int("Trainer", name, value, 1)
         for name, value in options.items()
     }
     if max_epochs is None and checked["max_steps"] is None:

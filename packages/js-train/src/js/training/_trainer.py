@@ -19,9 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import js
+from js._checks import check_int, check_mesh, is_int
 
-from ._checks import check_int, is_int
-from ._mesh import check_mesh
 from ._options import check_callbacks, check_data, check_monitors, check_options
 from ._progress import Display
 from ._schedule import Due, Position, Schedule, check_loader_position, place_stacked, stack
@@ -99,18 +98,19 @@ class Trainer:
                  mesh=None, batch_axis: str = "data",
                  compilation_cache: bool | str | os.PathLike = True):
         if max_epochs is not None:
-            max_epochs = check_int("Trainer max_epochs", max_epochs, 1)
+            max_epochs = check_int("Trainer", "max_epochs", max_epochs, 1)
         options = check_options(max_epochs, dict(zip(_OPTIONAL, (
             max_steps, val_every_n_steps, log_every_n_steps, limit_val_batches), strict=True)))
         callbacks = tuple(callbacks)
         check_callbacks(callbacks)
         if run is not None and not callable(getattr(run, "log", None)):
             raise TypeError(f"Trainer run must have a log(metrics, step) method, got {run!r}")
-        steps_per_execution = check_int("Trainer steps_per_execution", steps_per_execution, 1)
+        steps_per_execution = check_int("Trainer", "steps_per_execution", steps_per_execution, 1)
         if not isinstance(unroll, bool) and not (is_int(unroll) and unroll >= 1):
             raise TypeError(f"Trainer unroll must be True, False or an int >= 1 (steps unrolled "
                             f"per loop iteration), got {unroll!r}")
-        check_mesh(mesh, batch_axis)
+        if mesh is not None:
+            check_mesh("Trainer", mesh, batch_axis, name="batch_axis")
         if not isinstance(compilation_cache, (bool, str, os.PathLike)):
             raise TypeError(
                 "Trainer compilation_cache must be True, False or a directory path, got "
@@ -352,7 +352,7 @@ class Trainer:
         """Check everything a fit needs before a step runs; set the position (restored with
         ``resume``, else at ``start_epoch``); return the fit's schedule."""
         check_task(task)
-        start_epoch = check_int("fit start_epoch", start_epoch, 0)
+        start_epoch = check_int("fit", "start_epoch", start_epoch, 0)
         self._enable_cache()
         several = self.max_epochs is None or self.max_epochs - start_epoch > 1
         check_data(train_data, "train_data", several and self.max_epochs is not None)

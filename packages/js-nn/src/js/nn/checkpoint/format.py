@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import js
+from js._checks import flatten_state, is_int
 
 FORMAT = "js.training/2"
 OLD_FORMATS = ("js.training/1",)
@@ -127,7 +128,7 @@ def select_step(path: Path, steps: list[int], which, caller: str = "load_checkpo
         return _best(path, steps, caller)
     if which == "last":
         return steps[-1]
-    if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
+    if is_int(which):
         if int(which) not in steps:
             raise ValueError(f"{caller}: no step {int(which)} in {path}; steps: {steps}")
         return int(which)
@@ -283,20 +284,14 @@ def kinds_of(objects: Mapping) -> dict[str, str]:
     return kinds
 
 
-def flatten(tree, prefix: tuple = ()) -> dict:
-    """``{dotted.key: leaf}`` of a (nested) state dict."""
-    if isinstance(tree, Mapping):
-        out = {}
-        for key, value in tree.items():
-            out.update(flatten(value, (*prefix, str(key))))
-        return out
-    return {".".join(prefix): tree}
-
-
 def live_arrays(name: str, obj) -> dict:
     """``{dotted.key: array}`` of a stateful object: the live ``jax.Array``s of a
     :func:`native` one, the (flattened) ``state_dict()`` of others."""
-    flat = flatten(obj.state_dict(as_numpy=False) if native(obj) else obj.state_dict())
+    state = obj.state_dict(as_numpy=False) if native(obj) else obj.state_dict()
+    if not isinstance(state, Mapping):
+        raise TypeError(f"checkpoint object {name!r}: state_dict() returned a "
+                        f"{type(state).__name__}, not a {{key: array}} dict")
+    flat = flatten_state(state)
     for key, value in flat.items():
         if not isinstance(value, (jax.Array, np.ndarray)):
             array = np.asarray(value) if np.ndim(value) >= 0 else None

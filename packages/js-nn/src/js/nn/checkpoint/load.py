@@ -15,7 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+
+from js._checks import compare_state
 
 from .format import (
     CheckpointError,
@@ -47,22 +51,17 @@ def _problems(ours: dict, current: dict, meta: dict) -> list[str]:
         if kind == "value":
             continue
         want, got = current[name], meta["items"][name]["entries"]
-        problems += [
-            f"{name!r}: {key!r} missing from the checkpoint" for key in want if key not in got
-        ]
-        problems += [
-            f"{name!r}: unexpected {key!r} in the checkpoint" for key in got if key not in want
-        ]
-        names: dict = {}  # dtype -> str(dtype), formatted once (it costs microseconds)
-        for key in [key for key in want if key in got]:
-            dtype = want[key].dtype
-            have = (list(want[key].shape), names.get(dtype) or names.setdefault(dtype, str(dtype)))
-            saved = (got[key]["shape"], got[key]["dtype"])
-            if have != saved:
-                problems.append(
-                    f"{name!r}: {key!r}: expected {have[0]} {have[1]}, "
-                    f"checkpoint has {saved[0]} {saved[1]}"
-                )
+        given = {
+            key: jax.ShapeDtypeStruct(tuple(entry["shape"]), jnp.dtype(entry["dtype"]))
+            for key, entry in got.items()
+        }
+        missing, unexpected, mismatched = compare_state(want, given)
+        problems += [f"{name!r}: {key!r} missing from the checkpoint" for key in missing]
+        problems += [f"{name!r}: unexpected {key!r} in the checkpoint" for key in unexpected]
+        # compare_state's "'key': expected A, got B", with B named as what the checkpoint has
+        for line in mismatched:
+            expected, _, found = line.rpartition(", got ")
+            problems.append(f"{name!r}: {expected}, checkpoint has {found}")
     return problems
 
 
