@@ -14,9 +14,21 @@ import math
 from pathlib import Path
 
 from js._checks import check_int
-from js.nn.checkpoint.format import CheckpointError, manager, read_json, score, steps_in
-from js.nn.checkpoint.lock import check_timeout, writer_lock
-from js.nn.checkpoint.write import save_args
+
+# pyright resolves `js` to js-core's regular package and does not follow its
+# pkgutil.extend_path __path__ into sibling portions (js.nn, js.losses); Python does.
+from js.nn.checkpoint.format import (  # pyright: ignore[reportMissingImports]
+    CheckpointError,
+    manager,
+    read_json,
+    score,
+    steps_in,
+)
+from js.nn.checkpoint.lock import (  # pyright: ignore[reportMissingImports]
+    check_timeout,
+    writer_lock,
+)
+from js.nn.checkpoint.write import save_args  # pyright: ignore[reportMissingImports]
 
 from ._callbacks import Callback, check_mode, monitored
 
@@ -157,12 +169,14 @@ class ModelCheckpoint(Callback):
     def _save(self, step: int, objects: dict, metrics: dict, value: float) -> None:
         """Save ``objects`` as ``step`` (the epoch, or the global step), ranked by ``value``."""
         signed = value if self.mode == "max" else -value
-        saved = self._manager.save(step, args=save_args(objects),
+        manager = self._manager
+        assert manager is not None, "ModelCheckpoint saves only between on_fit_start and its end"
+        saved = manager.save(step, args=save_args(objects),
                                    metrics={**metrics, "_score": signed})
         if not saved:
             raise FileExistsError(
                 f"ModelCheckpoint: {'step' if self.every_n_steps else 'epoch'} {step} was not "
-                f"saved: {self.path} already holds steps {sorted(self._manager.all_steps())} "
+                f"saved: {self.path} already holds steps {sorted(manager.all_steps())} "
                 "and orbax only saves a step after the latest. Fix: use another directory, "
                 "resume with start_epoch, or pass overwrite=True."
             )

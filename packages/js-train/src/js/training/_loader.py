@@ -47,11 +47,12 @@ class ArrayLoader:
                 f"ArrayLoader arrays must share their first dimension (the examples); got shapes "
                 f"{shapes}. Fix: pass arrays with one row per example."
             )
+        examples = len(arrays[0])
         batch_size = check_int("ArrayLoader", "batch_size", batch_size, 1)
         seed = check_int("ArrayLoader", "seed", seed, 0)
-        if drop_last and batch_size > sizes[0]:
+        if drop_last and batch_size > examples:
             raise ValueError(
-                f"ArrayLoader with drop_last=True and batch_size={batch_size} > {sizes[0]} "
+                f"ArrayLoader with drop_last=True and batch_size={batch_size} > {examples} "
                 "examples yields no batch. Fix: lower batch_size or set drop_last=False."
             )
         self.arrays = arrays

@@ -20,9 +20,10 @@ def check_options(max_epochs, options: dict) -> dict:
         )
     most = checked["max_steps"]
     for name in ("val_every_n_steps", "log_every_n_steps"):
-        if most is not None and checked[name] is not None and checked[name] > most:
+        every = checked[name]
+        if most is not None and every is not None and every > most:
             raise ValueError(
-                f"Trainer {name}={checked[name]} is more than max_steps={most}: it would never "
+                f"Trainer {name}={every} is more than max_steps={most}: it would never "
                 f"happen. Fix: {name} <= max_steps, or None."
             )
     return checked

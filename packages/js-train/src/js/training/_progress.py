@@ -92,7 +92,7 @@ class Display:
 
     def advance(self, steps: int, loss: Callable[[], float]) -> None:
         """``steps`` more steps done; ``loss()`` (one device read) only when a redraw is due."""
-        if not self.enabled or self.task is None:
+        if not self.enabled or self.task is None or self.progress is None:
             return
         self.steps += steps
         now = time.perf_counter()
@@ -104,7 +104,7 @@ class Display:
 
     def end(self) -> None:
         """Finish the current bar (left on screen, complete)."""
-        if self.enabled and self.task is not None:
+        if self.enabled and self.task is not None and self.progress is not None:
             self.progress.refresh()
             self.progress.stop_task(self.task)
             self.task = None

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import inspect
 import weakref
+from collections.abc import Callable
+from typing import Any
 
 import jax.numpy as jnp
 
@@ -110,7 +112,7 @@ def _check_classification(owner: str, batch) -> None:
     """Refuse, before tracing, a batch whose labels are not class ids ``y[B]`` (int)."""
     _, y, _ = steps.unpack(batch)
     dtype, shape = getattr(y, "dtype", None), getattr(y, "shape", None)
-    if dtype is None or not jnp.issubdtype(dtype, jnp.integer) or len(shape) != 1:
+    if dtype is None or not jnp.issubdtype(dtype, jnp.integer) or shape is None or len(shape) != 1:
         raise TypeError(
             f"{owner} runs the default classification steps, which need integer class labels "
             f"y[B]; got y {list(shape) if shape is not None else type(y).__name__} {dtype}. "
@@ -157,7 +159,7 @@ def check_task(task) -> None:
 _SCANNED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def scanned_training_step(task, unroll):
+def scanned_training_step(task: Task, unroll: int | bool) -> Callable[..., Any]:
     """``js.jit(js.scan_steps(task.training_step))``, kept for ``task`` while its
     configuration (what ``training_step`` may read from ``self``, frozen into the program when
     it is traced) is unchanged: rebinding an attribute of the task builds a new one. The model,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -325,6 +326,7 @@ class Trainer:
             return task.training_step(task.model, task.optimizer, task.rngs, batch)
 
         def several(task, batches):
+            assert self._many is not None  # `several` is only yielded while there is one
             return self._many(task.model, task.optimizer, task.rngs, batches)
 
         def singly(group):
@@ -391,7 +393,7 @@ class Trainer:
 
     # -- checkpointing the position ------------------------------------------------------------
 
-    def state_dict(self) -> dict[str, np.ndarray]:
+    def state_dict(self) -> dict[str, Any]:
         """The position of a fit, for mid-epoch resume: ``epoch``, ``step``, the step the epoch
         started at, and the epoch's running totals (``loss`` (sum of ``loss * count``),
         ``count``, ``correct``, ``has_correct``), read from the device once."""

@@ -27,7 +27,10 @@ import jax
 import jax.numpy as jnp
 
 import js
-import js.losses as losses
+
+# pyright resolves `js` to js-core's regular package and does not follow its
+# pkgutil.extend_path __path__ into sibling portions (js.nn, js.losses); Python does.
+import js.losses as losses  # pyright: ignore[reportMissingImports]
 
 from ._precision import autocast
 

@@ -151,8 +151,11 @@ def _entry_problem(key: str, entry) -> str | None:
     if not isinstance(entry.get("digest"), str) or not _HEX16.match(entry["digest"]):
         return f"entry {key!r} has no valid digest"
     packed = entry.get("packed")
-    placed = isinstance(packed, list) and len(packed) == 2 and isinstance(packed[0], str)
-    if not (placed and type(packed[1]) is int and packed[1] >= 0) and not isinstance(
+    placed = (
+        isinstance(packed, list) and len(packed) == 2 and isinstance(packed[0], str)
+        and type(packed[1]) is int and packed[1] >= 0
+    )
+    if not placed and not isinstance(
         entry.get("array"), str
     ):
         return f"entry {key!r} says neither where it is packed nor which array it is"

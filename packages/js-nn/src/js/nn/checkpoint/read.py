@@ -15,6 +15,7 @@ import math
 from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -27,7 +28,7 @@ from .format import CheckpointError, item_name, locate, manager, other_steps
 
 def host_tree(record: dict) -> dict:
     """The abstract orbax tree that reads one entry's item into NumPy arrays."""
-    tree = {"id": np.zeros(16, np.uint8)}
+    tree: dict[str, Any] = {"id": np.zeros(16, np.uint8)}  # id, packed {dtype: buffer}, arrays
     for dtype, length in record["packed"].items():
         tree.setdefault("packed", {})[dtype] = np.zeros(length, jnp.dtype(dtype))
     for entry in record["entries"].values():

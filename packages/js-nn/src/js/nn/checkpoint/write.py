@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -88,7 +89,8 @@ def _pack(tree: dict, record: dict, small: list) -> None:
 
 def build_item(flat: dict, save_id: bytes) -> tuple[dict, dict]:
     """The orbax tree and the meta record of one object's flat ``{key: array}``."""
-    tree, record = {"id": np.frombuffer(save_id, np.uint8).copy()}, {"packed": {}, "entries": {}}
+    tree: dict[str, Any] = {"id": np.frombuffer(save_id, np.uint8).copy()}
+    record: dict[str, Any] = {"packed": {}, "entries": {}}
     placement = _Placement()
     small = [key for key, value in flat.items() if _packable(value, placement)]
     _pack(tree, record, list(zip(small, _host([flat[k] for k in small], placement), strict=True)))
