@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from js._checks import check_int
 
@@ -35,8 +38,8 @@ class ArrayLoader:
         2
     """
 
-    def __init__(self, *arrays, batch_size: int, shuffle: bool = False, seed: int = 0,
-                 drop_last: bool = False):
+    def __init__(self, *arrays: ArrayLike, batch_size: int, shuffle: bool = False, seed: int = 0,
+                 drop_last: bool = False) -> None:
         if not arrays:
             raise ValueError("ArrayLoader needs at least one array, e.g. ArrayLoader(x, y, ...)")
         arrays = tuple(np.asarray(a) for a in arrays)
@@ -79,7 +82,7 @@ class ArrayLoader:
         epoch, batch = self._position
         return {"epoch": epoch, "batch": batch}
 
-    def load_state_dict(self, state) -> None:
+    def load_state_dict(self, state: Mapping[str, int]) -> None:
         """Continue from a :meth:`state_dict`: the next ``iter()`` resumes there."""
         epoch, batch = int(state["epoch"]), int(state["batch"])
         if not 0 <= batch <= len(self) or epoch < 0:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from typing import TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -64,7 +65,8 @@ class Display:
         'epoch 0  step 4  train/loss 0.5000\\n'
     """
 
-    def __init__(self, enabled: bool | None = None, interval_s: float = 1.0, stream=None):
+    def __init__(self, enabled: bool | None = None, interval_s: float = 1.0,
+                 stream: TextIO | None = None) -> None:
         self.stream = sys.stdout if stream is None else stream
         terminal = bool(getattr(self.stream, "isatty", lambda: False)())
         self.enabled = terminal if enabled is None else bool(enabled)
@@ -128,7 +130,7 @@ class Display:
 class _Rate(TextColumn):
     """Steps per second over the bar's life (rich's own speed column shows bytes)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__("")
 
     def render(self, task) -> Text:

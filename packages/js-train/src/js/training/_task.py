@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
+from jax.typing import DTypeLike
 
 import js
 
@@ -57,7 +58,8 @@ class Task:
         ...         return steps.regression_eval_step(model, batch)
     """
 
-    def __init__(self, model, optimizer, rngs=None, *, compute_dtype=None):
+    def __init__(self, model: js.Module, optimizer: Any, rngs: js.Rngs | None = None, *,
+                 compute_dtype: DTypeLike | None = None) -> None:
         if not isinstance(model, js.Module):
             raise TypeError(f"Task model must be a js.Module, got {type(model).__name__}")
         if not callable(getattr(optimizer, "step", None)):
@@ -71,7 +73,8 @@ class Task:
         self.rngs = rngs
         self.compute_dtype = check_compute_dtype("Task", compute_dtype)
 
-    def training_step(self, model, optimizer, rngs, batch) -> dict:
+    def training_step(self, model: js.Module, optimizer: Any, rngs: js.Rngs | None,
+                      batch: Any) -> dict:
         """One compiled update of ``model`` on ``batch``; returns its on-device metrics."""
         _check_classification(type(self).__name__, batch)
         if rngs is None:
@@ -80,12 +83,12 @@ class Task:
         return steps.dropout_classification_step(model, optimizer, batch, rngs,
                                                  compute_dtype=self.compute_dtype)
 
-    def validation_step(self, model, batch) -> dict:
+    def validation_step(self, model: js.Module, batch: Any) -> dict:
         """Metrics of ``batch`` without an update."""
         _check_classification(type(self).__name__, batch)
         return steps.classification_eval_step(model, batch, compute_dtype=self.compute_dtype)
 
-    def predict_step(self, model, batch):
+    def predict_step(self, model: js.Module, batch: Any) -> Any:
         """The model's output for the inputs of ``batch`` (``x``, ``(x, ...)`` or ``{'x':}``)."""
         return _predict(model, steps.inputs(batch))
 
