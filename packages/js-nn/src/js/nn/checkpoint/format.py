@@ -26,10 +26,12 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import os
 import re
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -51,7 +53,8 @@ class CheckpointError(ValueError):
     file, item or array that failed).
     """
 
-    def __init__(self, directory, step, part: str, what: str, fix: str):
+    def __init__(self, directory: str | os.PathLike, step: int | None, part: str, what: str,
+                 fix: str) -> None:
         self.directory, self.step, self.part = str(directory), step, part
         where = f"{directory}" if step is None else f"{directory}, step {step}"
         super().__init__(f"checkpoint {where}: {part} {what}. Fix: {fix}")
@@ -62,7 +65,7 @@ def item_name(name: str) -> str:
     return f"state_{name}"
 
 
-def read_json(path):
+def read_json(path: str | os.PathLike) -> Any:
     """A JSON file's value; OSError when unreadable, ValueError when not JSON."""
     with open(path, "rb") as file:
         return json.loads(file.read().decode("utf-8"))
@@ -85,13 +88,13 @@ def other_steps(steps: list[int], step: int) -> str:
     return f"load another step (which=...): steps {', '.join(map(str, rest))} are present"
 
 
-def score(metrics) -> float:
+def score(metrics: Any) -> float:
     """How ModelCheckpoint ranks a step: its ``_score`` metric (higher is better; NaN last)."""
     value = metrics.get("_score") if isinstance(metrics, Mapping) else None
     return -math.inf if value is None or math.isnan(value) else float(value)
 
 
-def read_metrics(path: Path, step: int):
+def read_metrics(path: Path, step: int) -> dict | None:
     """A step's metrics, None when it has none; OSError/ValueError when unreadable."""
     if not (path / str(step) / "metrics").exists():
         return None
@@ -119,7 +122,8 @@ def _best(path: Path, steps: list[int], caller: str) -> int:
     return max(scores, key=lambda step: (scores[step], step))  # ties: the later step
 
 
-def select_step(path: Path, steps: list[int], which, caller: str = "load_checkpoint") -> int:
+def select_step(path: Path, steps: list[int], which: str | int,
+                caller: str = "load_checkpoint") -> int:
     """The step ``which`` (``'best'``, ``'last'`` or a step number) names among ``steps``;
     only ``'best'`` reads anything (every step's metrics)."""
     if not steps:
@@ -176,7 +180,7 @@ def _record_problems(name: str, record) -> list[str]:
     return problems
 
 
-def meta_problems(meta) -> list[str]:
+def meta_problems(meta: Any) -> list[str]:
     """What makes a decoded ``meta`` item unusable (empty when it is well-formed)."""
     if not isinstance(meta, Mapping):
         return [f"holds a {type(meta).__name__}, not a record"]
@@ -223,7 +227,8 @@ def read_meta(path: Path, step: int, steps: list[int]) -> dict:
 
 
 
-def locate(ckpt_dir, name: str, which, caller: str) -> tuple[tuple, dict, dict]:
+def locate(ckpt_dir: str | os.PathLike, name: str, which: str | int,
+           caller: str) -> tuple[tuple, dict, dict]:
     """``((directory, step, steps), meta, record of the entry name)`` for ``which``, checked."""
     path = Path(ckpt_dir).absolute()
     if not path.is_dir():

@@ -12,8 +12,10 @@ full). A checkpoint written on 8 devices loads onto 1, or onto another mesh, bit
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -80,7 +82,8 @@ def _nested(flat: dict, template, prefix: tuple = ()):
     return _like(flat[".".join(prefix)], template)
 
 
-def load_checkpoint(path, objects: Mapping, which="best") -> dict:
+def load_checkpoint(path: str | os.PathLike, objects: Mapping[str, Any],
+                    which: str | int = "best") -> dict:
     """Restore ``objects`` in place from the checkpoint directory ``path``.
 
     Partial, strict and all or nothing: only the objects named in ``objects`` are read (a
@@ -185,7 +188,7 @@ def _step_info(path: Path, step: int, steps: list[int]) -> dict:
     return info
 
 
-def checkpoint_info(path) -> list[dict]:
+def checkpoint_info(path: str | os.PathLike) -> list[dict]:
     """What each step of the checkpoint directory ``path`` holds, without reading arrays.
 
     Returns one record per committed step, in step order::

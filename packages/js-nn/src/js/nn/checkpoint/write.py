@@ -137,7 +137,7 @@ def save_args(objects: Mapping):
     return ocp.args.Composite(meta=ocp.args.JsonSave(meta), **items)
 
 
-def save_checkpoint(path, objects: Mapping, *, step: int | None = None,
+def save_checkpoint(path: str | os.PathLike, objects: Mapping[str, Any], *, step: int | None = None,
                     lock_timeout: float = 0.0) -> int:
     """Save ``objects`` (``{name: model | optimizer | js.Rngs | plain value}``) under ``path``.
 
