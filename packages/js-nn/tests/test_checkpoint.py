@@ -120,10 +120,10 @@ def test_saving_and_loading_a_checkpoint_imports_neither_js_train_nor_js_optim(t
 
 def test_save_and_load_argument_errors(tmp_path):
     model = _linear(0)
-    with pytest.raises(ValueError, match=r"save_checkpoint step must be an int >= 0, got -1"):
+    with pytest.raises(ValueError, match=r"save_checkpoint: step must be an int >= 0, got -1"):
         checkpoint.save_checkpoint(tmp_path, {"model": model}, step=-1)
-    with pytest.raises(TypeError, match=r"save_checkpoint step must be an int >= 0, got 1\.5 "
-                       r"\(a float\)\. Fix: pass an integer, e\.g\. step=1\."):
+    with pytest.raises(TypeError, match=r"save_checkpoint: step must be an int >= 0, got 1\.5 "
+                       r"\(a float\)\. Fix: pass an integer, e\.g\. step=1"):
         checkpoint.save_checkpoint(tmp_path, {"model": model}, step=1.5)
     assert not list(tmp_path.iterdir())  # refused before the directory was touched
     with pytest.raises(FileNotFoundError, match=r"load_checkpoint: no checkpoint directory at"):

@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 import safetensors
 import safetensors.numpy
+from numpy.typing import ArrayLike
 from safetensors import safe_open
 
 import js
@@ -90,7 +91,12 @@ def _header_metadata(layout: str, metadata: Mapping[str, str] | None) -> dict[st
 
 
 def save_weights(
-    model, path, *, layout: str = "js", prefix: str = "", metadata: Mapping[str, str] | None = None
+    model: js.Module | Mapping[str, ArrayLike],
+    path: str | os.PathLike,
+    *,
+    layout: str = "js",
+    prefix: str = "",
+    metadata: Mapping[str, str] | None = None,
 ) -> None:
     """Write ``model``'s parameters and buffers to the safetensors file ``path``.
 
@@ -169,7 +175,7 @@ def _read(path: Path, arrays: bool) -> tuple[dict[str, str], dict]:
         raise _open_error(path, error) from None
 
 
-def weights_info(path) -> WeightsInfo:
+def weights_info(path: str | os.PathLike) -> WeightsInfo:
     """The header of the weight file ``path``: layout, js version, metadata, tensor shapes.
 
     Example:
@@ -222,8 +228,8 @@ def _load_file(model, path, layout: str, strict: bool, prefix: str) -> js.Incomp
 
 
 def load_weights(
-    model,
-    path,
+    model: js.Module,
+    path: str | os.PathLike,
     *,
     layout: str = "js",
     strict: bool = True,

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from ._checks import check_int
+from js._checks import check_int
+
+if TYPE_CHECKING:  # the hooks' argument types; imported only by type checkers (a cycle)
+    from ._task import Task
+    from ._trainer import Trainer
 
 
 def check_mode(owner: str, mode: str) -> None:
@@ -48,26 +53,26 @@ class Callback:
 
     Example:
         >>> class PrintLoss(Callback):
-        ...     def on_epoch_end(self, trainer, task, metrics):
+        ...     def on_epoch_end(self, trainer: Trainer, task: Task, metrics):
         ...         print(metrics["train/loss"])
     """
 
-    def on_fit_start(self, trainer, task) -> None:
+    def on_fit_start(self, trainer: Trainer, task: Task) -> None:
         pass
 
-    def on_epoch_start(self, trainer, task, epoch: int) -> None:
+    def on_epoch_start(self, trainer: Trainer, task: Task, epoch: int) -> None:
         pass
 
-    def on_step_end(self, trainer, task, step: int) -> None:
+    def on_step_end(self, trainer: Trainer, task: Task, step: int) -> None:
         pass
 
-    def on_validation_end(self, trainer, task, metrics: dict) -> None:
+    def on_validation_end(self, trainer: Trainer, task: Task, metrics: dict) -> None:
         pass
 
-    def on_epoch_end(self, trainer, task, metrics: dict) -> None:
+    def on_epoch_end(self, trainer: Trainer, task: Task, metrics: dict) -> None:
         pass
 
-    def on_fit_end(self, trainer, task) -> None:
+    def on_fit_end(self, trainer: Trainer, task: Task) -> None:
         pass
 
 
@@ -90,20 +95,20 @@ class EarlyStopping(Callback):
     """
 
     def __init__(self, monitor: str = "val/loss", patience: int = 3, mode: str = "min",
-                 min_delta: float = 0.0):
+                 min_delta: float = 0.0) -> None:
         check_mode("EarlyStopping", mode)
-        patience = check_int("EarlyStopping patience", patience, 0)
+        patience = check_int("EarlyStopping", "patience", patience, 0)
         self.monitor, self.patience, self.mode, self.min_delta = monitor, patience, mode, min_delta
         self.best = math.inf if mode == "min" else -math.inf
         self.wait = 0
         self.stopped_epoch: int | None = None
 
-    def on_fit_start(self, trainer, task) -> None:
+    def on_fit_start(self, trainer: Trainer, task: Task) -> None:
         self.best = math.inf if self.mode == "min" else -math.inf
         self.wait = 0
         self.stopped_epoch = None
 
-    def on_epoch_end(self, trainer, task, metrics: dict) -> None:
+    def on_epoch_end(self, trainer: Trainer, task: Task, metrics: dict) -> None:
         value = monitored("EarlyStopping", self.monitor, metrics)
         gain = self.best - value if self.mode == "min" else value - self.best
         if gain > self.min_delta:

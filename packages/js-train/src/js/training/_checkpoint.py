@@ -11,14 +11,32 @@ how steps are ranked (by the monitored metric) and kept (the best and the last).
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from js.nn.checkpoint.format import CheckpointError, manager, read_json, score, steps_in
-from js.nn.checkpoint.lock import check_timeout, writer_lock
-from js.nn.checkpoint.write import save_args
+from js._checks import check_int
+
+# pyright resolves `js` to js-core's regular package and does not follow its
+# pkgutil.extend_path __path__ into sibling portions (js.nn, js.losses); Python does.
+from js.nn.checkpoint.format import (  # pyright: ignore[reportMissingImports]
+    CheckpointError,
+    manager,
+    read_json,
+    score,
+    steps_in,
+)
+from js.nn.checkpoint.lock import (  # pyright: ignore[reportMissingImports]
+    check_timeout,
+    writer_lock,
+)
+from js.nn.checkpoint.write import save_args  # pyright: ignore[reportMissingImports]
 
 from ._callbacks import Callback, check_mode, monitored
-from ._checks import check_int
+
+if TYPE_CHECKING:  # the hooks' argument types; imported only by type checkers (a cycle)
+    from ._task import Task
+    from ._trainer import Trainer
 
 
 def _check_metrics(path: Path) -> None:
@@ -78,12 +96,12 @@ class ModelCheckpoint(Callback):
         >>> Trainer(10, callbacks=[checkpoint])  # doctest: +SKIP
     """
 
-    def __init__(self, path, monitor: str = "val/loss", mode: str = "min", *,
+    def __init__(self, path: str | os.PathLike, monitor: str = "val/loss", mode: str = "min", *,
                  overwrite: bool = False, every_n_steps: int | None = None,
-                 lock_timeout: float = 0.0):
+                 lock_timeout: float = 0.0) -> None:
         check_mode("ModelCheckpoint", mode)
         if every_n_steps is not None:
-            every_n_steps = check_int("ModelCheckpoint every_n_steps", every_n_steps, 1)
+            every_n_steps = check_int("ModelCheckpoint", "every_n_steps", every_n_steps, 1)
         self.every_n_steps = every_n_steps
         self.path = Path(path).absolute()
         self.monitor, self.mode, self.overwrite = monitor, mode, overwrite
@@ -95,7 +113,7 @@ class ModelCheckpoint(Callback):
         self._best_score = -math.inf
         self._manager = None
 
-    def on_fit_start(self, trainer, task) -> None:
+    def on_fit_start(self, trainer: Trainer, task: Task) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock = writer_lock(self.path, "ModelCheckpoint", self.lock_timeout)
         try:
@@ -131,7 +149,7 @@ class ModelCheckpoint(Callback):
         self._manager = steps
         self._seen = getattr(trainer, "start_step", 0) // (self.every_n_steps or 1)
 
-    def on_step_end(self, trainer, task, step: int) -> None:
+    def on_step_end(self, trainer: Trainer, task: Task, step: int) -> None:
         if self.every_n_steps is None or step // self.every_n_steps == self._seen:
             return
         self._seen = step // self.every_n_steps
@@ -143,7 +161,7 @@ class ModelCheckpoint(Callback):
         value = float(rows[-1][self.monitor]) if rows else math.nan
         self._save(step, objects, {"step": float(step), self.monitor: value}, value)
 
-    def on_epoch_end(self, trainer, task, metrics: dict) -> None:
+    def on_epoch_end(self, trainer: Trainer, task: Task, metrics: dict) -> None:
         if self.every_n_steps is not None:
             return
         value = monitored("ModelCheckpoint", self.monitor, metrics)
@@ -157,12 +175,14 @@ class ModelCheckpoint(Callback):
     def _save(self, step: int, objects: dict, metrics: dict, value: float) -> None:
         """Save ``objects`` as ``step`` (the epoch, or the global step), ranked by ``value``."""
         signed = value if self.mode == "max" else -value
-        saved = self._manager.save(step, args=save_args(objects),
+        manager = self._manager
+        assert manager is not None, "ModelCheckpoint saves only between on_fit_start and its end"
+        saved = manager.save(step, args=save_args(objects),
                                    metrics={**metrics, "_score": signed})
         if not saved:
             raise FileExistsError(
                 f"ModelCheckpoint: {'step' if self.every_n_steps else 'epoch'} {step} was not "
-                f"saved: {self.path} already holds steps {sorted(self._manager.all_steps())} "
+                f"saved: {self.path} already holds steps {sorted(manager.all_steps())} "
                 "and orbax only saves a step after the latest. Fix: use another directory, "
                 "resume with start_epoch, or pass overwrite=True."
             )
@@ -171,7 +191,7 @@ class ModelCheckpoint(Callback):
         if self.best_step is None or rank > self._best_score:
             self.best_step, self.best_value, self._best_score = step, value, rank
 
-    def on_fit_end(self, trainer, task) -> None:
+    def on_fit_end(self, trainer: Trainer, task: Task) -> None:
         try:
             if self._manager is not None:
                 self._manager.wait_until_finished()

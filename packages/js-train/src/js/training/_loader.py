@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Mapping
 
-from ._checks import check_int
+import numpy as np
+from numpy.typing import ArrayLike
+
+from js._checks import check_int
 
 
 class ArrayLoader:
@@ -35,8 +38,8 @@ class ArrayLoader:
         2
     """
 
-    def __init__(self, *arrays, batch_size: int, shuffle: bool = False, seed: int = 0,
-                 drop_last: bool = False):
+    def __init__(self, *arrays: ArrayLike, batch_size: int, shuffle: bool = False, seed: int = 0,
+                 drop_last: bool = False) -> None:
         if not arrays:
             raise ValueError("ArrayLoader needs at least one array, e.g. ArrayLoader(x, y, ...)")
         arrays = tuple(np.asarray(a) for a in arrays)
@@ -47,11 +50,12 @@ class ArrayLoader:
                 f"ArrayLoader arrays must share their first dimension (the examples); got shapes "
                 f"{shapes}. Fix: pass arrays with one row per example."
             )
-        batch_size = check_int("ArrayLoader batch_size", batch_size, 1)
-        seed = check_int("ArrayLoader seed", seed, 0)
-        if drop_last and batch_size > sizes[0]:
+        examples = len(arrays[0])
+        batch_size = check_int("ArrayLoader", "batch_size", batch_size, 1)
+        seed = check_int("ArrayLoader", "seed", seed, 0)
+        if drop_last and batch_size > examples:
             raise ValueError(
-                f"ArrayLoader with drop_last=True and batch_size={batch_size} > {sizes[0]} "
+                f"ArrayLoader with drop_last=True and batch_size={batch_size} > {examples} "
                 "examples yields no batch. Fix: lower batch_size or set drop_last=False."
             )
         self.arrays = arrays
@@ -78,7 +82,7 @@ class ArrayLoader:
         epoch, batch = self._position
         return {"epoch": epoch, "batch": batch}
 
-    def load_state_dict(self, state) -> None:
+    def load_state_dict(self, state: Mapping[str, int]) -> None:
         """Continue from a :meth:`state_dict`: the next ``iter()`` resumes there."""
         epoch, batch = int(state["epoch"]), int(state["batch"])
         if not 0 <= batch <= len(self) or epoch < 0:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from js._checks import check_int
+
 from ._callbacks import Callback, check_monitor
-from ._checks import check_int
 
 
 def check_options(max_epochs, options: dict) -> dict:
     """The step options as ints (or None), refusing conflicting combinations."""
     checked = {
-        name: None if value is None else check_int(f"Trainer {name}", value, 1)
+        name: None if value is None else check_int("Trainer", name, value, 1)
         for name, value in options.items()
     }
     if max_epochs is None and checked["max_steps"] is None:
@@ -19,9 +20,10 @@ def check_options(max_epochs, options: dict) -> dict:
         )
     most = checked["max_steps"]
     for name in ("val_every_n_steps", "log_every_n_steps"):
-        if most is not None and checked[name] is not None and checked[name] > most:
+        every = checked[name]
+        if most is not None and every is not None and every > most:
             raise ValueError(
-                f"Trainer {name}={checked[name]} is more than max_steps={most}: it would never "
+                f"Trainer {name}={every} is more than max_steps={most}: it would never "
                 f"happen. Fix: {name} <= max_steps, or None."
             )
     return checked

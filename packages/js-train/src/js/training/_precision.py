@@ -18,16 +18,18 @@ loss scaling, which this does not do: use bfloat16 (same exponent range as float
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import DTypeLike
 
 import js
 
 _DTYPES = (jnp.bfloat16, jnp.float16, jnp.float32)
 
 
-def check_compute_dtype(owner: str, dtype):
+def check_compute_dtype(owner: str, dtype: DTypeLike | None) -> np.dtype | None:
     """``dtype`` as a NumPy dtype when it is None, bfloat16, float16 or float32."""
     if dtype is None:
         return None
@@ -44,7 +46,7 @@ def check_compute_dtype(owner: str, dtype):
 
 
 @contextlib.contextmanager
-def autocast(model, dtype=jnp.bfloat16):
+def autocast(model: js.Module, dtype: DTypeLike = jnp.bfloat16) -> Iterator[js.Module]:
     """Run ``model``'s forward passes with its floating parameters cast to ``dtype``.
 
     Args:
@@ -61,13 +63,13 @@ def autocast(model, dtype=jnp.bfloat16):
     """
     if not isinstance(model, js.Module):
         raise TypeError(f"autocast: model must be a js.Module, got {type(model).__name__}")
-    dtype = check_compute_dtype("autocast", dtype)
+    compute = check_compute_dtype("autocast", dtype)
     params = [p for _, p in model.named_parameters()]
     kept = [p.value for p in params]
     buffers = [(b, b.value.dtype) for _, b in model.named_buffers()]
     for param, value in zip(params, kept, strict=True):
         if jnp.issubdtype(value.dtype, jnp.floating):
-            param.value = value.astype(dtype)
+            param.value = value.astype(compute)
     try:
         yield model
     finally:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from typing import TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -64,7 +65,8 @@ class Display:
         'epoch 0  step 4  train/loss 0.5000\\n'
     """
 
-    def __init__(self, enabled: bool | None = None, interval_s: float = 1.0, stream=None):
+    def __init__(self, enabled: bool | None = None, interval_s: float = 1.0,
+                 stream: TextIO | None = None) -> None:
         self.stream = sys.stdout if stream is None else stream
         terminal = bool(getattr(self.stream, "isatty", lambda: False)())
         self.enabled = terminal if enabled is None else bool(enabled)
@@ -92,7 +94,7 @@ class Display:
 
     def advance(self, steps: int, loss: Callable[[], float]) -> None:
         """``steps`` more steps done; ``loss()`` (one device read) only when a redraw is due."""
-        if not self.enabled or self.task is None:
+        if not self.enabled or self.task is None or self.progress is None:
             return
         self.steps += steps
         now = time.perf_counter()
@@ -104,7 +106,7 @@ class Display:
 
     def end(self) -> None:
         """Finish the current bar (left on screen, complete)."""
-        if self.enabled and self.task is not None:
+        if self.enabled and self.task is not None and self.progress is not None:
             self.progress.refresh()
             self.progress.stop_task(self.task)
             self.task = None
@@ -128,7 +130,7 @@ class Display:
 class _Rate(TextColumn):
     """Steps per second over the bar's life (rich's own speed column shows bytes)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__("")
 
     def render(self, task) -> Text:

@@ -9,6 +9,14 @@ from __future__ import annotations
 import csv
 import os
 from pathlib import Path
+from typing import Protocol
+
+
+class Run(Protocol):
+    """What ``Trainer(run=)`` takes: an object with ``log(metrics, step)`` (CSVRun,
+    TensorBoardRun, or a wrapper around another tracker)."""
+
+    def log(self, metrics: dict, step: int) -> None: ...
 
 
 class CSVRun:
@@ -34,7 +42,7 @@ class CSVRun:
         'step,epoch,train/loss'
     """
 
-    def __init__(self, directory, *, resume: bool = False):
+    def __init__(self, directory: str | os.PathLike, *, resume: bool = False) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "metrics.csv"
@@ -80,7 +88,7 @@ class TensorBoardRun:
         >>> Trainer(max_steps=1000, log_every_n_steps=50, run=run)  # doctest: +SKIP
     """
 
-    def __init__(self, directory, *, flush_secs: int = 10):
+    def __init__(self, directory: str | os.PathLike, *, flush_secs: int = 10) -> None:
         try:
             from tensorboardX import SummaryWriter
         except ImportError as error:
@@ -102,7 +110,7 @@ class TensorBoardRun:
         self.writer.close()
 
 
-def read_csv(path) -> dict[str, list[float]]:
+def read_csv(path: str | os.PathLike) -> dict[str, list[float]]:
     """Columns of a metrics CSV as lists of floats (empty cells become NaN)."""
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
@@ -112,7 +120,7 @@ def read_csv(path) -> dict[str, list[float]]:
             for key in rows[0]}
 
 
-def plot_run(directory_or_csv, png_path) -> Path:
+def plot_run(directory_or_csv: str | os.PathLike, png_path: str | os.PathLike) -> Path:
     """Plot a run's curves against the global step (one panel per metric, train and val
     together) to a PNG; a metric's missing cells (val/ between validations) are skipped.
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import inspect
 import weakref
+from collections.abc import Callable
+from typing import Any
 
 import jax.numpy as jnp
+from jax.typing import DTypeLike
 
 import js
 
@@ -55,7 +58,8 @@ class Task:
         ...         return steps.regression_eval_step(model, batch)
     """
 
-    def __init__(self, model, optimizer, rngs=None, *, compute_dtype=None):
+    def __init__(self, model: js.Module, optimizer: Any, rngs: js.Rngs | None = None, *,
+                 compute_dtype: DTypeLike | None = None) -> None:
         if not isinstance(model, js.Module):
             raise TypeError(f"Task model must be a js.Module, got {type(model).__name__}")
         if not callable(getattr(optimizer, "step", None)):
@@ -69,7 +73,8 @@ class Task:
         self.rngs = rngs
         self.compute_dtype = check_compute_dtype("Task", compute_dtype)
 
-    def training_step(self, model, optimizer, rngs, batch) -> dict:
+    def training_step(self, model: js.Module, optimizer: Any, rngs: js.Rngs | None,
+                      batch: Any) -> dict:
         """One compiled update of ``model`` on ``batch``; returns its on-device metrics."""
         _check_classification(type(self).__name__, batch)
         if rngs is None:
@@ -78,12 +83,12 @@ class Task:
         return steps.dropout_classification_step(model, optimizer, batch, rngs,
                                                  compute_dtype=self.compute_dtype)
 
-    def validation_step(self, model, batch) -> dict:
+    def validation_step(self, model: js.Module, batch: Any) -> dict:
         """Metrics of ``batch`` without an update."""
         _check_classification(type(self).__name__, batch)
         return steps.classification_eval_step(model, batch, compute_dtype=self.compute_dtype)
 
-    def predict_step(self, model, batch):
+    def predict_step(self, model: js.Module, batch: Any) -> Any:
         """The model's output for the inputs of ``batch`` (``x``, ``(x, ...)`` or ``{'x':}``)."""
         return _predict(model, steps.inputs(batch))
 
@@ -110,7 +115,7 @@ def _check_classification(owner: str, batch) -> None:
     """Refuse, before tracing, a batch whose labels are not class ids ``y[B]`` (int)."""
     _, y, _ = steps.unpack(batch)
     dtype, shape = getattr(y, "dtype", None), getattr(y, "shape", None)
-    if dtype is None or not jnp.issubdtype(dtype, jnp.integer) or len(shape) != 1:
+    if dtype is None or not jnp.issubdtype(dtype, jnp.integer) or shape is None or len(shape) != 1:
         raise TypeError(
             f"{owner} runs the default classification steps, which need integer class labels "
             f"y[B]; got y {list(shape) if shape is not None else type(y).__name__} {dtype}. "
@@ -157,7 +162,7 @@ def check_task(task) -> None:
 _SCANNED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def scanned_training_step(task, unroll):
+def scanned_training_step(task: Task, unroll: int | bool) -> Callable[..., Any]:
     """``js.jit(js.scan_steps(task.training_step))``, kept for ``task`` while its
     configuration (what ``training_step`` may read from ``self``, frozen into the program when
     it is traced) is unchanged: rebinding an attribute of the task builds a new one. The model,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -50,7 +51,9 @@ def _lr(task):
     """``lr(step_count)`` on the device when the task's optimizer has a schedule, else None."""
     optimizer = getattr(task, "optimizer", None)
     lr = getattr(optimizer, "lr", None)
-    return jnp.asarray(lr(optimizer.step_count), jnp.float32) if callable(lr) else None
+    if optimizer is None or not callable(lr):
+        return None
+    return jnp.asarray(lr(optimizer.step_count), jnp.float32)
 
 
 def rates(host: dict, prefix: str) -> dict[str, float]:
@@ -94,7 +97,7 @@ class Totals:
         self.device = device
         self.started = time.perf_counter()
         # (step, host totals or None, lr, time) of the last read: the window starts there
-        self._read = (None, host, None, self.started)
+        self._read: tuple[int | None, Any, Any, float] = (None, host, None, self.started)
 
     @staticmethod
     def accumulate(totals, metrics, where: str) -> dict:
@@ -158,7 +161,7 @@ class Totals:
         device = self.device if self.device is not None else _zeros(True)
         host = jax.device_get(device)
         position.transfers += 1
-        state = {"has_correct": int("correct" in host)}
+        state: dict[str, Any] = {"has_correct": int("correct" in host)}
         state.update({key: np.float32(host.get(key, 0.0)) for key in _KEYS})
         return state
 

@@ -12,20 +12,23 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
 import js
+from js._checks import check_int, check_mesh, is_int
 
-from ._checks import check_int, is_int
-from ._mesh import check_mesh
+from ._callbacks import Callback
 from ._options import check_callbacks, check_data, check_monitors, check_options
 from ._progress import Display
+from ._runs import Run
 from ._schedule import Due, Position, Schedule, check_loader_position, place_stacked, stack
-from ._task import check_task, scanned_training_step
+from ._task import Task, check_task, scanned_training_step
 from ._totals import Totals, epoch_metrics, rates, with_epoch
 
 # Columns of a row in this order (stable within a group): epoch, step, train/, val/, lr, time/.
@@ -91,26 +94,28 @@ class Trainer:
 
     progress_interval_s = 1.0
 
-    def __init__(self, max_epochs: int | None = None, callbacks=(), run=None, *,
+    def __init__(self, max_epochs: int | None = None, callbacks: Iterable[Callback] = (),
+                 run: Run | None = None, *,
                  max_steps: int | None = None, val_every_n_steps: int | None = None,
                  log_every_n_steps: int | None = None, limit_val_batches: int | None = None,
                  progress: bool | None = None, verbose: bool = True,
                  steps_per_execution: int = 1, unroll: int | bool = True,
-                 mesh=None, batch_axis: str = "data",
-                 compilation_cache: bool | str | os.PathLike = True):
+                 mesh: Mesh | None = None, batch_axis: str = "data",
+                 compilation_cache: bool | str | os.PathLike = True) -> None:
         if max_epochs is not None:
-            max_epochs = check_int("Trainer max_epochs", max_epochs, 1)
+            max_epochs = check_int("Trainer", "max_epochs", max_epochs, 1)
         options = check_options(max_epochs, dict(zip(_OPTIONAL, (
             max_steps, val_every_n_steps, log_every_n_steps, limit_val_batches), strict=True)))
         callbacks = tuple(callbacks)
         check_callbacks(callbacks)
         if run is not None and not callable(getattr(run, "log", None)):
             raise TypeError(f"Trainer run must have a log(metrics, step) method, got {run!r}")
-        steps_per_execution = check_int("Trainer steps_per_execution", steps_per_execution, 1)
+        steps_per_execution = check_int("Trainer", "steps_per_execution", steps_per_execution, 1)
         if not isinstance(unroll, bool) and not (is_int(unroll) and unroll >= 1):
             raise TypeError(f"Trainer unroll must be True, False or an int >= 1 (steps unrolled "
                             f"per loop iteration), got {unroll!r}")
-        check_mesh(mesh, batch_axis)
+        if mesh is not None:
+            check_mesh("Trainer", mesh, batch_axis, name="batch_axis")
         if not isinstance(compilation_cache, (bool, str, os.PathLike)):
             raise TypeError(
                 "Trainer compilation_cache must be True, False or a directory path, got "
@@ -142,7 +147,8 @@ class Trainer:
 
     # -- the loop ------------------------------------------------------------------------------
 
-    def fit(self, task, train_data, val_data=None, *, start_epoch: int = 0,
+    def fit(self, task: Task, train_data: Iterable[Any], val_data: Iterable[Any] | None = None,
+            *, start_epoch: int = 0,
             resume: bool = False) -> list[dict]:
         """Train ``task`` until ``max_epochs`` or ``max_steps``; return the history.
 
@@ -188,8 +194,9 @@ class Trainer:
         finally:
             display.close()
             self._hook("on_fit_end", task)
-            if self.run is not None and callable(getattr(self.run, "close", None)):
-                self.run.close()
+            close = getattr(self.run, "close", None)  # optional: Run only promises log()
+            if callable(close):
+                close()
         if self.should_stop and self.verbose:
             print(f"stopping: {self.stop_reason}", flush=True)
         return self.history
@@ -261,7 +268,7 @@ class Trainer:
 
     # -- evaluation ----------------------------------------------------------------------------
 
-    def validate(self, task, data) -> dict[str, float]:
+    def validate(self, task: Task, data: Iterable[Any]) -> dict[str, float]:
         """Run ``task.validation_step`` over ``data`` (up to ``limit_val_batches``); return
         ``{'val/loss':, 'val/count':[, 'val/accuracy':]}`` after one device read."""
         check_task(task)
@@ -270,7 +277,7 @@ class Trainer:
         self.position.transfers = 0
         return self._validation(task, data, Display(enabled=False))
 
-    def predict(self, task, data) -> np.ndarray:
+    def predict(self, task: Task, data: Iterable[Any]) -> np.ndarray:
         """``task.predict_step(model, batch)`` over ``data`` in eval mode, the outputs
         concatenated along the first axis and read to the host once (NumPy)."""
         check_task(task)
@@ -325,6 +332,7 @@ class Trainer:
             return task.training_step(task.model, task.optimizer, task.rngs, batch)
 
         def several(task, batches):
+            assert self._many is not None  # `several` is only yielded while there is one
             return self._many(task.model, task.optimizer, task.rngs, batches)
 
         def singly(group):
@@ -352,7 +360,7 @@ class Trainer:
         """Check everything a fit needs before a step runs; set the position (restored with
         ``resume``, else at ``start_epoch``); return the fit's schedule."""
         check_task(task)
-        start_epoch = check_int("fit start_epoch", start_epoch, 0)
+        start_epoch = check_int("fit", "start_epoch", start_epoch, 0)
         self._enable_cache()
         several = self.max_epochs is None or self.max_epochs - start_epoch > 1
         check_data(train_data, "train_data", several and self.max_epochs is not None)
@@ -391,7 +399,7 @@ class Trainer:
 
     # -- checkpointing the position ------------------------------------------------------------
 
-    def state_dict(self) -> dict[str, np.ndarray]:
+    def state_dict(self) -> dict[str, Any]:
         """The position of a fit, for mid-epoch resume: ``epoch``, ``step``, the step the epoch
         started at, and the epoch's running totals (``loss`` (sum of ``loss * count``),
         ``count``, ``correct``, ``has_correct``), read from the device once."""

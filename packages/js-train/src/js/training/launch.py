@@ -102,7 +102,7 @@ def _watch(children: list[subprocess.Popen]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m js.training.launch", description=__doc__.splitlines()[0]
+        prog="python -m js.training.launch", description=(__doc__ or "").partition("\n")[0]
     )
     parser.add_argument("--processes", type=int, default=2, help="processes to start (2)")
     parser.add_argument(

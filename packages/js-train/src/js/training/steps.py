@@ -22,17 +22,22 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax.typing import DTypeLike
 
 import js
-import js.losses as losses
+
+# pyright resolves `js` to js-core's regular package and does not follow its
+# pkgutil.extend_path __path__ into sibling portions (js.nn, js.losses); Python does.
+import js.losses as losses  # pyright: ignore[reportMissingImports]
 
 from ._precision import autocast
 
 
-def unpack(batch):
+def unpack(batch: Any) -> tuple[Any, Any, Any]:
     """``(x, y, mask)`` from a tuple ``(x, y[, mask])`` or a dict with ``x``, ``y``[, ``mask``]."""
     if isinstance(batch, Mapping):
         return batch["x"], batch["y"], batch.get("mask")
@@ -44,7 +49,7 @@ def unpack(batch):
     )
 
 
-def inputs(batch):
+def inputs(batch: Any) -> Any:
     """``x`` from an unsupervised batch: ``x``, ``(x,)`` or a dict with ``x``."""
     if isinstance(batch, Mapping):
         return batch["x"]
@@ -80,7 +85,8 @@ def _classification_metrics(loss, logits, y, mask) -> dict:
 
 
 @js.jit(static_argnames=("compute_dtype",))
-def classification_step(model, optimizer, batch, *, compute_dtype=None):
+def classification_step(model: js.Module, optimizer: Any, batch: Any, *,
+                        compute_dtype: DTypeLike | None = None) -> dict[str, jax.Array]:
     """One optimizer step of cross-entropy on ``logits = model(x)`` [B, C], labels ``y`` [B]."""
     x, y, mask = unpack(batch)
 
@@ -94,7 +100,8 @@ def classification_step(model, optimizer, batch, *, compute_dtype=None):
 
 
 @js.jit(static_argnames=("compute_dtype",))
-def dropout_classification_step(model, optimizer, batch, rngs, *, compute_dtype=None):
+def dropout_classification_step(model: js.Module, optimizer: Any, batch: Any, rngs: js.Rngs,
+                                *, compute_dtype: DTypeLike | None = None) -> dict[str, jax.Array]:
     """As :func:`classification_step` for a model with dropout: ``model(x, rngs=rngs)``.
 
     ``rngs`` (with a ``dropout`` stream) is passed through the gradient so its counter
@@ -112,7 +119,8 @@ def dropout_classification_step(model, optimizer, batch, rngs, *, compute_dtype=
 
 
 @js.jit(static_argnames=("compute_dtype",))
-def classification_eval_step(model, batch, *, compute_dtype=None):
+def classification_eval_step(model: js.Module, batch: Any, *,
+                             compute_dtype: DTypeLike | None = None) -> dict[str, jax.Array]:
     """Loss, count and correct of ``model(x)`` without an update (call ``model.eval()`` first)."""
     x, y, mask = unpack(batch)
     logits = _forward(model, x, compute_dtype)
@@ -131,7 +139,8 @@ def _masked_mse(prediction, y, mask):
 
 
 @js.jit(static_argnames=("compute_dtype",))
-def regression_step(model, optimizer, batch, *, compute_dtype=None):
+def regression_step(model: js.Module, optimizer: Any, batch: Any, *,
+                    compute_dtype: DTypeLike | None = None) -> dict[str, jax.Array]:
     """One step of mean squared error between ``model(x)`` and ``y`` (same shape), e.g. an
     LSTM forecaster mapping a window ``[B, T, F]`` to the next values ``[B, F]``. A
     ``mask[B]`` keeps only its rows: the loss is their mean and ``count`` their number."""
@@ -146,7 +155,8 @@ def regression_step(model, optimizer, batch, *, compute_dtype=None):
 
 
 @js.jit(static_argnames=("compute_dtype",))
-def regression_eval_step(model, batch, *, compute_dtype=None):
+def regression_eval_step(model: js.Module, batch: Any, *,
+                         compute_dtype: DTypeLike | None = None) -> dict[str, jax.Array]:
     """Mean squared error of ``model(x)`` against ``y`` (over the rows ``mask`` keeps) without
     an update."""
     x, y, mask = unpack(batch)
@@ -155,7 +165,8 @@ def regression_eval_step(model, batch, *, compute_dtype=None):
 
 
 @js.jit(static_argnames=("compute_dtype",))
-def autoencoder_step(model, optimizer, batch, *, compute_dtype=None):
+def autoencoder_step(model: js.Module, optimizer: Any, batch: Any, *,
+                     compute_dtype: DTypeLike | None = None) -> dict[str, jax.Array]:
     """One step of reconstruction error: mean squared error between ``model(x)`` and ``x``."""
     x = inputs(batch)
 
@@ -168,7 +179,8 @@ def autoencoder_step(model, optimizer, batch, *, compute_dtype=None):
 
 
 @js.jit(static_argnames=("compute_dtype",))
-def autoencoder_eval_step(model, batch, *, compute_dtype=None):
+def autoencoder_eval_step(model: js.Module, batch: Any, *,
+                          compute_dtype: DTypeLike | None = None) -> dict[str, jax.Array]:
     """Reconstruction error of ``model(x)`` without an update."""
     x = inputs(batch)
     return {"loss": losses.mse_loss(_forward(model, x, compute_dtype), x), "count": _count(x, None)}
@@ -182,7 +194,8 @@ def _noise(rngs, batch, latent_dim: int):
 
 
 @js.jit(static_argnames=("latent_dim",))
-def discriminator_step(discriminator, generator, d_optimizer, batch, rngs, *, latent_dim):
+def discriminator_step(discriminator: js.Module, generator: js.Module, d_optimizer: Any,
+                       batch: Any, rngs: js.Rngs, *, latent_dim: int) -> dict[str, jax.Array]:
     """Update the discriminator (logits ``[B, 1]``) to tell real ``x`` from ``generator(z)``.
 
     ``z ~ N(0, 1)`` ``[B, latent_dim]`` is drawn from the ``noise`` stream of ``rngs``. Only
@@ -204,7 +217,8 @@ def discriminator_step(discriminator, generator, d_optimizer, batch, rngs, *, la
 
 
 @js.jit(static_argnames=("latent_dim",))
-def generator_step(generator, discriminator, g_optimizer, batch, rngs, *, latent_dim):
+def generator_step(generator: js.Module, discriminator: js.Module, g_optimizer: Any, batch: Any,
+                   rngs: js.Rngs, *, latent_dim: int) -> dict[str, jax.Array]:
     """Update the generator so the discriminator calls ``generator(z)`` real (non-saturating
     loss). ``batch`` only sets the batch size; the discriminator is not differentiated."""
     z = _noise(rngs, batch, latent_dim)

@@ -15,6 +15,7 @@ gets the same digest as its gathered copy, on any mesh, without a transfer.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -40,7 +41,7 @@ def _host_words(array: np.ndarray) -> np.ndarray:
     return flat.view({1: np.uint8, 2: np.uint16}[size]).astype(np.uint32)
 
 
-def digest_terms(words, index, xp=np):
+def digest_terms(words: Any, index: Any, xp: Any = np) -> tuple[Any, Any]:
     """The two per-word terms whose sums modulo 2**32 are an array's digest: ``words`` its
     bytes as uint32 words, ``index`` their row-major positions (uint32), ``xp`` the array
     module (NumPy on the host, ``jax.numpy`` on devices)."""

@@ -26,16 +26,19 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import os
 import re
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import js
+from js._checks import flatten_state, is_int
 
 FORMAT = "js.training/2"
 OLD_FORMATS = ("js.training/1",)
@@ -50,7 +53,8 @@ class CheckpointError(ValueError):
     file, item or array that failed).
     """
 
-    def __init__(self, directory, step, part: str, what: str, fix: str):
+    def __init__(self, directory: str | os.PathLike, step: int | None, part: str, what: str,
+                 fix: str) -> None:
         self.directory, self.step, self.part = str(directory), step, part
         where = f"{directory}" if step is None else f"{directory}, step {step}"
         super().__init__(f"checkpoint {where}: {part} {what}. Fix: {fix}")
@@ -61,7 +65,7 @@ def item_name(name: str) -> str:
     return f"state_{name}"
 
 
-def read_json(path):
+def read_json(path: str | os.PathLike) -> Any:
     """A JSON file's value; OSError when unreadable, ValueError when not JSON."""
     with open(path, "rb") as file:
         return json.loads(file.read().decode("utf-8"))
@@ -84,13 +88,13 @@ def other_steps(steps: list[int], step: int) -> str:
     return f"load another step (which=...): steps {', '.join(map(str, rest))} are present"
 
 
-def score(metrics) -> float:
+def score(metrics: Any) -> float:
     """How ModelCheckpoint ranks a step: its ``_score`` metric (higher is better; NaN last)."""
     value = metrics.get("_score") if isinstance(metrics, Mapping) else None
     return -math.inf if value is None or math.isnan(value) else float(value)
 
 
-def read_metrics(path: Path, step: int):
+def read_metrics(path: Path, step: int) -> dict | None:
     """A step's metrics, None when it has none; OSError/ValueError when unreadable."""
     if not (path / str(step) / "metrics").exists():
         return None
@@ -118,7 +122,8 @@ def _best(path: Path, steps: list[int], caller: str) -> int:
     return max(scores, key=lambda step: (scores[step], step))  # ties: the later step
 
 
-def select_step(path: Path, steps: list[int], which, caller: str = "load_checkpoint") -> int:
+def select_step(path: Path, steps: list[int], which: str | int,
+                caller: str = "load_checkpoint") -> int:
     """The step ``which`` (``'best'``, ``'last'`` or a step number) names among ``steps``;
     only ``'best'`` reads anything (every step's metrics)."""
     if not steps:
@@ -127,7 +132,7 @@ def select_step(path: Path, steps: list[int], which, caller: str = "load_checkpo
         return _best(path, steps, caller)
     if which == "last":
         return steps[-1]
-    if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
+    if is_int(which):
         if int(which) not in steps:
             raise ValueError(f"{caller}: no step {int(which)} in {path}; steps: {steps}")
         return int(which)
@@ -150,8 +155,11 @@ def _entry_problem(key: str, entry) -> str | None:
     if not isinstance(entry.get("digest"), str) or not _HEX16.match(entry["digest"]):
         return f"entry {key!r} has no valid digest"
     packed = entry.get("packed")
-    placed = isinstance(packed, list) and len(packed) == 2 and isinstance(packed[0], str)
-    if not (placed and type(packed[1]) is int and packed[1] >= 0) and not isinstance(
+    placed = (
+        isinstance(packed, list) and len(packed) == 2 and isinstance(packed[0], str)
+        and type(packed[1]) is int and packed[1] >= 0
+    )
+    if not placed and not isinstance(
         entry.get("array"), str
     ):
         return f"entry {key!r} says neither where it is packed nor which array it is"
@@ -172,7 +180,7 @@ def _record_problems(name: str, record) -> list[str]:
     return problems
 
 
-def meta_problems(meta) -> list[str]:
+def meta_problems(meta: Any) -> list[str]:
     """What makes a decoded ``meta`` item unusable (empty when it is well-formed)."""
     if not isinstance(meta, Mapping):
         return [f"holds a {type(meta).__name__}, not a record"]
@@ -219,7 +227,8 @@ def read_meta(path: Path, step: int, steps: list[int]) -> dict:
 
 
 
-def locate(ckpt_dir, name: str, which, caller: str) -> tuple[tuple, dict, dict]:
+def locate(ckpt_dir: str | os.PathLike, name: str, which: str | int,
+           caller: str) -> tuple[tuple, dict, dict]:
     """``((directory, step, steps), meta, record of the entry name)`` for ``which``, checked."""
     path = Path(ckpt_dir).absolute()
     if not path.is_dir():
@@ -283,20 +292,14 @@ def kinds_of(objects: Mapping) -> dict[str, str]:
     return kinds
 
 
-def flatten(tree, prefix: tuple = ()) -> dict:
-    """``{dotted.key: leaf}`` of a (nested) state dict."""
-    if isinstance(tree, Mapping):
-        out = {}
-        for key, value in tree.items():
-            out.update(flatten(value, (*prefix, str(key))))
-        return out
-    return {".".join(prefix): tree}
-
-
 def live_arrays(name: str, obj) -> dict:
     """``{dotted.key: array}`` of a stateful object: the live ``jax.Array``s of a
     :func:`native` one, the (flattened) ``state_dict()`` of others."""
-    flat = flatten(obj.state_dict(as_numpy=False) if native(obj) else obj.state_dict())
+    state = obj.state_dict(as_numpy=False) if native(obj) else obj.state_dict()
+    if not isinstance(state, Mapping):
+        raise TypeError(f"checkpoint object {name!r}: state_dict() returned a "
+                        f"{type(state).__name__}, not a {{key: array}} dict")
+    flat = flatten_state(state)
     for key, value in flat.items():
         if not isinstance(value, (jax.Array, np.ndarray)):
             array = np.asarray(value) if np.ndim(value) >= 0 else None

@@ -12,10 +12,16 @@ full). A checkpoint written on 8 devices loads onto 1, or onto another mesh, bit
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+
+from js._checks import compare_state
 
 from .format import (
     CheckpointError,
@@ -47,22 +53,17 @@ def _problems(ours: dict, current: dict, meta: dict) -> list[str]:
         if kind == "value":
             continue
         want, got = current[name], meta["items"][name]["entries"]
-        problems += [
-            f"{name!r}: {key!r} missing from the checkpoint" for key in want if key not in got
-        ]
-        problems += [
-            f"{name!r}: unexpected {key!r} in the checkpoint" for key in got if key not in want
-        ]
-        names: dict = {}  # dtype -> str(dtype), formatted once (it costs microseconds)
-        for key in [key for key in want if key in got]:
-            dtype = want[key].dtype
-            have = (list(want[key].shape), names.get(dtype) or names.setdefault(dtype, str(dtype)))
-            saved = (got[key]["shape"], got[key]["dtype"])
-            if have != saved:
-                problems.append(
-                    f"{name!r}: {key!r}: expected {have[0]} {have[1]}, "
-                    f"checkpoint has {saved[0]} {saved[1]}"
-                )
+        given = {
+            key: jax.ShapeDtypeStruct(tuple(entry["shape"]), jnp.dtype(entry["dtype"]))
+            for key, entry in got.items()
+        }
+        missing, unexpected, mismatched = compare_state(want, given)
+        problems += [f"{name!r}: {key!r} missing from the checkpoint" for key in missing]
+        problems += [f"{name!r}: unexpected {key!r} in the checkpoint" for key in unexpected]
+        # compare_state's "'key': expected A, got B", with B named as what the checkpoint has
+        for line in mismatched:
+            expected, _, found = line.rpartition(", got ")
+            problems.append(f"{name!r}: {expected}, checkpoint has {found}")
     return problems
 
 
@@ -81,7 +82,8 @@ def _nested(flat: dict, template, prefix: tuple = ()):
     return _like(flat[".".join(prefix)], template)
 
 
-def load_checkpoint(path, objects: Mapping, which="best") -> dict:
+def load_checkpoint(path: str | os.PathLike, objects: Mapping[str, Any],
+                    which: str | int = "best") -> dict:
     """Restore ``objects`` in place from the checkpoint directory ``path``.
 
     Partial, strict and all or nothing: only the objects named in ``objects`` are read (a
@@ -186,7 +188,7 @@ def _step_info(path: Path, step: int, steps: list[int]) -> dict:
     return info
 
 
-def checkpoint_info(path) -> list[dict]:
+def checkpoint_info(path: str | os.PathLike) -> list[dict]:
     """What each step of the checkpoint directory ``path`` holds, without reading arrays.
 
     Returns one record per committed step, in step order::

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -27,7 +29,7 @@ from .format import CheckpointError, item_name, locate, manager, other_steps
 
 def host_tree(record: dict) -> dict:
     """The abstract orbax tree that reads one entry's item into NumPy arrays."""
-    tree = {"id": np.zeros(16, np.uint8)}
+    tree: dict[str, Any] = {"id": np.zeros(16, np.uint8)}  # id, packed {dtype: buffer}, arrays
     for dtype, length in record["packed"].items():
         tree.setdefault("packed", {})[dtype] = np.zeros(length, jnp.dtype(dtype))
     for entry in record["entries"].values():
@@ -125,7 +127,8 @@ def unreadable_item(where: tuple, name: str, error: Exception) -> CheckpointErro
     )  # fmt: skip
 
 
-def read_checkpoint(ckpt_dir, name: str = "model", which="best") -> tuple[int, dict]:
+def read_checkpoint(ckpt_dir: str | os.PathLike, name: str = "model",
+                    which: str | int = "best") -> tuple[int, dict]:
     """The arrays of the entry ``name`` of a js-train checkpoint, as NumPy, verified.
 
     Reads only that entry's item and the step's ``meta`` (orbax is imported only now),
@@ -188,10 +191,10 @@ def read_items(where: tuple, meta: dict, current: dict) -> dict:
 
 
 def export_weights(
-    ckpt_dir,
-    path,
+    ckpt_dir: str | os.PathLike,
+    path: str | os.PathLike,
     *,
-    which="best",
+    which: str | int = "best",
     name: str = "model",
     metadata: Mapping[str, str] | None = None,
 ) -> int:

@@ -15,12 +15,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import is_int
+from js._checks import check_int
+
 from .digest import device_digests, host_digest, packed_digests
 from .format import FORMAT, item_name, kinds_of, live_arrays, manager
 from .lock import check_timeout, writer_lock
@@ -87,7 +89,8 @@ def _pack(tree: dict, record: dict, small: list) -> None:
 
 def build_item(flat: dict, save_id: bytes) -> tuple[dict, dict]:
     """The orbax tree and the meta record of one object's flat ``{key: array}``."""
-    tree, record = {"id": np.frombuffer(save_id, np.uint8).copy()}, {"packed": {}, "entries": {}}
+    tree: dict[str, Any] = {"id": np.frombuffer(save_id, np.uint8).copy()}
+    record: dict[str, Any] = {"packed": {}, "entries": {}}
     placement = _Placement()
     small = [key for key, value in flat.items() if _packable(value, placement)]
     _pack(tree, record, list(zip(small, _host([flat[k] for k in small], placement), strict=True)))
@@ -134,18 +137,7 @@ def save_args(objects: Mapping):
     return ocp.args.Composite(meta=ocp.args.JsonSave(meta), **items)
 
 
-def _check_step(step) -> int:
-    if not is_int(step):
-        raise TypeError(
-            f"save_checkpoint step must be an int >= 0, got {step!r} (a {type(step).__name__}). "
-            "Fix: pass an integer, e.g. step=1."
-        )
-    if step < 0:
-        raise ValueError(f"save_checkpoint step must be an int >= 0, got {step!r}")
-    return int(step)
-
-
-def save_checkpoint(path, objects: Mapping, *, step: int | None = None,
+def save_checkpoint(path: str | os.PathLike, objects: Mapping[str, Any], *, step: int | None = None,
                     lock_timeout: float = 0.0) -> int:
     """Save ``objects`` (``{name: model | optimizer | js.Rngs | plain value}``) under ``path``.
 
@@ -165,7 +157,7 @@ def save_checkpoint(path, objects: Mapping, *, step: int | None = None,
         >>> save_checkpoint("ckpt", {"model": model, "epoch": 3})  # doctest: +SKIP
     """
     if step is not None:
-        step = _check_step(step)
+        step = check_int("save_checkpoint", "step", step, 0)
     lock_timeout = check_timeout("save_checkpoint", lock_timeout)
     args = save_args(objects)  # every check and digest before the directory exists
     path = Path(path).absolute()
