@@ -10,23 +10,11 @@ _require("js-train", __version__, _REQUIRES)
 
 # The checkpoint format, save_checkpoint and the loaders are js-nn's (js.nn.checkpoint);
 # re-exported here, where a training script looks for them next to ModelCheckpoint.
-# pyright resolves `js` to js-core's regular package and does not follow its
-# pkgutil.extend_path __path__ into sibling portions (js.nn, js.losses); Python does.
-from js.nn.checkpoint import (  # pyright: ignore[reportMissingImports]  # noqa: E402
-    CheckpointError as CheckpointError,
-)
-from js.nn.checkpoint import (  # pyright: ignore[reportMissingImports]  # noqa: E402
-    checkpoint_info as checkpoint_info,
-)
-from js.nn.checkpoint import (  # pyright: ignore[reportMissingImports]  # noqa: E402
-    export_weights as export_weights,
-)
-from js.nn.checkpoint import (  # pyright: ignore[reportMissingImports]  # noqa: E402
-    load_checkpoint as load_checkpoint,
-)
-from js.nn.checkpoint import (  # pyright: ignore[reportMissingImports]  # noqa: E402
-    save_checkpoint as save_checkpoint,
-)
+from js.nn.checkpoint import CheckpointError as CheckpointError  # noqa: E402
+from js.nn.checkpoint import checkpoint_info as checkpoint_info  # noqa: E402
+from js.nn.checkpoint import export_weights as export_weights  # noqa: E402
+from js.nn.checkpoint import load_checkpoint as load_checkpoint  # noqa: E402
+from js.nn.checkpoint import save_checkpoint as save_checkpoint  # noqa: E402
 
 from . import steps as steps  # noqa: E402
 from ._callbacks import Callback as Callback  # noqa: E402

@@ -16,21 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from js._checks import check_int
-
-# pyright resolves `js` to js-core's regular package and does not follow its
-# pkgutil.extend_path __path__ into sibling portions (js.nn, js.losses); Python does.
-from js.nn.checkpoint.format import (  # pyright: ignore[reportMissingImports]
-    CheckpointError,
-    manager,
-    read_json,
-    score,
-    steps_in,
-)
-from js.nn.checkpoint.lock import (  # pyright: ignore[reportMissingImports]
-    check_timeout,
-    writer_lock,
-)
-from js.nn.checkpoint.write import save_args  # pyright: ignore[reportMissingImports]
+from js.nn.checkpoint.format import CheckpointError, manager, read_json, score, steps_in
+from js.nn.checkpoint.lock import check_timeout, writer_lock
+from js.nn.checkpoint.write import save_args
 
 from ._callbacks import Callback, check_mode, monitored
 

@@ -29,10 +29,7 @@ import jax.numpy as jnp
 from jax.typing import DTypeLike
 
 import js
-
-# pyright resolves `js` to js-core's regular package and does not follow its
-# pkgutil.extend_path __path__ into sibling portions (js.nn, js.losses); Python does.
-import js.losses as losses  # pyright: ignore[reportMissingImports]
+import js.losses as losses
 
 from ._precision import autocast
 
