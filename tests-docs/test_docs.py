@@ -77,8 +77,11 @@ def _run_page(page: Path, workdir: Path) -> tuple[int, int]:
         )
         done = subprocess.run(
             [sys.executable, "-W", "error", str(Path(docblocks.__file__)), str(page), str(workdir)],
-            capture_output=True, text=True, env=env, timeout=600,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
         assert done.returncode == 0, done.stderr[-4000:]
         result = json.loads(done.stdout.strip().splitlines()[-1])
         ran, skipped, problem = result["ran"], result["skipped"], result["problem"]

@@ -66,9 +66,19 @@ def new_venv(tmp_path, third_party_constraints):
         venv = Venv(tmp_path / name)
         run([sys.executable, "-m", "uv", "venv", "--quiet", "--python", sys.executable, venv.path])
         run(
-            [sys.executable, "-m", "uv", "pip", "install", "--python", venv.python,
-             "-c", third_party_constraints, *THIRD_PARTY]
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "uv",
+                "pip",
+                "install",
+                "--python",
+                venv.python,
+                "-c",
+                third_party_constraints,
+                *THIRD_PARTY,
+            ]
+        )
         return venv
 
     return make

@@ -18,8 +18,16 @@ from versioning import read_assignments as read_assignments  # noqa: E402  (re-e
 PACKAGES = ROOT / "packages"
 CONSTRAINTS = Path(__file__).resolve().parent / "constraints.txt"
 DISTRIBUTIONS = ["js-core", "js-nn", "js-losses", "js-optim", "js-train", "js"]
-THIRD_PARTY = ["jax", "jaxlib", "flax", "numpy", "optax", "orbax-checkpoint", "safetensors",
-               "flatbuffers"]
+THIRD_PARTY = [
+    "jax",
+    "jaxlib",
+    "flax",
+    "numpy",
+    "optax",
+    "orbax-checkpoint",
+    "safetensors",
+    "flatbuffers",
+]
 CONSTRAINTS_HEADER = """\
 # Exact versions the integration suite (tests-integration/) last passed with: ours (a record;
 # the suite installs ours from freshly built wheels) and the third-party packages it installs

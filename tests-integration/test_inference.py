@@ -109,8 +109,20 @@ x = np.load({work!r} + "/x_test.npy")
 def _venv(tmp_path_factory, name: str, constraints, packages: list[str]) -> Venv:
     venv = Venv(tmp_path_factory.mktemp(name) / "venv")
     run([sys.executable, "-m", "uv", "venv", "--quiet", "--python", sys.executable, venv.path])
-    run([sys.executable, "-m", "uv", "pip", "install", "--python", venv.python,
-         "-c", constraints, *packages])  # fmt: skip
+    run(
+        [
+            sys.executable,
+            "-m",
+            "uv",
+            "pip",
+            "install",
+            "--python",
+            venv.python,
+            "-c",
+            constraints,
+            *packages,
+        ]
+    )
     return venv
 
 
@@ -179,8 +191,12 @@ def test_b_the_model_checkpoint_directory_loads_directly(trained, inference):
 def test_c_an_environment_with_only_jax_runs_the_exported_model(
     trained, tmp_path_factory, third_party_constraints
 ):
-    venv = _venv(tmp_path_factory, "jax-only", third_party_constraints,
-                 ["jax", "jaxlib", "numpy", "flatbuffers"])  # fmt: skip
+    venv = _venv(
+        tmp_path_factory,
+        "jax-only",
+        third_party_constraints,
+        ["jax", "jaxlib", "numpy", "flatbuffers"],
+    )
     script = textwrap.dedent(
         """
         import importlib.util
@@ -206,9 +222,14 @@ def test_d_a_file_pytorch_wrote_loads_with_the_torch_layout(work, inference):
     tnn = torch.nn
     torch.manual_seed(0)
     t_model = tnn.Sequential(
-        tnn.Conv2d(1, 4, 3, padding=1), tnn.BatchNorm2d(4), tnn.ReLU(), tnn.MaxPool2d(2),
-        tnn.ConvTranspose2d(4, 2, 2, stride=2), tnn.Flatten(), tnn.Linear(2 * 8 * 8, 10),
-    )  # fmt: skip
+        tnn.Conv2d(1, 4, 3, padding=1),
+        tnn.BatchNorm2d(4),
+        tnn.ReLU(),
+        tnn.MaxPool2d(2),
+        tnn.ConvTranspose2d(4, 2, 2, stride=2),
+        tnn.Flatten(),
+        tnn.Linear(2 * 8 * 8, 10),
+    )
     t_model.train()(torch.randn(8, 1, 8, 8))  # move BatchNorm's running statistics
     x = np.random.default_rng(0).standard_normal((5, 1, 8, 8)).astype(np.float32)
     with torch.no_grad():

@@ -159,8 +159,11 @@ def test_optim_needing_an_interface_core_does_not_offer_fails_at_import(
     source = copy_package("js-optim")
     record = source / "src" / "js" / "optim" / "_version.py"
     future = CORE["INTERFACE"] + 1
-    text = re.sub(r"(?m)^REQUIRES = .*$", f'REQUIRES = {{"js-core": ({future}, {future})}}',
-                  record.read_text())  # fmt: skip
+    text = re.sub(
+        r"(?m)^REQUIRES = .*$",
+        f'REQUIRES = {{"js-core": ({future}, {future})}}',
+        record.read_text(),
+    )
     record.write_text(text)
     variant = tmp_path / "variant-wheels"
     variant.mkdir()

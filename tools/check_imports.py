@@ -229,9 +229,12 @@ def dist_problems(root: Path, package: Path) -> list[str]:
             problems.append(
                 f"{imp.where(root)}: {dist} imports the {what} {target}, which its "
                 f"pyproject does not declare in dependencies. Fix: "
-                + ("import it only through a distribution below" if target in LAYERS
-                   else f"add {target} to {where}")
-            )  # fmt: skip
+                + (
+                    "import it only through a distribution below"
+                    if target in LAYERS
+                    else f"add {target} to {where}"
+                )
+            )
     unused = (required | optional) - used - {dep for d, dep in RUNTIME_ONLY if d == dist}
     if (package / "src").is_dir():  # the metapackage has no code: its dependencies are its point
         problems += [

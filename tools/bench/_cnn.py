@@ -68,8 +68,9 @@ def batch_norm_before(variant: Variant) -> Variant:
 
 
 def _conv(x, w, b):
-    y = jax.lax.conv_general_dilated(x, w, (1, 1), [(1, 1), (1, 1)],
-                                     dimension_numbers=("NCHW", "OIHW", "NCHW"))
+    y = jax.lax.conv_general_dilated(
+        x, w, (1, 1), [(1, 1), (1, 1)], dimension_numbers=("NCHW", "OIHW", "NCHW")
+    )
     return y + b[None, :, None, None]
 
 
@@ -148,9 +149,17 @@ def _torch_model(c1, c2, size):
     import torch.nn as tnn
 
     return tnn.Sequential(
-        tnn.Conv2d(1, c1, 3, padding=1), tnn.BatchNorm2d(c1), tnn.ReLU(), tnn.MaxPool2d(2),
-        tnn.Conv2d(c1, c2, 3, padding=1), tnn.BatchNorm2d(c2), tnn.ReLU(), tnn.MaxPool2d(2),
-        tnn.Flatten(), tnn.Dropout(DROP), tnn.Linear(c2 * (size // 4) ** 2, 10),
+        tnn.Conv2d(1, c1, 3, padding=1),
+        tnn.BatchNorm2d(c1),
+        tnn.ReLU(),
+        tnn.MaxPool2d(2),
+        tnn.Conv2d(c1, c2, 3, padding=1),
+        tnn.BatchNorm2d(c2),
+        tnn.ReLU(),
+        tnn.MaxPool2d(2),
+        tnn.Flatten(),
+        tnn.Dropout(DROP),
+        tnn.Linear(c2 * (size // 4) ** 2, 10),
     )
 
 
@@ -166,23 +175,40 @@ def variants(batch: int, size: int = 28, c1: int = 32, c2: int = 64) -> dict[str
     params = C.param_dict(model)
     optimizer = js.optim.Adam(model.parameters(), lr=C.LR)
     out = {
-        "js": C.js_variant(js_step, model, optimizer, js.Rngs(dropout=1), jnp.asarray(x),
-                           jnp.asarray(y)),
+        "js": C.js_variant(
+            js_step, model, optimizer, js.Rngs(dropout=1), jnp.asarray(x), jnp.asarray(y)
+        ),
         "jax": C.jax_variant(_jax_loss, params, (x, y), extra=init_extra(c1, c2)),
-        "nnx": C.nnx_variant(_NNXCNN(c1, c2, size, nnx.Rngs(0)), _nnx_loss,
-                             (np.ascontiguousarray(x.transpose(0, 2, 3, 1)), y)),
+        "nnx": C.nnx_variant(
+            _NNXCNN(c1, c2, size, nnx.Rngs(0)),
+            _nnx_loss,
+            (np.ascontiguousarray(x.transpose(0, 2, 3, 1)), y),
+        ),
     }
-    out["jax (reduce_window pool)"] = C.jax_variant(_jax_loss_reduce_window, C.param_dict(model),
-                                                    (x, y), extra=init_extra(c1, c2))
+    out["jax (reduce_window pool)"] = C.jax_variant(
+        _jax_loss_reduce_window, C.param_dict(model), (x, y), extra=init_extra(c1, c2)
+    )
     before = CNN(c1, c2, size, rngs=js.Rngs(params=0))
     before.pool = _ReduceWindowPool()
-    out["js (pool before)"] = C.js_variant(js_step, before, js.optim.Adam(before.parameters(),
-                                           lr=C.LR), js.Rngs(dropout=1), jnp.asarray(x),
-                                           jnp.asarray(y))
+    out["js (pool before)"] = C.js_variant(
+        js_step,
+        before,
+        js.optim.Adam(before.parameters(), lr=C.LR),
+        js.Rngs(dropout=1),
+        jnp.asarray(x),
+        jnp.asarray(y),
+    )
     old_bn = CNN(c1, c2, size, rngs=js.Rngs(params=0))
-    out["js (BatchNorm before)"] = batch_norm_before(C.js_variant(
-        js.jit(js_step_fn), old_bn, js.optim.Adam(old_bn.parameters(), lr=C.LR),
-        js.Rngs(dropout=1), jnp.asarray(x), jnp.asarray(y)))
+    out["js (BatchNorm before)"] = batch_norm_before(
+        C.js_variant(
+            js.jit(js_step_fn),
+            old_bn,
+            js.optim.Adam(old_bn.parameters(), lr=C.LR),
+            js.Rngs(dropout=1),
+            jnp.asarray(x),
+            jnp.asarray(y),
+        )
+    )
     if C.HAVE_TORCH:
         C.torch_manual_seed()
         out["torch"] = C.torch_variant(_torch_model(c1, c2, size), _torch_loss, (x, y))

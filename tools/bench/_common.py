@@ -72,8 +72,9 @@ def jax_variant(loss_fn, params, batch, *, extra=None) -> Variant:
         return loss
 
     compiled = functools.cache(lambda: step.lower(*state, *batch).compile())
-    return Variant(step=run, memory=lambda: program_bytes(compiled()),
-                   flops=lambda: program_flops(compiled()))
+    return Variant(
+        step=run, memory=lambda: program_bytes(compiled()), flops=lambda: program_flops(compiled())
+    )
 
 
 def nnx_variant(model, loss_fn, batch) -> Variant:
@@ -144,4 +145,3 @@ def torch_manual_seed(seed: int = 0) -> None:
         import torch
 
         torch.manual_seed(seed)
-

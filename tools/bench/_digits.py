@@ -58,8 +58,12 @@ def _forward(p, extra, x):
 
     s1, s2, key = extra
     h, s1 = _bn(_conv(x, p["conv1.weight"], p["conv1.bias"]), p["bn1.weight"], p["bn1.bias"], *s1)
-    h, s2 = _bn(_conv(jax.nn.relu(h), p["conv2.weight"], p["conv2.bias"]), p["bn2.weight"],
-                p["bn2.bias"], *s2)
+    h, s2 = _bn(
+        _conv(jax.nn.relu(h), p["conv2.weight"], p["conv2.bias"]),
+        p["bn2.weight"],
+        p["bn2.bias"],
+        *s2,
+    )
     h = _pool(jax.nn.relu(h)).reshape(x.shape[0], -1)
     key, sub = jax.random.split(key)
     h = jnp.where(jax.random.bernoulli(sub, 1.0 - DROP, h.shape), h / (1.0 - DROP), 0.0)
@@ -95,8 +99,9 @@ def _hand_loop(params, c1: int, c2: int, loader) -> Variant:
     return Variant(step=epoch, steps_per_call=len(loader))
 
 
-def variants(batch: int = 64, c1: int = 32, c2: int = 64, limit=None,
-             ks=(8, 32)) -> dict[str, Variant]:
+def variants(
+    batch: int = 64, c1: int = 32, c2: int = 64, limit=None, ks=(8, 32)
+) -> dict[str, Variant]:
     x, y = data(limit)
     model = DigitsCNN(c1, c2, rngs=js.Rngs(params=0))
     params = C.param_dict(model)
@@ -104,15 +109,19 @@ def variants(batch: int = 64, c1: int = 32, c2: int = 64, limit=None,
     trainer = Trainer(1, progress=False, verbose=False)
     loader = ArrayLoader(x, y, batch_size=batch, shuffle=True, seed=0)
     out = {
-        "js Trainer.fit": Variant(step=functools.partial(_fit, trainer, task, loader),
-                                  steps_per_call=len(loader)),
-        "jax": _hand_loop(params, c1, c2, ArrayLoader(x, y, batch_size=batch, shuffle=True,
-                                                      seed=0)),
+        "js Trainer.fit": Variant(
+            step=functools.partial(_fit, trainer, task, loader), steps_per_call=len(loader)
+        ),
+        "jax": _hand_loop(
+            params, c1, c2, ArrayLoader(x, y, batch_size=batch, shuffle=True, seed=0)
+        ),
     }
     loop_model = DigitsCNN(c1, c2, rngs=js.Rngs(params=0))
     loop_opt = js.optim.Adam(loop_model.parameters(), lr=2e-3)
-    loop_rngs, loop_loader = js.Rngs(dropout=1), ArrayLoader(x, y, batch_size=batch,
-                                                             shuffle=True, seed=0)
+    loop_rngs, loop_loader = (
+        js.Rngs(dropout=1),
+        ArrayLoader(x, y, batch_size=batch, shuffle=True, seed=0),
+    )
 
     def js_loop():
         loop_loader.set_epoch(0)
@@ -128,8 +137,9 @@ def variants(batch: int = 64, c1: int = 32, c2: int = 64, limit=None,
         t = Task(m, js.optim.Adam(m.parameters(), lr=2e-3), rngs=js.Rngs(dropout=1))
         tr = Trainer(1, progress=False, verbose=False, steps_per_execution=k)
         ld = ArrayLoader(x, y, batch_size=batch, shuffle=True, seed=0)
-        out[f"js Trainer K={k}"] = Variant(step=functools.partial(_fit, tr, t, ld),
-                                           steps_per_call=len(ld))
+        out[f"js Trainer K={k}"] = Variant(
+            step=functools.partial(_fit, tr, t, ld), steps_per_call=len(ld)
+        )
     return out
 
 

@@ -136,7 +136,7 @@ def measure(
         calls[name] = max(1, min(MAX_CALLS, int(target_s / max(steady, 1e-6))))
     per_round: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
-        order = names[r % len(names):] + names[: r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             # One untimed call first: the switch from the previous variant (torch's OpenMP
             # threads still spinning, cold caches) is not charged to this one. With the
@@ -153,10 +153,17 @@ def measure(
         if ref is not None:
             ratio = statistics.median(t / t_ref for t, t_ref in zip(times, ref, strict=True))
         is_jax = not name.startswith("torch")
-        results.append(Result(
-            workload, name, statistics.median(times), ratio,
-            compile_s[name] if is_jax else None,
-            variants[name].memory() if memory else None,
-            (notes or {}).get(name, ""), times, flops,
-        ))
+        results.append(
+            Result(
+                workload,
+                name,
+                statistics.median(times),
+                ratio,
+                compile_s[name] if is_jax else None,
+                variants[name].memory() if memory else None,
+                (notes or {}).get(name, ""),
+                times,
+                flops,
+            )
+        )
     return results

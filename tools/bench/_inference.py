@@ -29,8 +29,9 @@ def js_forward(model, *inputs):
 
 
 def _conv(x, w, b):
-    y = jax.lax.conv_general_dilated(x, w, (1, 1), [(1, 1), (1, 1)],
-                                     dimension_numbers=("NCHW", "OIHW", "NCHW"))  # fmt: skip
+    y = jax.lax.conv_general_dilated(
+        x, w, (1, 1), [(1, 1), (1, 1)], dimension_numbers=("NCHW", "OIHW", "NCHW")
+    )
     return y + b[None, :, None, None]
 
 
@@ -101,10 +102,12 @@ def _variants(model, hand_written, inputs, torch_model, torch_inputs) -> dict[st
     exported = jax.jit(jax.export.deserialize(blob).call)
     out = {
         "js": C.js_variant(js_forward, model, *inputs),
-        "jax": Variant(step=lambda: jitted(params, *inputs),
-                       memory=lambda: program_bytes(jitted.lower(params, *inputs).compile())),
+        "jax": Variant(
+            step=lambda: jitted(params, *inputs),
+            memory=lambda: program_bytes(jitted.lower(params, *inputs).compile()),
+        ),
         "exported": Variant(step=lambda: exported(*inputs)),
-    }  # fmt: skip
+    }
     if C.HAVE_TORCH and torch_model is not None:
         out["torch"] = _torch_variant(torch_model(), model, torch_inputs)
     reference = np.asarray(jitted(params, *inputs))

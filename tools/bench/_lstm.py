@@ -43,7 +43,7 @@ class ForecasterBefore(Forecaster):
     def forward(self, x):
         from js.nn import _recurrent_scan as R
 
-        (w_ih, w_hh, bias, _), = self.lstm._layers()
+        ((w_ih, w_hh, bias, _),) = self.lstm._layers()
         proj = R._project(jnp.swapaxes(x, 0, 1), w_ih, bias)  # [T, B, 4H]
         zeros = jnp.zeros((x.shape[0], self.lstm.hidden_size), x.dtype)
         ys, _ = R.scan_layer(R._lstm_cell(w_hh.T), (zeros, zeros), proj)
@@ -164,14 +164,17 @@ def compile_times(batch: int, hidden: int, lengths=(10, 100, 1000)) -> list[dict
     for steps in lengths:
         x, y = data(batch, steps)
         params = C.param_dict(Forecaster(hidden, rngs=js.Rngs(params=0)))
-        for name, variant in (("js", js_variant(batch, steps, hidden)),
-                              ("jax", C.jax_variant(_jax_loss, params, (x, y)))):
+        for name, variant in (
+            ("js", js_variant(batch, steps, hidden)),
+            ("jax", C.jax_variant(_jax_loss, params, (x, y))),
+        ):
             start = time.perf_counter()
             wait(variant.step())
             first = time.perf_counter() - start
             start = time.perf_counter()
             wait(variant.step())
             steady = time.perf_counter() - start
-            rows.append({"T": steps, "variant": name, "compile_s": first - steady,
-                         "step_s": steady})
+            rows.append(
+                {"T": steps, "variant": name, "compile_s": first - steady, "step_s": steady}
+            )
     return rows

@@ -38,8 +38,9 @@ _KINDS = ("matmul / conv", "layout copies", "other")
 
 
 def _xla_kind(name: str) -> str | None:
-    if name.startswith(("ThunkExecutor", "$", "Slinky", "PjitFunction", "Execute", "end: ",
-                        "Threadpool")):
+    if name.startswith(
+        ("ThunkExecutor", "$", "Slinky", "PjitFunction", "Execute", "end: ", "Threadpool")
+    ):
         return None  # the executor, Python frames, the thread pool, end markers: not kernels
     if name.startswith(("ynn_fusion", "dot", "convolution", "custom-call")):
         return _KINDS[0]

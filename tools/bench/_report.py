@@ -60,12 +60,20 @@ def table(results: list[Result], lstm_compile: list[dict], info: dict) -> str:
             f"| {compile_s} | {mem} | {mem_ratio} | {_target(r, ref_mem)} |"
         )
     peak = [f"{k[5:-7]} {v} GFLOP/s" for k, v in info.items() if k.startswith("peak_")]
-    lines += ["", "torch / variant > 1: the variant is faster than torch. GFLOP/s: the "
-              "hand-written step's FLOPs (XLA's count; the LSTM's by hand) / the variant's "
-              "time per step. "
-              f"Peak, one large float32 matmul: {', '.join(peak) or '-'}."]
-    lines += ["", "LSTM compile time (first call minus a steady call), s:", "",
-              "| T | js | hand-written JAX |", "|---:|---:|---:|"]
+    lines += [
+        "",
+        "torch / variant > 1: the variant is faster than torch. GFLOP/s: the "
+        "hand-written step's FLOPs (XLA's count; the LSTM's by hand) / the variant's "
+        "time per step. "
+        f"Peak, one large float32 matmul: {', '.join(peak) or '-'}.",
+    ]
+    lines += [
+        "",
+        "LSTM compile time (first call minus a steady call), s:",
+        "",
+        "| T | js | hand-written JAX |",
+        "|---:|---:|---:|",
+    ]
     by_t: dict[int, dict] = {}
     for row in lstm_compile:
         by_t.setdefault(row["T"], {})[row["variant"]] = row["compile_s"]
@@ -87,14 +95,23 @@ def chart(results: list[Result], path: Path, info: dict) -> None:
     ratios = [r.ratio for r in results if r.ratio]
     low, high = min(ratios + [1.0]) * 0.8, max(ratios + [1.2]) * 1.6
     ticks = [t for t in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500) if low <= t <= high]
-    fig, axes = plt.subplots(len(workloads), 1, squeeze=False,
-                             figsize=(8, 1.1 + 0.42 * len(results)),
-                             gridspec_kw={"height_ratios": [
-                                 sum(r.workload == w for r in results) for w in workloads]})
+    fig, axes = plt.subplots(
+        len(workloads),
+        1,
+        squeeze=False,
+        figsize=(8, 1.1 + 0.42 * len(results)),
+        gridspec_kw={"height_ratios": [sum(r.workload == w for r in results) for w in workloads]},
+    )
     for ax, workload in zip(axes[:, 0], workloads, strict=True):
         rows = [r for r in results if r.workload == workload and r.ratio is not None]
-        colors = ["tab:blue" if r.variant.startswith("js") else "tab:gray" if
-                  r.variant == REFERENCE else "tab:orange" for r in rows]
+        colors = [
+            "tab:blue"
+            if r.variant.startswith("js")
+            else "tab:gray"
+            if r.variant == REFERENCE
+            else "tab:orange"
+            for r in rows
+        ]
         ax.barh([r.variant for r in rows], [r.ratio for r in rows], color=colors)
         ax.set_xscale("log")
         ax.set_xlim(low, high)
@@ -110,8 +127,11 @@ def chart(results: list[Result], path: Path, info: dict) -> None:
         for i, r in enumerate(rows):
             ax.text(r.ratio, i, f" {r.ratio:.2f}x", va="center", fontsize=7)
     axes[-1, 0].set_xlabel("time per step / hand-written JAX step (log; dashed: 1.2)")
-    fig.suptitle(f"js vs hand-written JAX, nnx, torch: {info.get('cpu')}, "
-                 f"{info.get('cores')} cores, jax {info.get('jax')}", fontsize=9)
+    fig.suptitle(
+        f"js vs hand-written JAX, nnx, torch: {info.get('cpu')}, "
+        f"{info.get('cores')} cores, jax {info.get('jax')}",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

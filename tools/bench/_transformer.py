@@ -78,8 +78,10 @@ def _ln(x, w, b):
 def _attention(p, x, mask):
     B, T, D = x.shape
     qkv = x @ p["attn.in_proj_weight"].T + p["attn.in_proj_bias"]  # [B, T, 3D]
-    q, k, v = (t.reshape(B, T, HEADS, D // HEADS).transpose(0, 2, 1, 3)  # [B, heads, T, d]
-               for t in jnp.split(qkv, 3, axis=-1))
+    q, k, v = (
+        t.reshape(B, T, HEADS, D // HEADS).transpose(0, 2, 1, 3)  # [B, heads, T, d]
+        for t in jnp.split(qkv, 3, axis=-1)
+    )
     scores = q @ k.swapaxes(-1, -2) / math.sqrt(D // HEADS)  # [B, heads, T, T]
     weights = jax.nn.softmax(jnp.where(mask, scores, jnp.finfo(scores.dtype).min), axis=-1)
     heads = (weights @ v).transpose(0, 2, 1, 3).reshape(B, T, D)
@@ -144,15 +146,21 @@ def variants(batch: int, steps: int, dim: int) -> dict[str, Variant]:
     params = C.param_dict(model)
     optimizer = js.optim.Adam(model.parameters(), lr=C.LR)
     out = {
-        "js": C.js_variant(js_step, model, optimizer, jnp.asarray(x), jnp.asarray(y),
-                           jnp.asarray(mask)),
+        "js": C.js_variant(
+            js_step, model, optimizer, jnp.asarray(x), jnp.asarray(y), jnp.asarray(mask)
+        ),
         "jax": C.jax_variant(_jax_loss, params, (x, y, mask)),
         "nnx": C.nnx_variant(_NNXBlock(dim, nnx.Rngs(0)), _nnx_loss, (x, y, mask)),
     }
     old = Block(dim, rngs=js.Rngs(params=0))
-    out["js (attention before)"] = attention_before(C.js_variant(
-        js.jit(js_step_fn), old, js.optim.Adam(old.parameters(), lr=C.LR),
-        *(jnp.asarray(a) for a in (x, y, mask))))
+    out["js (attention before)"] = attention_before(
+        C.js_variant(
+            js.jit(js_step_fn),
+            old,
+            js.optim.Adam(old.parameters(), lr=C.LR),
+            *(jnp.asarray(a) for a in (x, y, mask)),
+        )
+    )
     if C.HAVE_TORCH:
         C.torch_manual_seed()
         blocked = ~mask[0, 0]  # torch's nn.MultiheadAttention: True = blocked

@@ -42,13 +42,18 @@ def checked_out(ref: str):
     """A temporary detached worktree of ``ref`` (removed on exit)."""
     where = Path(tempfile.mkdtemp(prefix="ckpt-compare-")) / "tree"
     git = ["git", "-C", str(ROOT)]
-    subprocess.run([*git, "worktree", "add", "--detach", str(where), ref], check=True,
-                   capture_output=True, text=True)  # fmt: skip
+    subprocess.run(
+        [*git, "worktree", "add", "--detach", str(where), ref],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     try:
         yield where
     finally:
-        subprocess.run([*git, "worktree", "remove", "--force", str(where)], check=False,
-                       capture_output=True)  # fmt: skip
+        subprocess.run(
+            [*git, "worktree", "remove", "--force", str(where)], check=False, capture_output=True
+        )
 
 
 def measure(tree: Path, smoke: bool, timeout: float) -> list[dict]:
@@ -66,8 +71,9 @@ def measure(tree: Path, smoke: bool, timeout: float) -> list[dict]:
         command = [sys.executable, "-m", "tools.bench._checkpoint", "--rounds", "1"]
         command += ["--json", str(out)] + (["--smoke"] if smoke else [])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sources)}  # that tree's js only
-        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=timeout)  # fmt: skip
+        done = subprocess.run(
+            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+        )
         if done.returncode != 0:
             raise RuntimeError(f"the workload failed against {tree}:\n{done.stderr[-3000:]}")
         return json.loads(out.read_text())
@@ -75,17 +81,22 @@ def measure(tree: Path, smoke: bool, timeout: float) -> list[dict]:
 
 def table(results: dict[str, list[list[dict]]]) -> str:
     """Medians per workload and tree, the trees in the order given."""
-    lines = ["| checkpoint workload | tree | save s | load s | save peak extra RSS | "
-             "load peak extra RSS |", "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| checkpoint workload | tree | save s | load s | save peak extra RSS | "
+        "load peak extra RSS |",
+        "|---|---|---|---|---|---|",
+    ]
     workloads = [row["workload"] for row in next(iter(results.values()))[0]]
     for workload in workloads:
         for label, runs in results.items():
             rows = [row for run in runs for row in run if row["workload"] == workload]
             save, load, save_x, load_x = (statistics.median(r[c] for r in rows) for c in COLUMNS)
             mb = rows[0]["model_bytes"] / 2**20
-            lines.append(f"| {workload} | {label} | {save:.3f} | {load:.3f} | "
-                         f"{save_x * mb:.0f} MB ({save_x:.2f}x) | "
-                         f"{load_x * mb:.0f} MB ({load_x:.2f}x) |")  # fmt: skip
+            lines.append(
+                f"| {workload} | {label} | {save:.3f} | {load:.3f} | "
+                f"{save_x * mb:.0f} MB ({save_x:.2f}x) | "
+                f"{load_x * mb:.0f} MB ({load_x:.2f}x) |"
+            )
     return "\n".join(lines)
 
 

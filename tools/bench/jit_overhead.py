@@ -45,9 +45,12 @@ def _steps():
     y = jnp.asarray(rng.integers(0, 4, 8).astype(np.int32))  # [B]
     rngs = js.Rngs(params=0)
     model = nn.Sequential(
-        nn.Linear(10, 16, rngs=rngs), nn.ReLU(), nn.Linear(16, 16, rngs=rngs), nn.ReLU(),
+        nn.Linear(10, 16, rngs=rngs),
+        nn.ReLU(),
+        nn.Linear(16, 16, rngs=rngs),
+        nn.ReLU(),
         nn.Linear(16, 4, rngs=rngs),
-    )  # fmt: skip
+    )
     optimizer = js.optim.Adam(model.parameters(), lr=1e-3)
 
     def loss_of(model, x, y):
@@ -116,8 +119,11 @@ def _start(tree: Path, calls: int) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     return subprocess.Popen(
         [sys.executable, str(Path(__file__).resolve()), "--worker", "--calls", str(calls)],
-        env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _ask(process: subprocess.Popen) -> dict:
@@ -184,6 +190,7 @@ def main(argv=None) -> None:
             )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
+
 
 if __name__ == "__main__":
     main()

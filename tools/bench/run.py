@@ -26,22 +26,48 @@ from ._harness import Result, measure
 
 # Full sizes (the issue's) and smoke sizes (a few steps, tiny shapes).
 SIZES = {
-    "full": dict(mlp_batch=128, mlp=(784, 512, 512, 10), cnn=(64, 28, 32, 64),
-                 lstm=(32, 100, 128), lstm_T=(10, 100, 1000), tr=(16, 128, 256), ks=(8, 32),
-                 digits=dict(batch=64), inference=dict(cnn=(32, 64), tr=(128, 256)),
-                 resnet=dict(batch=32, size=32, width=64),
-                 gpt=dict(layers=4, heads=4, dim=128, context=128, batch=16),
-                 rounds=11, target_s=0.1, peak=2048),
-    "smoke": dict(mlp_batch=8, mlp=(16, 8, 8, 4), cnn=(4, 8, 2, 4), lstm=(2, 5, 8), ks=(4,),
-                  lstm_T=(3,), tr=(2, 8, 16), digits=dict(batch=16, c1=2, c2=4, limit=48, ks=(2,)),
-                  inference=dict(cnn=(2, 4), tr=(8, 16)),
-                  resnet=dict(batch=2, size=8, width=2),
-                  gpt=dict(layers=1, heads=2, dim=8, context=8, batch=2),
-                  rounds=1, target_s=0.0, peak=64),
+    "full": dict(
+        mlp_batch=128,
+        mlp=(784, 512, 512, 10),
+        cnn=(64, 28, 32, 64),
+        lstm=(32, 100, 128),
+        lstm_T=(10, 100, 1000),
+        tr=(16, 128, 256),
+        ks=(8, 32),
+        digits=dict(batch=64),
+        inference=dict(cnn=(32, 64), tr=(128, 256)),
+        resnet=dict(batch=32, size=32, width=64),
+        gpt=dict(layers=4, heads=4, dim=128, context=128, batch=16),
+        rounds=11,
+        target_s=0.1,
+        peak=2048,
+    ),
+    "smoke": dict(
+        mlp_batch=8,
+        mlp=(16, 8, 8, 4),
+        cnn=(4, 8, 2, 4),
+        lstm=(2, 5, 8),
+        ks=(4,),
+        lstm_T=(3,),
+        tr=(2, 8, 16),
+        digits=dict(batch=16, c1=2, c2=4, limit=48, ks=(2,)),
+        inference=dict(cnn=(2, 4), tr=(8, 16)),
+        resnet=dict(batch=2, size=8, width=2),
+        gpt=dict(layers=1, heads=2, dim=8, context=8, batch=2),
+        rounds=1,
+        target_s=0.0,
+        peak=64,
+    ),
 }
 # Workloads whose js and hand-written first losses must agree (no dropout: same computation).
-DETERMINISTIC = {"tiny MLP", "MLP 784-512-512-10", "LSTM", "transformer block", "GPT 4x128",
-                 "ResNet-18 32x32"}
+DETERMINISTIC = {
+    "tiny MLP",
+    "MLP 784-512-512-10",
+    "LSTM",
+    "transformer block",
+    "GPT 4x128",
+    "ResNet-18 32x32",
+}
 
 
 def workloads(size: dict):
@@ -70,9 +96,15 @@ def machine() -> dict:
     except OSError:
         pass
     cores = _cores.available()
-    info = {"cpu": cpu, "cores": len(cores), "core_ids": ",".join(map(str, cores)),
-            "machine_cores": os.cpu_count(), "device": str(jax.devices()[0]),
-            "jax": jax.__version__, "python": platform.python_version()}
+    info = {
+        "cpu": cpu,
+        "cores": len(cores),
+        "core_ids": ",".join(map(str, cores)),
+        "machine_cores": os.cpu_count(),
+        "device": str(jax.devices()[0]),
+        "jax": jax.__version__,
+        "python": platform.python_version(),
+    }
     import flax
     import optax
 
@@ -102,8 +134,12 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="output directory (docs/)")
     parser.add_argument("--only", default=None, help="run workloads whose name contains this")
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds")
-    parser.add_argument("--cores", type=int, default=None,
-                        help="run XLA and torch on the first N cores (default: all available)")
+    parser.add_argument(
+        "--cores",
+        type=int,
+        default=None,
+        help="run XLA and torch on the first N cores (default: all available)",
+    )
     args = parser.parse_args(argv)
     size = SIZES["smoke" if args.smoke else "full"]
     out = args.out or (Path(tempfile.mkdtemp(prefix="bench-")) if args.smoke else Path("docs"))
@@ -129,8 +165,11 @@ def main(argv=None) -> int:
     lstm_compile = []
     if not args.only or args.only.lower() in "lstm":
         lstm_compile = _lstm.compile_times(size["lstm"][0], size["lstm"][2], size["lstm_T"])
-    checkpoints = [] if args.only and args.only.lower() not in "checkpoint" else _checkpoint.run(
-        _checkpoint.SIZES["smoke" if args.smoke else "full"])
+    checkpoints = (
+        []
+        if args.only and args.only.lower() not in "checkpoint"
+        else _checkpoint.run(_checkpoint.SIZES["smoke" if args.smoke else "full"])
+    )
     info = machine()
     info.update({f"peak_{k}": v for k, v in _peak.peak(size["peak"]).items() if k != "n"})
     info["wall_s"] = round(time.perf_counter() - started, 1)
@@ -139,11 +178,18 @@ def main(argv=None) -> int:
         table += "\n\n" + _checkpoint.table(checkpoints) + "\n"
     print(table)
     (out / "benchmarks-table.md").write_text(table)
-    (out / "benchmarks.json").write_text(json.dumps(
-        {"machine": info, "results": [r.__dict__ for r in results],
-         "lstm_compile": lstm_compile, "checkpoints": checkpoints, "first_losses": {f"{w}|{v}": x
-                                                        for (w, v), x in first.items()}},
-        indent=1))
+    (out / "benchmarks.json").write_text(
+        json.dumps(
+            {
+                "machine": info,
+                "results": [r.__dict__ for r in results],
+                "lstm_compile": lstm_compile,
+                "checkpoints": checkpoints,
+                "first_losses": {f"{w}|{v}": x for (w, v), x in first.items()},
+            },
+            indent=1,
+        )
+    )
     _report.chart(results, out / "benchmarks.png", info)
     problems = check_losses(results, first) if not args.only else []
     for problem in problems:

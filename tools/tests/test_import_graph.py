@@ -25,8 +25,9 @@ def test_no_distribution_imports_one_above_it_even_lazily():
     assert check_imports.KNOWN == {}
 
 
-def _package(root: Path, dist: str, deps: list[str], files: dict[str, str],
-             extras: dict | None = None) -> None:  # fmt: skip
+def _package(
+    root: Path, dist: str, deps: list[str], files: dict[str, str], extras: dict | None = None
+) -> None:
     package = root / "packages" / dist
     lines = [
         "[project]",
@@ -67,8 +68,10 @@ def test_an_upward_import_is_caught_with_file_line_and_import(tmp_path, code):
     assert len(problems) == 1, problems
     assert problems[0].startswith("packages/js-nn/src/js/nn/_y.py:"), problems
     assert ": import js.training" in problems[0], problems
-    assert "js-nn imports the js distribution js-train, which its pyproject does not declare" \
-        in problems[0]  # fmt: skip
+    assert (
+        "js-nn imports the js distribution js-train, which its pyproject does not declare"
+        in problems[0]
+    )
     assert check_imports.main(["--root", str(root)]) == 1
 
 
@@ -100,8 +103,11 @@ def test_a_guarded_import_may_come_from_an_extra(tmp_path):
 
 
 def test_a_declared_dependency_on_a_layer_above_is_caught(tmp_path):
-    root = _tree(tmp_path, "import numpy\nimport js\nimport js.training\n",
-                 ("js-core>=0.2", "js-train>=0.2", "numpy"))  # fmt: skip
+    root = _tree(
+        tmp_path,
+        "import numpy\nimport js\nimport js.training\n",
+        ("js-core>=0.2", "js-train>=0.2", "numpy"),
+    )
     problems = check_imports.problems(root)
     assert any(
         "js-nn declares js-train, which is not below it in the dependency graph" in p
@@ -122,8 +128,12 @@ def test_the_interface_check_counts_as_an_import_of_each_required_sibling(tmp_pa
 
 
 def test_a_computed_import_name_is_a_problem_unless_recorded(tmp_path):
-    code = "import numpy\nimport js\nimport importlib\nname = 'js.training'\n" \
-        "module = importlib.import_module(name)\n"  # fmt: skip
+    code = (
+        "import numpy\nimport js\nimport importlib\nname = 'js.training'\n"
+        "module = importlib.import_module(name)\n"
+    )
     problems = check_imports.problems(_tree(tmp_path, code))
-    assert len(problems) == 1 and "_y.py:5: import <computed name>: a computed module name" in \
-        problems[0], problems  # fmt: skip
+    assert (
+        len(problems) == 1
+        and "_y.py:5: import <computed name>: a computed module name" in problems[0]
+    ), problems

@@ -30,9 +30,15 @@ def test_check_int_accepts_python_and_numpy_integers(value):
 
 @pytest.mark.parametrize(
     "value, kind",
-    [(True, "bool"), (np.bool_(True), "bool"), (3.0, "float"), (np.float32(3), "float32"),
-     ("3", "str"), (None, "NoneType")],
-)  # fmt: skip
+    [
+        (True, "bool"),
+        (np.bool_(True), "bool"),
+        (3.0, "float"),
+        (np.float32(3), "float32"),
+        ("3", "str"),
+        (None, "NoneType"),
+    ],
+)
 def test_check_int_refuses_bools_and_non_integers_with_a_type_error(value, kind):
     with pytest.raises(
         TypeError, match=rf"Owner: n must be an int >= 1, got .* \(a {kind}\)\. Fix: .* n=1$"
@@ -139,6 +145,13 @@ def test_flatten_state():
 
 
 def test_the_module_documents_every_function():
-    for name in ("check_int", "check_bool", "check_probability", "check_mesh", "sharding_of",
-                 "compare_state", "flatten_state"):  # fmt: skip
+    for name in (
+        "check_int",
+        "check_bool",
+        "check_probability",
+        "check_mesh",
+        "sharding_of",
+        "compare_state",
+        "flatten_state",
+    ):
         assert f":func:`{name}`" in _checks.__doc__ and getattr(_checks, name).__doc__

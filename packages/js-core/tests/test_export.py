@@ -75,14 +75,19 @@ def test_only_arguments_sharing_the_batch_size_are_batched_and_the_module_is_unt
     np.testing.assert_allclose(exported.call(np.ones((5, 3), np.float32), mask)[:2], model(x, mask))
     square = np.ones((3, 3), np.float32)  # batch size = mask size: name the batched position
     assert [str(a.shape) for a in js.export(model, square, mask, dynamic_batch=(0,)).in_avals] == [
-        "(batch, 3)", "(3,)"]  # fmt: skip
+        "(batch, 3)",
+        "(3,)",
+    ]
 
 
 def test_train_mode_with_a_mode_dependent_forward_is_refused():
     model = Noise()
-    with pytest.raises(ValueError, match=r"(?s)exports the eval-mode forward, but Noise is in "
-                       r"train mode \(modules \['Noise'\]\) and its forward depends on the mode.*"
-                       r"raises.*Fix: call model\.eval\(\) before js\.export"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"(?s)exports the eval-mode forward, but Noise is in "
+        r"train mode \(modules \['Noise'\]\) and its forward depends on the mode.*"
+        r"raises.*Fix: call model\.eval\(\) before js\.export",
+    ):
         js.export(model, X)
     np.testing.assert_array_equal(js.export(model.eval(), X).call(X), X)
 

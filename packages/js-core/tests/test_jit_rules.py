@@ -113,8 +113,12 @@ def test_nested_lists_and_dicts_of_modules_are_discovered():
     model.grid = [[Linear(1, 1, rngs=rngs)], {"a": Linear(1, 1, rngs=rngs)}]
     model.table = {"rows": [Linear(1, 1, rngs=rngs)]}
     assert [p for p, _ in model.named_parameters()] == [
-        "grid.0.0.weight", "grid.0.0.bias", "grid.1.a.weight", "grid.1.a.bias",
-        "table.rows.0.weight", "table.rows.0.bias",
+        "grid.0.0.weight",
+        "grid.0.0.bias",
+        "grid.1.a.weight",
+        "grid.1.a.bias",
+        "table.rows.0.weight",
+        "table.rows.0.bias",
     ]
     assert float(js.jit(lambda m, x: m.table["rows"][0](x).sum())(model, jnp.ones(1))) == float(
         model.table["rows"][0](jnp.ones(1)).sum()

@@ -89,7 +89,12 @@ def test_canonical_paths_and_buffers(mlp):
     ]
     assert [path for path, _ in mlp.named_buffers()] == ["counter.calls"]
     assert [path for path, _ in mlp.named_modules()] == [
-        "", "layers", "layers.0", "layers.1", "layers.2", "counter",
+        "",
+        "layers",
+        "layers.0",
+        "layers.1",
+        "layers.2",
+        "counter",
     ]
     assert [name for name, _ in mlp.named_children()] == ["layers", "counter"]
     assert len(list(mlp.buffers())) == 1 and len(list(mlp.children())) == 2
@@ -112,8 +117,12 @@ def test_plain_lists_and_dicts_are_discovered():
     assert isinstance(model.heads, js.ModuleDict)
     assert model.sizes == [1, 2]
     assert [p for p, _ in model.named_parameters()] == [
-        "blocks.0.weight", "blocks.0.bias", "blocks.1.weight", "blocks.1.bias",
-        "heads.a.weight", "heads.a.bias",
+        "blocks.0.weight",
+        "blocks.0.bias",
+        "blocks.1.weight",
+        "blocks.1.bias",
+        "heads.a.weight",
+        "heads.a.bias",
     ]
 
 
@@ -227,13 +236,19 @@ def test_print_shows_the_tree_with_parameter_shapes(mlp):
 def test_load_state_dict_names_a_non_mapping_and_entries_that_are_not_arrays(mlp):
     state = mlp.state_dict()
     before = np.array(mlp.layers[0].weight.value)
-    with pytest.raises(TypeError, match=r"MLP.load_state_dict: state_dict must be a mapping "
-                       r"\{key: array\}, got list; nothing was loaded. Fix: .*dict\(pairs\)"):
+    with pytest.raises(
+        TypeError,
+        match=r"MLP.load_state_dict: state_dict must be a mapping "
+        r"\{key: array\}, got list; nothing was loaded. Fix: .*dict\(pairs\)",
+    ):
         mlp.load_state_dict(list(state.items()))
     ragged = {**state, "layers.0.weight": [[1.0, 2.0], [3.0]], "layers.0.bias": object()}
-    with pytest.raises(TypeError, match=r"entries that are not arrays; nothing was loaded.\n  "
-                       r"'layers.0.weight': list \(.*\)\n  'layers.0.bias': object is not an "
-                       r"array of numbers"):
+    with pytest.raises(
+        TypeError,
+        match=r"entries that are not arrays; nothing was loaded.\n  "
+        r"'layers.0.weight': list \(.*\)\n  'layers.0.bias': object is not an "
+        r"array of numbers",
+    ):
         mlp.load_state_dict(ragged)
     np.testing.assert_array_equal(mlp.layers[0].weight.value, before)
 
@@ -290,8 +305,10 @@ def test_load_state_dict_of_many_arrays_of_one_shape_places_and_copies_each_one(
             self.bias = js.Parameter(jnp.zeros(3))
 
     model = Many(1100)
-    state = {key: _aligned(np.full(value.shape, i, value.dtype))
-             for i, (key, value) in enumerate(model.state_dict().items())}  # fmt: skip
+    state = {
+        key: _aligned(np.full(value.shape, i, value.dtype))
+        for i, (key, value) in enumerate(model.state_dict().items())
+    }
     model.load_state_dict(state)
     device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
     live = model.state_dict(as_numpy=False)

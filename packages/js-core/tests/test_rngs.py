@@ -118,8 +118,11 @@ def test_load_state_dict_names_a_non_mapping_and_entries_that_are_not_arrays():
     before = rngs.state_dict()
     with pytest.raises(TypeError, match=r"Rngs.load_state_dict: state_dict must be a mapping"):
         rngs.load_state_dict(list(before.items()))
-    with pytest.raises(TypeError, match=r"entries that are not arrays.*\n  'dropout.count': "
-                       r"list"):
+    with pytest.raises(
+        TypeError,
+        match=r"entries that are not arrays.*\n  'dropout.count': "
+        r"list",
+    ):
         rngs.load_state_dict({**before, "dropout.count": [[1], [2, 3]]})
     np.testing.assert_array_equal(rngs.state_dict()["dropout.key"], before["dropout.key"])
     live = js.Rngs(dropout=5).state_dict(as_numpy=False)

@@ -16,8 +16,6 @@ def data():
     return jnp.asarray(rng.normal(size=(8, 10)), jnp.float32), jnp.zeros((8, 4))
 
 
-
-
 def test_jit_updates_arguments_in_place_and_compiles_once(data):
     model = MLP(rngs=js.Rngs(params=0))
     reference = MLP(rngs=js.Rngs(params=0))

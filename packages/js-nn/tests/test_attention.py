@@ -46,14 +46,27 @@ def test_padding_mask():
     np.testing.assert_array_equal(mask[:, 0, 0], valid)
 
 
-@pytest.mark.parametrize("call, error, match", [
-    (lambda: causal_mask(0), ValueError, r"causal_mask: T must be an int >= 1, got 0"),
-    (lambda: causal_mask(2.0), TypeError, r"causal_mask: T must be an int >= 1, got 2.0 \(a float"),
-    (lambda: padding_mask(np.ones((2, 3))), TypeError,
-     r"padding_mask: valid must be boolean \[B, T\], got dtype float64"),
-    (lambda: padding_mask(np.ones(3, bool)), ValueError,
-     r"padding_mask: expected valid \[B, T\], got shape \[3\]"),
-])
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: causal_mask(0), ValueError, r"causal_mask: T must be an int >= 1, got 0"),
+        (
+            lambda: causal_mask(2.0),
+            TypeError,
+            r"causal_mask: T must be an int >= 1, got 2.0 \(a float",
+        ),
+        (
+            lambda: padding_mask(np.ones((2, 3))),
+            TypeError,
+            r"padding_mask: valid must be boolean \[B, T\], got dtype float64",
+        ),
+        (
+            lambda: padding_mask(np.ones(3, bool)),
+            ValueError,
+            r"padding_mask: expected valid \[B, T\], got shape \[3\]",
+        ),
+    ],
+)
 def test_bad_mask_arguments_are_refused(call, error, match):
     with pytest.raises(error, match=match):
         call()
@@ -78,11 +91,14 @@ def test_repr():
     assert "(out_proj): _Projection(in_features=8, out_features=8, bias=False\n" in text
 
 
-@pytest.mark.parametrize("args, error, match", [
-    ((6, 4), ValueError, r"MultiheadAttention: embed_dim 6 is not divisible by num_heads 4"),
-    ((0, 1), ValueError, r"MultiheadAttention: embed_dim must be an int >= 1, got 0"),
-    ((8, True), TypeError, r"MultiheadAttention: num_heads must be an int >= 1, got True"),
-])
+@pytest.mark.parametrize(
+    "args, error, match",
+    [
+        ((6, 4), ValueError, r"MultiheadAttention: embed_dim 6 is not divisible by num_heads 4"),
+        ((0, 1), ValueError, r"MultiheadAttention: embed_dim must be an int >= 1, got 0"),
+        ((8, True), TypeError, r"MultiheadAttention: num_heads must be an int >= 1, got True"),
+    ],
+)
 def test_bad_construction_is_refused(args, error, match):
     with pytest.raises(error, match=match):
         MultiheadAttention(*args, rngs=js.Rngs(params=0))
@@ -102,8 +118,10 @@ def test_shapes_and_per_head_weights():
 
 def test_need_weights_is_static_under_js_jit():
     mha, (q, k, v) = _mha(), _inputs()
-    step = js.jit(lambda m, q, k, v, need_weights: m(q, k, v, need_weights=need_weights),
-                  static_argnames="need_weights")
+    step = js.jit(
+        lambda m, q, k, v, need_weights: m(q, k, v, need_weights=need_weights),
+        static_argnames="need_weights",
+    )
     out, weights = step(mha, q, k, v, need_weights=True)
     assert weights.shape == (B, HEADS, TQ, TK)
     np.testing.assert_allclose(step(mha, q, k, v, need_weights=False), out, atol=1e-6)
@@ -111,8 +129,9 @@ def test_need_weights_is_static_under_js_jit():
     np.testing.assert_allclose(plain[1], weights, atol=1e-6)
     mask = padding_mask(np.array([[True] * TK, [True, False, True, False, True]]))
     masked = js.jit(lambda m, q, k, v, mask: m(q, k, v, mask=mask, need_weights=True))
-    np.testing.assert_allclose(masked(mha, q, k, v, mask)[1], mha(q, k, v, mask, True)[1],
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        masked(mha, q, k, v, mask)[1], mha(q, k, v, mask, True)[1], atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("traced", [True, False])
@@ -162,29 +181,52 @@ def test_scaled_dot_product_attention_zero_row():
 # -- errors ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("shapes, match", [
-    (((B, D), (B, TK, D), (B, TK, D)),
-     r"MultiheadAttention: expected query \[B, Tq, D\] with D = embed_dim = 8, got shape \[2, 8\]"),
-    (((B, TQ, D), (B, TK, 6), (B, TK, D)),
-     r"MultiheadAttention: expected key \[B, Tk, D\] .* got shape \[2, 5, 6\]"),
-    (((B, TQ, D), (B, TK, D), (B, 3, D)),
-     r"MultiheadAttention: expected key and value of one shape .* value \[2, 3, 8\]"),
-    (((1, TQ, D), (B, TK, D), (B, TK, D)),
-     r"MultiheadAttention: .* query of the same B, got query \[1, 4, 8\]"),
-])
+@pytest.mark.parametrize(
+    "shapes, match",
+    [
+        (
+            ((B, D), (B, TK, D), (B, TK, D)),
+            r"MultiheadAttention: expected query \[B, Tq, D\] with D = embed_dim = 8, "
+            r"got shape \[2, 8\]",
+        ),
+        (
+            ((B, TQ, D), (B, TK, 6), (B, TK, D)),
+            r"MultiheadAttention: expected key \[B, Tk, D\] .* got shape \[2, 5, 6\]",
+        ),
+        (
+            ((B, TQ, D), (B, TK, D), (B, 3, D)),
+            r"MultiheadAttention: expected key and value of one shape .* value \[2, 3, 8\]",
+        ),
+        (
+            ((1, TQ, D), (B, TK, D), (B, TK, D)),
+            r"MultiheadAttention: .* query of the same B, got query \[1, 4, 8\]",
+        ),
+    ],
+)
 def test_bad_inputs_are_refused(shapes, match):
     with pytest.raises(ValueError, match=match):
         _mha()(*(jnp.zeros(s) for s in shapes))
 
 
-@pytest.mark.parametrize("mask, error, match", [
-    (np.ones((TQ, TK)), TypeError, r"MultiheadAttention: mask must be boolean \(True = allowed\), "
-                                   r"got dtype float64"),
-    (np.ones((TQ, TQ), bool), ValueError, r"MultiheadAttention: mask of shape \[4, 4\] does not "
-                                          r"broadcast to the scores .* = \[2, 2, 4, 5\]"),
-    (np.ones((1, 1, 1, TQ, TK), bool), ValueError, r"mask of shape \[1, 1, 1, 4, 5\] does not"),
-    (np.ones((3, 1, TQ, TK), bool), ValueError, r"mask of shape \[3, 1, 4, 5\] does not"),
-])
+@pytest.mark.parametrize(
+    "mask, error, match",
+    [
+        (
+            np.ones((TQ, TK)),
+            TypeError,
+            r"MultiheadAttention: mask must be boolean \(True = allowed\), "
+            r"got dtype float64",
+        ),
+        (
+            np.ones((TQ, TQ), bool),
+            ValueError,
+            r"MultiheadAttention: mask of shape \[4, 4\] does not "
+            r"broadcast to the scores .* = \[2, 2, 4, 5\]",
+        ),
+        (np.ones((1, 1, 1, TQ, TK), bool), ValueError, r"mask of shape \[1, 1, 1, 4, 5\] does not"),
+        (np.ones((3, 1, TQ, TK), bool), ValueError, r"mask of shape \[3, 1, 4, 5\] does not"),
+    ],
+)
 def test_bad_masks_are_refused(mask, error, match):
     with pytest.raises(error, match=match):
         _mha()(*_inputs(), mask=mask)
@@ -260,9 +302,16 @@ def compare_with_torch(torch, kind, average=False):
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("kind, average", [
-    ("none", False), ("none", True), ("causal", False), ("padding", False), ("both", True),
-])
+@pytest.mark.parametrize(
+    "kind, average",
+    [
+        ("none", False),
+        ("none", True),
+        ("causal", False),
+        ("padding", False),
+        ("both", True),
+    ],
+)
 def test_matches_pytorch(kind, average):
     torch = pytest.importorskip("torch")
     diffs = compare_with_torch(torch, kind, average)

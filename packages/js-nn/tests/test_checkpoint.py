@@ -46,8 +46,11 @@ def test_load_weights_on_a_checkpoint_with_js_train_absent(monkeypatch, tmp_path
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match=r"load_weights: no complete checkpoint in"):
         nn.load_weights(_linear(1), tmp_path / "empty")
-    with pytest.raises(ValueError, match=r"load_weights\('.*', step 0\) does not fit the "
-                       r"objects; nothing was loaded\.\n  'model': 'weight': expected \[4, 3\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"load_weights\('.*', step 0\) does not fit the "
+        r"objects; nothing was loaded\.\n  'model': 'weight': expected \[4, 3\]",
+    ):
         nn.load_weights(nn.Linear(3, 4, rngs=js.Rngs(params=0)), tmp_path)
 
 
@@ -122,14 +125,20 @@ def test_save_and_load_argument_errors(tmp_path):
     model = _linear(0)
     with pytest.raises(ValueError, match=r"save_checkpoint: step must be an int >= 0, got -1"):
         checkpoint.save_checkpoint(tmp_path, {"model": model}, step=-1)
-    with pytest.raises(TypeError, match=r"save_checkpoint: step must be an int >= 0, got 1\.5 "
-                       r"\(a float\)\. Fix: pass an integer, e\.g\. step=1"):
+    with pytest.raises(
+        TypeError,
+        match=r"save_checkpoint: step must be an int >= 0, got 1\.5 "
+        r"\(a float\)\. Fix: pass an integer, e\.g\. step=1",
+    ):
         checkpoint.save_checkpoint(tmp_path, {"model": model}, step=1.5)
     assert not list(tmp_path.iterdir())  # refused before the directory was touched
     with pytest.raises(FileNotFoundError, match=r"load_checkpoint: no checkpoint directory at"):
         checkpoint.load_checkpoint(tmp_path / "none", {"model": model})
     checkpoint.save_checkpoint(tmp_path, {"model": model, "epoch": 1})
-    with pytest.raises(ValueError, match=r"load_checkpoint\('.*', step 0\) does not fit the "
-                       r"objects; nothing was loaded\.\n  objects not in the checkpoint: "
-                       r"\['net'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"load_checkpoint\('.*', step 0\) does not fit the "
+        r"objects; nothing was loaded\.\n  objects not in the checkpoint: "
+        r"\['net'\]",
+    ):
         checkpoint.load_checkpoint(tmp_path, {"net": _linear(1)})

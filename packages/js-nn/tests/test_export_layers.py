@@ -57,5 +57,6 @@ def test_attention_with_a_mask_exports_with_a_symbolic_batch():
     exported = js.export(attn, x, x, x, mask, dynamic_batch=(0, 1, 2))
     assert str(exported.in_avals[0].shape) == "(batch, 5, 8)"
     x6 = np.concatenate([x, x, x])
-    np.testing.assert_allclose(exported.call(x6, x6, x6, mask), attn(x6, x6, x6, mask=mask),
-                               rtol=1e-5, atol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(
+        exported.call(x6, x6, x6, mask), attn(x6, x6, x6, mask=mask), rtol=1e-5, atol=1e-6
+    )

@@ -12,16 +12,24 @@ import pytest
 import js
 import js.nn.functional as F
 
-LOSSES = ["cross_entropy", "binary_cross_entropy_with_logits", "mse_loss", "l1_loss",
-          "smooth_l1_loss"]  # fmt: skip
+LOSSES = [
+    "cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "mse_loss",
+    "l1_loss",
+    "smooth_l1_loss",
+]
 
 
 @pytest.mark.parametrize("name", LOSSES)
 def test_losses_name_js_losses_and_import_nothing(name, monkeypatch):
     # js-nn does not depend on js-losses: F.<loss> imports nothing and says where the loss is.
     monkeypatch.delitem(sys.modules, "js.losses", raising=False)
-    with pytest.raises(AttributeError, match=rf"js.nn.functional.{name}: .*Fix: from js.losses "
-                       rf"import {name} \(pip install js-losses\)"):
+    with pytest.raises(
+        AttributeError,
+        match=rf"js.nn.functional.{name}: .*Fix: from js.losses "
+        rf"import {name} \(pip install js-losses\)",
+    ):
         getattr(F, name)
     assert "js.losses" not in sys.modules
 
@@ -80,8 +88,11 @@ def test_activations():
 
 
 def test_functional_option_errors():
-    with pytest.raises(NotImplementedError, match=r"adaptive_avg_pool2d: output_size \(3, 3\) "
-                       r"must divide the input's spatial size \[4, 4\] .*Fix:"):
+    with pytest.raises(
+        NotImplementedError,
+        match=r"adaptive_avg_pool2d: output_size \(3, 3\) "
+        r"must divide the input's spatial size \[4, 4\] .*Fix:",
+    ):
         F.adaptive_avg_pool2d(jnp.ones((1, 1, 4, 4)), 3)
     with pytest.raises(ValueError, match=r"padding must be an int, a tuple, 'same' or 'valid'"):
         F.conv2d(jnp.ones((1, 1, 4, 4)), jnp.ones((1, 1, 3, 3)), padding="full")

@@ -51,11 +51,14 @@ def test_kaiming_and_xavier_follow_torch_formulas():
     fan_in, fan_out = 100 * 3, 400 * 3
     cases = [
         (init.kaiming_uniform_, {"a": math.sqrt(5)}, math.sqrt(2 / 6) / math.sqrt(fan_in)),
-        (init.kaiming_normal_, {"mode": "fan_out", "nonlinearity": "relu"},
-         math.sqrt(2) / math.sqrt(fan_out)),
+        (
+            init.kaiming_normal_,
+            {"mode": "fan_out", "nonlinearity": "relu"},
+            math.sqrt(2) / math.sqrt(fan_out),
+        ),
         (init.xavier_uniform_, {"gain": 2.0}, 2.0 * math.sqrt(2 / (fan_in + fan_out))),
         (init.xavier_normal_, {}, math.sqrt(2 / (fan_in + fan_out))),
-    ]  # fmt: skip
+    ]
     for fn, kwargs, std in cases:
         v = values(fn(fresh(), **kwargs, seed=3))
         assert abs(v.mean()) < 0.01 * std, fn.__name__
@@ -114,9 +117,12 @@ def test_dcgan_weights_init_through_apply():
             nn.init.constant_(m.bias.data, 0)
 
     model = nn.Sequential(
-        nn.Conv2d(3, 64, 4, rngs=rngs), nn.BatchNorm2d(64), nn.ReLU(),
-        nn.Conv2d(64, 64, 4, rngs=rngs), nn.BatchNorm2d(64),
-    )  # fmt: skip
+        nn.Conv2d(3, 64, 4, rngs=rngs),
+        nn.BatchNorm2d(64),
+        nn.ReLU(),
+        nn.Conv2d(64, 64, 4, rngs=rngs),
+        nn.BatchNorm2d(64),
+    )
     model.apply(weights_init)
     for conv in (model[0], model[3]):
         assert abs(float(jnp.std(conv.weight.value)) - 0.02) < 2e-3
@@ -147,8 +153,13 @@ def test_layer_weights_are_drawn_without_x64_dtypes():
         "      float(abs(lin.weight.value).max()) <= 300 ** -0.5, float(emb.weight.value.std()))\n"
     )
     env = dict(os.environ, JAX_ENABLE_X64="1", JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-W", "error", "-c", code], env=env,
-                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     *dtypes, bounded, std = out.stdout.split()
     assert dtypes == ["float32"] * 3 and bounded == "True" and abs(float(std) - 1) < 0.02
@@ -172,8 +183,13 @@ def test_sharding_is_kept():
     )
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env["XLA_FLAGS"] = env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
-    out = subprocess.run([sys.executable, "-W", "error", "-c", code], env=env,
-                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
@@ -264,9 +280,12 @@ def test_distributions_match_torch_samples():
         quantiles = [0, 1, 50, 99, 100] if bounded else [1, 50, 99]
         got, want = ([v.mean(), v.std(), *np.percentile(v, quantiles)] for v in (ours, theirs))
         np.testing.assert_allclose(
-            got, want, rtol=0.02, atol=0.02 * theirs.std(),
+            got,
+            want,
+            rtol=0.02,
+            atol=0.02 * theirs.std(),
             err_msg=f"{name} {kwargs}",
-        )  # fmt: skip
+        )
 
 
 def test_init_imports_as_a_module_like_torch():

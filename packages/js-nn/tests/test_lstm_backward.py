@@ -69,8 +69,9 @@ def test_gradient_at_T_zero(fused_backward):
     np.testing.assert_array_equal(g_c, 2.0)
     assert all(not np.any(g) for g in flatten_state(g_params).values())
     # The reported call: js.grad of the model at T = 0.
-    grads = js.grad(lambda m, x: m(x)[1][0].sum())(LSTM(3, 4, rngs=js.Rngs(params=0)),
-                                                   jnp.ones((2, 0, 3)))
+    grads = js.grad(lambda m, x: m(x)[1][0].sum())(
+        LSTM(3, 4, rngs=js.Rngs(params=0)), jnp.ones((2, 0, 3))
+    )
     assert all(not np.any(g) for g in jax.tree.leaves(grads))
 
 
@@ -143,12 +144,13 @@ def test_lengths_gradients_match_pytorch_packed_sequences():
 
     xt = torch.tensor(np.asarray(x), requires_grad=True)
     st = tuple(torch.tensor(np.asarray(s), requires_grad=True) for s in state)
-    packed = pack_padded_sequence(xt, torch.tensor(lengths), batch_first=True,
-                                  enforce_sorted=False)
+    packed = pack_padded_sequence(xt, torch.tensor(lengths), batch_first=True, enforce_sorted=False)
     out, (h, c) = ref(packed, st)
     seq, _ = pad_packed_sequence(out, batch_first=True, total_length=T)
-    weights = [torch.tensor(np.cos(np.arange(t.numel())).reshape(t.shape), dtype=torch.float32)
-               for t in (seq, h, c)]
+    weights = [
+        torch.tensor(np.cos(np.arange(t.numel())).reshape(t.shape), dtype=torch.float32)
+        for t in (seq, h, c)
+    ]
     sum((t * w).sum() for t, w in zip((seq, h, c), weights, strict=True)).backward()
     want = {f"{k}": p.grad.numpy() for k, p in ref.named_parameters()}
     want |= {"x": xt.grad.numpy(), "h0": st[0].grad.numpy(), "c0": st[1].grad.numpy()}

@@ -80,10 +80,14 @@ def test_embedding_padding_row_starts_at_zero_and_gets_no_gradient():
     assert F.embedding(idx, jnp.ones((6, 3)), 4)[0, 0].tolist() == [1.0, 1.0, 1.0]  # kept value
 
 
-@pytest.mark.parametrize("layer, shape, axes", [
-    (nn.Dropout1d(0.5), (4, 16, 5), (2,)), (nn.Dropout1d(0.5), (16, 5), (1,)),
-    (nn.Dropout2d(0.5), (4, 16, 3, 3), (2, 3)),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "layer, shape, axes",
+    [
+        (nn.Dropout1d(0.5), (4, 16, 5), (2,)),
+        (nn.Dropout1d(0.5), (16, 5), (1,)),
+        (nn.Dropout2d(0.5), (4, 16, 3, 3), (2, 3)),
+    ],
+)
 def test_channel_dropout_zeroes_whole_channels_in_training_only(layer, shape, axes):
     rngs = js.Rngs(dropout=0)
     y = np.asarray(layer(jnp.ones(shape), rngs=rngs))
@@ -102,36 +106,80 @@ def test_dropout_accepts_inplace_positionally():
 
 def test_inplace_is_accepted_on_every_activation_that_has_it():
     x = jnp.linspace(-2.0, 8.0, 6)
-    for layer in (nn.ReLU(True), nn.ReLU6(True), nn.SiLU(True), nn.LeakyReLU(0.1, True),
-                  nn.ELU(1.0, True), nn.Hardtanh(-1.0, 1.0, True)):  # fmt: skip
+    for layer in (
+        nn.ReLU(True),
+        nn.ReLU6(True),
+        nn.SiLU(True),
+        nn.LeakyReLU(0.1, True),
+        nn.ELU(1.0, True),
+        nn.Hardtanh(-1.0, 1.0, True),
+    ):
         assert layer.inplace and layer(x).shape == x.shape
     assert F.relu(x, inplace=True).tolist() == F.relu(x).tolist()
 
 
-@pytest.mark.parametrize("call, error, match", [
-    (lambda: nn.AdaptiveAvgPool2d((3, 2))(jnp.ones((1, 2, 4, 4))), NotImplementedError,
-     r"AdaptiveAvgPool2d: output_size \(3, 2\) must divide the input's spatial size \[4, 4\]"),
-    (lambda: nn.AdaptiveAvgPool1d(3)(jnp.ones((1, 2, 4))), NotImplementedError,
-     r"AdaptiveAvgPool1d: output_size \(3,\) must divide"),
-    (lambda: nn.Upsample(scale_factor=2, mode="bilinear")(jnp.ones((1, 2, 4))), ValueError,
-     r"interpolate\(mode='bilinear'\): expected input of shape \[B, C, H, W\], got \[1, 2, 4\]"),
-    (lambda: nn.Upsample(size=(2, 3, 4))(jnp.ones((1, 2, 4, 4))), ValueError,
-     r"interpolate: size must be one or 2 positive ints for a 4-D input, got \(2, 3, 4\)"),
-    (lambda: nn.Upsample(scale_factor=-1.0)(jnp.ones((1, 2, 4))), ValueError,
-     r"interpolate: scale_factor must be one or 1 positive numbers"),
-    (lambda: nn.Upsample(scale_factor=0.1)(jnp.ones((1, 2, 4))), ValueError,
-     r"interpolate: the output size would be \[0\]"),
-    (lambda: F.interpolate(jnp.ones((1, 2, 4)), 3, 2.0), ValueError,
-     r"interpolate: only one of size or scale_factor must be given"),
-    (lambda: F.interpolate(jnp.ones((1, 2, 4))), ValueError,
-     r"interpolate: either size or scale_factor must be given"),
-    (lambda: F.interpolate(jnp.ones((1, 2, 4)), 3, antialias=True), NotImplementedError,
-     r"interpolate: antialias=True is not supported"),
-    (lambda: F.max_pool2d(jnp.ones((1, 1, 4, 4)), 2, padding=2), ValueError,
-     r"max_pool2d: padding \(2, 2\) must be at most half the kernel size \(2, 2\)"),
-    (lambda: F.dropout2d(jnp.ones((1, 2, 3, 3)), 0.5), ValueError,
-     r"dropout in training needs a random key"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (
+            lambda: nn.AdaptiveAvgPool2d((3, 2))(jnp.ones((1, 2, 4, 4))),
+            NotImplementedError,
+            r"AdaptiveAvgPool2d: output_size \(3, 2\) must divide the input's spatial "
+            r"size \[4, 4\]",
+        ),
+        (
+            lambda: nn.AdaptiveAvgPool1d(3)(jnp.ones((1, 2, 4))),
+            NotImplementedError,
+            r"AdaptiveAvgPool1d: output_size \(3,\) must divide",
+        ),
+        (
+            lambda: nn.Upsample(scale_factor=2, mode="bilinear")(jnp.ones((1, 2, 4))),
+            ValueError,
+            r"interpolate\(mode='bilinear'\): expected input of shape \[B, C, H, W\], "
+            r"got \[1, 2, 4\]",
+        ),
+        (
+            lambda: nn.Upsample(size=(2, 3, 4))(jnp.ones((1, 2, 4, 4))),
+            ValueError,
+            r"interpolate: size must be one or 2 positive ints for a 4-D input, got \(2, 3, 4\)",
+        ),
+        (
+            lambda: nn.Upsample(scale_factor=-1.0)(jnp.ones((1, 2, 4))),
+            ValueError,
+            r"interpolate: scale_factor must be one or 1 positive numbers",
+        ),
+        (
+            lambda: nn.Upsample(scale_factor=0.1)(jnp.ones((1, 2, 4))),
+            ValueError,
+            r"interpolate: the output size would be \[0\]",
+        ),
+        (
+            lambda: F.interpolate(jnp.ones((1, 2, 4)), 3, 2.0),
+            ValueError,
+            r"interpolate: only one of size or scale_factor must be given",
+        ),
+        (
+            lambda: F.interpolate(jnp.ones((1, 2, 4))),
+            ValueError,
+            r"interpolate: either size or scale_factor must be given",
+        ),
+        (
+            lambda: F.interpolate(jnp.ones((1, 2, 4)), 3, antialias=True),
+            NotImplementedError,
+            r"interpolate: antialias=True is not supported",
+        ),
+        (
+            lambda: F.max_pool2d(jnp.ones((1, 1, 4, 4)), 2, padding=2),
+            ValueError,
+            r"max_pool2d: padding \(2, 2\) must be at most half the kernel size \(2, 2\)",
+        ),
+        (
+            lambda: F.dropout2d(jnp.ones((1, 2, 3, 3)), 0.5),
+            ValueError,
+            r"dropout in training needs a random key",
+        ),
+    ],
+)
 def test_call_time_errors(call, error, match):
     with pytest.raises(error, match=match):
         call()
@@ -139,11 +187,14 @@ def test_call_time_errors(call, error, match):
 
 def test_dtype_argument_sets_every_parameter_and_statistic():
     layers = [
-        nn.Linear(2, 3, rngs=R, dtype=jnp.bfloat16), nn.Conv2d(2, 4, 3, rngs=R, dtype="float16"),
+        nn.Linear(2, 3, rngs=R, dtype=jnp.bfloat16),
+        nn.Conv2d(2, 4, 3, rngs=R, dtype="float16"),
         nn.ConvTranspose1d(2, 4, 3, rngs=R, dtype=jnp.bfloat16),
-        nn.BatchNorm1d(3, dtype=jnp.bfloat16), nn.LayerNorm(3, dtype=jnp.bfloat16),
-        nn.GroupNorm(1, 3, dtype=jnp.bfloat16), nn.Embedding(5, 3, rngs=R, dtype=jnp.bfloat16),
-    ]  # fmt: skip
+        nn.BatchNorm1d(3, dtype=jnp.bfloat16),
+        nn.LayerNorm(3, dtype=jnp.bfloat16),
+        nn.GroupNorm(1, 3, dtype=jnp.bfloat16),
+        nn.Embedding(5, 3, rngs=R, dtype=jnp.bfloat16),
+    ]
     for layer in layers:
         dtypes = {np.dtype(v.dtype) for v in layer.state_dict().values()}
         assert len(dtypes) == 1 and dtypes <= {np.dtype(jnp.bfloat16), np.dtype(np.float16)}
@@ -175,8 +226,14 @@ print(json.dumps({"dtypes": dtypes, "loaded": list(nn.load_torch_state_dict(mode
 def test_layers_create_float32_under_jax_enable_x64():
     # x64 is process-wide, so it runs in a fresh interpreter.
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(_X64_SCRIPT)], env=env,
-                         capture_output=True, text=True, timeout=300, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_X64_SCRIPT)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["dtypes"] == {name: ["float32"] for name in result["dtypes"]}
     assert result["loaded"] == [[], []]  # a float32 state dict loads strictly
@@ -201,9 +258,11 @@ def test_sequential_refuses_an_ordered_dict_as_porting_md_says():
 
 def test_refused_construction_leaves_rngs_untouched():
     rngs = js.Rngs(params=0)
-    for build in (lambda: nn.Conv2d(2, 4, 3, bias="yes", rngs=rngs),
-                  lambda: nn.Embedding(5, 3, rngs=rngs, dtype=jnp.int32),
-                  lambda: nn.Linear(2, 3, rngs=rngs, dtype=jnp.int8)):  # fmt: skip
+    for build in (
+        lambda: nn.Conv2d(2, 4, 3, bias="yes", rngs=rngs),
+        lambda: nn.Embedding(5, 3, rngs=rngs, dtype=jnp.int32),
+        lambda: nn.Linear(2, 3, rngs=rngs, dtype=jnp.int8),
+    ):
         with pytest.raises(TypeError):
             build()
     assert int(rngs.state_dict()["params.count"]) == 0

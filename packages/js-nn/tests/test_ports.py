@@ -87,8 +87,9 @@ def _torch_adam_losses(t_model, t_loss, batches, **adam):
 
 
 def _check_lockstep(port, js_losses, t_losses, trains=True):
-    diff = record(port, "Adam 20-step loss (relative)", compare.relative_loss_difference(
-        js_losses, t_losses))  # fmt: skip
+    diff = record(
+        port, "Adam 20-step loss (relative)", compare.relative_loss_difference(js_losses, t_losses)
+    )
     assert diff <= LOSS_TOL, (js_losses, t_losses)
     assert not trains or t_losses[-1] < t_losses[0]  # the steps did train (a GAN need not)
 
@@ -154,14 +155,17 @@ def test_resnet18_matches_pytorch(resnet_pair, mode):
         # largest) away from torch float64's from layer2.0.bn1 down (measured: conv1.weight
         # off by 5.7 of 163), js's 6e-5: compare with float64 PyTorch, the same model.
         t_model, t_x = copy.deepcopy(t_model).double(), t_x.double()
-    _check_outputs_and_grads("ResNet-18", model, t_model, lambda m, v: m(v),
-                             lambda m, v: m(v), mode, (x,), (t_x,))  # fmt: skip
+    _check_outputs_and_grads(
+        "ResNet-18", model, t_model, lambda m, v: m(v), lambda m, v: m(v), mode, (x,), (t_x,)
+    )
 
 
 def _image_batches(n, shape, classes, seed=0):
     rng = np.random.default_rng(seed)
-    return [(rng.standard_normal(shape).astype(np.float32), rng.integers(0, classes, shape[0]))
-            for _ in range(n)]  # fmt: skip
+    return [
+        (rng.standard_normal(shape).astype(np.float32), rng.integers(0, classes, shape[0]))
+        for _ in range(n)
+    ]
 
 
 @pytest.mark.slow  # ~30 s here: ResNet-18 forward and backward 20 times in each library
@@ -176,10 +180,15 @@ def test_resnet18_adam_lockstep(resnet_pair):
     model.eval()
     t_model.eval()
     batches = _image_batches(1, (2, 3, 32, 32), 10) * STEPS
-    losses = _adam_losses(model, _logits_loss_js, [(jnp.asarray(x), jnp.asarray(y))
-                                                   for x, y in batches], lr=1e-5)  # fmt: skip
-    t_losses = _torch_adam_losses(t_model, _logits_loss_torch, [
-        (torch.from_numpy(x), torch.from_numpy(y)) for x, y in batches], lr=1e-5)  # fmt: skip
+    losses = _adam_losses(
+        model, _logits_loss_js, [(jnp.asarray(x), jnp.asarray(y)) for x, y in batches], lr=1e-5
+    )
+    t_losses = _torch_adam_losses(
+        t_model,
+        _logits_loss_torch,
+        [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in batches],
+        lr=1e-5,
+    )
     _check_lockstep("ResNet-18", losses, t_losses)
 
 
@@ -191,7 +200,8 @@ def test_resnet18_port_keeps_torchvision_structure(resnet_pair):
     assert names == t_names
     exported = nn.torch_state_dict(model)
     assert {k: v.shape for k, v in exported.items()} == {
-        k: tuple(v.shape) for k, v in t_model.state_dict().items()}  # fmt: skip
+        k: tuple(v.shape) for k, v in t_model.state_dict().items()
+    }
 
 
 # -- the DCGAN tutorial ------------------------------------------------------------------------
@@ -250,8 +260,16 @@ def test_dcgan_matches_pytorch(dcgan_pair, mode):
     _dcgan_reset(dcgan_pair)
     z = jax.random.normal(jax.random.key(0), (4, nz, 1, 1))
     t_z = torch.from_numpy(np.array(z))
-    _check_outputs_and_grads("DCGAN", _GAN(g, d), _GAN_torch(t_g, t_d), lambda m, v: m(v),
-                             lambda m, v: m(v), mode, (z,), (t_z,))  # fmt: skip
+    _check_outputs_and_grads(
+        "DCGAN",
+        _GAN(g, d),
+        _GAN_torch(t_g, t_d),
+        lambda m, v: m(v),
+        lambda m, v: m(v),
+        mode,
+        (z,),
+        (t_z,),
+    )
 
 
 class _GAN_torch(torch.nn.Module):
@@ -301,8 +319,10 @@ def test_dcgan_adam_lockstep(dcgan_pair):
         opt_g.step(grads)
         return err_d, err_g
 
-    losses = [tuple(float(v) for v in step(g, d, opt_g, opt_d, jnp.asarray(r), jnp.asarray(z)))
-              for r, z in data]  # fmt: skip
+    losses = [
+        tuple(float(v) for v in step(g, d, opt_g, opt_d, jnp.asarray(r), jnp.asarray(z)))
+        for r, z in data
+    ]
     t_losses = _torch_dcgan_losses(t_g, t_d, data, adam)
     js_losses = [loss for pair in losses for loss in pair]
     _check_lockstep("DCGAN", js_losses, t_losses, trains=False)
@@ -365,11 +385,15 @@ def test_language_model_matches_pytorch(rnn_type, mode):
     tokens = _tokens(0)
     hidden, t_hidden = model.init_hidden(B), t_model.init_hidden(B)
     _check_outputs_and_grads(
-        f"LM {rnn_type}", model, t_model,
+        f"LM {rnn_type}",
+        model,
+        t_model,
         lambda m, x, h: _flat(m(x, h, rngs=js.Rngs(dropout=0))),
-        lambda m, x, h: _flat(m(x, h)), mode,
-        (jnp.asarray(tokens), hidden), (torch.from_numpy(tokens), t_hidden),
-    )  # fmt: skip
+        lambda m, x, h: _flat(m(x, h)),
+        mode,
+        (jnp.asarray(tokens), hidden),
+        (torch.from_numpy(tokens), t_hidden),
+    )
 
 
 def test_language_model_dropout_shapes():
@@ -404,8 +428,9 @@ def test_language_model_adam_lockstep(rnn_type):
     t_model.train()
     data = [(_tokens(s), _tokens(s + 100)) for s in range(STEPS)]
     losses = _adam_losses(model, _nll_js, [(jnp.asarray(x), jnp.asarray(y)) for x, y in data])
-    t_losses = _torch_adam_losses(t_model, _nll_torch, [
-        (torch.from_numpy(x), torch.from_numpy(y)) for x, y in data])  # fmt: skip
+    t_losses = _torch_adam_losses(
+        t_model, _nll_torch, [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in data]
+    )
     _check_lockstep(f"LM {rnn_type}", losses, t_losses, trains=False)
 
 
@@ -444,10 +469,15 @@ def test_transformer_classifier_matches_pytorch(mode):
     model, t_model = _classifier_pair()
     tokens, pad = _padded_tokens(0)
     _check_outputs_and_grads(
-        "Transformer classifier", model, t_model,
-        lambda m, x, p: m(x, p, rngs=js.Rngs(dropout=0)), lambda m, x, p: m(x, p), mode,
-        (jnp.asarray(tokens), jnp.asarray(pad)), (torch.from_numpy(tokens), torch.from_numpy(pad)),
-    )  # fmt: skip
+        "Transformer classifier",
+        model,
+        t_model,
+        lambda m, x, p: m(x, p, rngs=js.Rngs(dropout=0)),
+        lambda m, x, p: m(x, p),
+        mode,
+        (jnp.asarray(tokens), jnp.asarray(pad)),
+        (torch.from_numpy(tokens), torch.from_numpy(pad)),
+    )
 
 
 @NESTED
@@ -457,8 +487,10 @@ def test_transformer_classifier_fast_path_and_dropout_shapes():
     with torch.no_grad():  # PyTorch's fused inference path (nested tensors for the padding)
         t_out = t_model.eval()(torch.from_numpy(tokens), torch.from_numpy(pad)).numpy()
     out = model.eval()(jnp.asarray(tokens), jnp.asarray(pad))
-    assert record("Transformer classifier", "output eval fast path", compare.max_abs(
-        [(out, t_out)])) < 1e-5  # fmt: skip
+    assert (
+        record("Transformer classifier", "output eval fast path", compare.max_abs([(out, t_out)]))
+        < 1e-5
+    )
     train = model.train()(jnp.asarray(tokens), jnp.asarray(pad), rngs=js.Rngs(dropout=0))
     assert train.shape == t_out.shape and not np.allclose(train, out)
 
@@ -477,8 +509,9 @@ def test_transformer_classifier_adam_lockstep():
         return F.cross_entropy(m(x, p), y)
 
     losses = _adam_losses(model, js_loss, [tuple(map(jnp.asarray, d)) for d in data])
-    t_losses = _torch_adam_losses(t_model, torch_loss, [
-        tuple(map(torch.from_numpy, d)) for d in data])  # fmt: skip
+    t_losses = _torch_adam_losses(
+        t_model, torch_loss, [tuple(map(torch.from_numpy, d)) for d in data]
+    )
     _check_lockstep("Transformer classifier", losses, t_losses, trains=False)
 
 
@@ -493,10 +526,14 @@ def test_report_port_differences(capsys):
 
 @pytest.mark.parametrize(
     "layer, shape",
-    [(nn.MaxPool2d(3, 2, 1), (2, 3, 8, 8)), (nn.AvgPool2d(3, 2, 1), (2, 3, 8, 8)),
-     (nn.MaxPool1d(3, 2, 1), (2, 3, 8)), (nn.AvgPool1d(3, 2, 1), (2, 3, 8))],
+    [
+        (nn.MaxPool2d(3, 2, 1), (2, 3, 8, 8)),
+        (nn.AvgPool2d(3, 2, 1), (2, 3, 8, 8)),
+        (nn.MaxPool1d(3, 2, 1), (2, 3, 8)),
+        (nn.AvgPool1d(3, 2, 1), (2, 3, 8)),
+    ],
     ids=["MaxPool2d", "AvgPool2d", "MaxPool1d", "AvgPool1d"],
-)  # fmt: skip
+)
 def test_padded_pools_differentiate_under_jit(layer, shape):
     # The ResNet stem found it: reduce_window with a traced init value has no gradient.
     x = jax.random.normal(jax.random.key(0), shape)

@@ -35,8 +35,9 @@ def _make(cls, layers=1, **kwargs):
 @pytest.mark.parametrize("cls, gates", [(RNN, 1), (LSTM, 4)])
 def test_state_dict_keys_and_shapes_follow_pytorch(cls, gates):
     sd = _make(cls, 2).state_dict()
-    assert list(sd) == [f"{p}_l{k}" for k in (0, 1) for p in
-                        ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+    assert list(sd) == [
+        f"{p}_l{k}" for k in (0, 1) for p in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+    ]
     assert sd["weight_ih_l0"].shape == (gates * H, IN)
     assert sd["weight_ih_l1"].shape == (gates * H, H)
     assert sd["weight_hh_l1"].shape == (gates * H, H)
@@ -198,12 +199,15 @@ def test_program_size_does_not_grow_with_T(lengths):
 # -- errors ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    ({"input_size": 0}, ValueError, r"LSTM: input_size must be an int >= 1, got 0"),
-    ({"hidden_size": 2.0}, TypeError, r"LSTM: hidden_size must be an int >= 1, got 2.0"),
-    ({"num_layers": 0}, ValueError, r"LSTM: num_layers must be an int >= 1, got 0"),
-    ({"unroll": True}, TypeError, r"LSTM: unroll must be an int >= 1, got True"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"input_size": 0}, ValueError, r"LSTM: input_size must be an int >= 1, got 0"),
+        ({"hidden_size": 2.0}, TypeError, r"LSTM: hidden_size must be an int >= 1, got 2.0"),
+        ({"num_layers": 0}, ValueError, r"LSTM: num_layers must be an int >= 1, got 0"),
+        ({"unroll": True}, TypeError, r"LSTM: unroll must be an int >= 1, got True"),
+    ],
+)
 def test_bad_construction_is_refused(kwargs, error, match):
     args = {"input_size": IN, "hidden_size": H, "num_layers": 1, "unroll": 1} | kwargs
     with pytest.raises(error, match=match):
@@ -211,18 +215,31 @@ def test_bad_construction_is_refused(kwargs, error, match):
 
 
 def test_unknown_nonlinearity_is_refused():
-    with pytest.raises(ValueError, match=r"RNN: nonlinearity must be one of \['relu', 'tanh'\], "
-                                         r"got 'gelu'"):
+    with pytest.raises(
+        ValueError,
+        match=r"RNN: nonlinearity must be one of \['relu', 'tanh'\], "
+        r"got 'gelu'",
+    ):
         _make(RNN, nonlinearity="gelu")
 
 
-@pytest.mark.parametrize("x, error, match", [
-    (jnp.zeros((T, IN)), ValueError, r"RNN: expected input \[B, T, I\] with I = input_size = 4, "
-                                    r"got shape \[6, 4\]"),
-    (jnp.zeros((B, T, 7)), ValueError, r"RNN: expected input .* got shape \[3, 6, 7\]"),
-    (jnp.zeros((B, T, IN), jnp.int32), TypeError,
-     r"RNN: expected a floating-point input, got int32"),
-])
+@pytest.mark.parametrize(
+    "x, error, match",
+    [
+        (
+            jnp.zeros((T, IN)),
+            ValueError,
+            r"RNN: expected input \[B, T, I\] with I = input_size = 4, "
+            r"got shape \[6, 4\]",
+        ),
+        (jnp.zeros((B, T, 7)), ValueError, r"RNN: expected input .* got shape \[3, 6, 7\]"),
+        (
+            jnp.zeros((B, T, IN), jnp.int32),
+            TypeError,
+            r"RNN: expected a floating-point input, got int32",
+        ),
+    ],
+)
 def test_bad_input_is_refused(x, error, match):
     with pytest.raises(error, match=match):
         _make(RNN)(x)
@@ -230,8 +247,11 @@ def test_bad_input_is_refused(x, error, match):
 
 def test_bad_state_is_refused():
     lstm, rnn, x = _make(LSTM, 2), _make(RNN, 2), _x()
-    with pytest.raises(ValueError, match=r"RNN: expected state h \[layers, B, H\] = \[2, 3, 5\], "
-                                         r"got shape \[1, 3, 5\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"RNN: expected state h \[layers, B, H\] = \[2, 3, 5\], "
+        r"got shape \[1, 3, 5\]",
+    ):
         rnn(x, jnp.zeros((1, B, H)))
     with pytest.raises(ValueError, match=r"LSTM: expected state c .* got shape \[2, 3, 4\]"):
         lstm(x, (jnp.zeros((2, B, H)), jnp.zeros((2, B, 4))))
@@ -239,12 +259,27 @@ def test_bad_state_is_refused():
         lstm(x, jnp.zeros((2, B, H)))
 
 
-@pytest.mark.parametrize("lengths, error, match", [
-    (np.array([1.0, 2.0, 3.0]), TypeError, r"LSTM: lengths must be integers, got dtype float64"),
-    (np.array([1, 2]), ValueError, r"LSTM: expected lengths of shape \[B\] = \[3\], got \[2\]"),
-    (np.array([1, -1, 3]), ValueError, r"LSTM: lengths must lie in \[0, T\] = \[0, 6\], got .*-1"),
-    (np.array([1, 7, 3]), ValueError, r"LSTM: lengths must lie in \[0, T\] = \[0, 6\], .* to 7"),
-])
+@pytest.mark.parametrize(
+    "lengths, error, match",
+    [
+        (
+            np.array([1.0, 2.0, 3.0]),
+            TypeError,
+            r"LSTM: lengths must be integers, got dtype float64",
+        ),
+        (np.array([1, 2]), ValueError, r"LSTM: expected lengths of shape \[B\] = \[3\], got \[2\]"),
+        (
+            np.array([1, -1, 3]),
+            ValueError,
+            r"LSTM: lengths must lie in \[0, T\] = \[0, 6\], got .*-1",
+        ),
+        (
+            np.array([1, 7, 3]),
+            ValueError,
+            r"LSTM: lengths must lie in \[0, T\] = \[0, 6\], .* to 7",
+        ),
+    ],
+)
 def test_bad_lengths_are_refused(lengths, error, match):
     with pytest.raises(error, match=match):
         _make(LSTM)(_x(), lengths=lengths)
@@ -316,13 +351,16 @@ def compare_with_torch(torch, cls, layers, **kwargs):
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("cls, layers, kwargs", [
-    (RNN, 1, {"nonlinearity": "tanh"}),
-    (RNN, 2, {"nonlinearity": "relu"}),
-    (LSTM, 1, {}),
-    (LSTM, 2, {}),
-    (LSTM, 2, {"bias": False}),
-])
+@pytest.mark.parametrize(
+    "cls, layers, kwargs",
+    [
+        (RNN, 1, {"nonlinearity": "tanh"}),
+        (RNN, 2, {"nonlinearity": "relu"}),
+        (LSTM, 1, {}),
+        (LSTM, 2, {}),
+        (LSTM, 2, {"bias": False}),
+    ],
+)
 def test_matches_pytorch(cls, layers, kwargs):
     torch = pytest.importorskip("torch")
     diffs = compare_with_torch(torch, cls, layers, **kwargs)

@@ -13,8 +13,13 @@ import js.nn as nn
 class Net(js.Module):
     def __init__(self, rngs):
         super().__init__()
-        self.body = nn.Sequential(nn.Conv2d(1, 4, 3, rngs=rngs), nn.BatchNorm2d(4), nn.ReLU(),
-                                  nn.AdaptiveAvgPool2d(1), nn.Flatten())  # fmt: skip
+        self.body = nn.Sequential(
+            nn.Conv2d(1, 4, 3, rngs=rngs),
+            nn.BatchNorm2d(4),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+        )
         self.head = nn.Linear(4, 3, rngs=rngs)
 
     def forward(self, x):

@@ -24,20 +24,43 @@ MAX_DIFF: dict[str, float] = {}
 
 PAIRS = [
     ("Linear", lambda r: nn.Linear(4, 3, rngs=r), lambda: tnn.Linear(4, 3), (2, 5, 4)),
-    ("Conv1d", lambda r: nn.Conv1d(4, 6, 3, stride=2, padding=1, groups=2, rngs=r),
-     lambda: tnn.Conv1d(4, 6, 3, stride=2, padding=1, groups=2), (2, 4, 9)),
-    ("Conv2d", lambda r: nn.Conv2d(3, 4, (3, 2), stride=(2, 1), padding=(1, 0), rngs=r),
-     lambda: tnn.Conv2d(3, 4, (3, 2), stride=(2, 1), padding=(1, 0)), (2, 3, 8, 8)),
-    ("Conv2d-same", lambda r: nn.Conv2d(3, 4, 3, padding="same", rngs=r),
-     lambda: tnn.Conv2d(3, 4, 3, padding="same"), (2, 3, 6, 6)),
-    ("ConvTranspose2d",
-     lambda r: nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1, output_padding=1, rngs=r),
-     lambda: tnn.ConvTranspose2d(3, 2, 3, stride=2, padding=1, output_padding=1), (2, 3, 5, 5)),
-    ("MaxPool2d", lambda r: nn.MaxPool2d(3, stride=2), lambda: tnn.MaxPool2d(3, stride=2),
-     (2, 3, 9, 9)),
+    (
+        "Conv1d",
+        lambda r: nn.Conv1d(4, 6, 3, stride=2, padding=1, groups=2, rngs=r),
+        lambda: tnn.Conv1d(4, 6, 3, stride=2, padding=1, groups=2),
+        (2, 4, 9),
+    ),
+    (
+        "Conv2d",
+        lambda r: nn.Conv2d(3, 4, (3, 2), stride=(2, 1), padding=(1, 0), rngs=r),
+        lambda: tnn.Conv2d(3, 4, (3, 2), stride=(2, 1), padding=(1, 0)),
+        (2, 3, 8, 8),
+    ),
+    (
+        "Conv2d-same",
+        lambda r: nn.Conv2d(3, 4, 3, padding="same", rngs=r),
+        lambda: tnn.Conv2d(3, 4, 3, padding="same"),
+        (2, 3, 6, 6),
+    ),
+    (
+        "ConvTranspose2d",
+        lambda r: nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1, output_padding=1, rngs=r),
+        lambda: tnn.ConvTranspose2d(3, 2, 3, stride=2, padding=1, output_padding=1),
+        (2, 3, 5, 5),
+    ),
+    (
+        "MaxPool2d",
+        lambda r: nn.MaxPool2d(3, stride=2),
+        lambda: tnn.MaxPool2d(3, stride=2),
+        (2, 3, 9, 9),
+    ),
     ("AvgPool2d", lambda r: nn.AvgPool2d(2), lambda: tnn.AvgPool2d(2), (2, 3, 8, 8)),
-    ("AdaptiveAvgPool2d", lambda r: nn.AdaptiveAvgPool2d((1, 1)),
-     lambda: tnn.AdaptiveAvgPool2d((1, 1)), (2, 3, 5, 4)),
+    (
+        "AdaptiveAvgPool2d",
+        lambda r: nn.AdaptiveAvgPool2d((1, 1)),
+        lambda: tnn.AdaptiveAvgPool2d((1, 1)),
+        (2, 3, 5, 4),
+    ),
     ("BatchNorm1d", lambda r: nn.BatchNorm1d(3), lambda: tnn.BatchNorm1d(3), (6, 3, 5)),
     ("BatchNorm1d-NC", lambda r: nn.BatchNorm1d(3), lambda: tnn.BatchNorm1d(3), (6, 3)),
     ("BatchNorm2d", lambda r: nn.BatchNorm2d(3), lambda: tnn.BatchNorm2d(3), (4, 3, 5, 5)),
@@ -49,60 +72,155 @@ PAIRS = [
     ("Tanh", lambda r: nn.Tanh(), lambda: tnn.Tanh(), (3, 4)),
     ("Sigmoid", lambda r: nn.Sigmoid(), lambda: tnn.Sigmoid(), (3, 4)),
     ("Flatten", lambda r: nn.Flatten(), lambda: tnn.Flatten(), (2, 3, 4)),
-]  # fmt: skip
+]
 
 # The arguments a port needs (issue 12), each called positionally where PyTorch code does.
 PORT_PAIRS = [
-    ("Conv2d-dilation-positional", lambda r: nn.Conv2d(4, 6, 3, 1, 2, 2, rngs=r),
-     lambda: tnn.Conv2d(4, 6, 3, 1, 2, 2), (2, 4, 9, 9)),
-    ("Conv2d-same-even", lambda r: nn.Conv2d(3, 4, (4, 2), 1, "same", (1, 2), rngs=r),
-     lambda: tnn.Conv2d(3, 4, (4, 2), 1, "same", (1, 2)), (2, 3, 7, 6)),
-    ("Conv1d-same-groups-nobias", lambda r: nn.Conv1d(4, 6, 4, 1, "same", 3, 2, False, rngs=r),
-     lambda: tnn.Conv1d(4, 6, 4, 1, "same", 3, 2, False), (2, 4, 11)),
-    ("Conv1d-valid-zeros", lambda r: nn.Conv1d(3, 2, 3, 2, "valid", padding_mode="zeros", rngs=r),
-     lambda: tnn.Conv1d(3, 2, 3, 2, "valid", padding_mode="zeros"), (2, 3, 9)),
-    ("ConvTranspose2d-groups-dilation",
-     lambda r: nn.ConvTranspose2d(4, 6, 3, 2, 1, 1, 2, True, 2, rngs=r),
-     lambda: tnn.ConvTranspose2d(4, 6, 3, 2, 1, 1, 2, True, 2), (2, 4, 5, 4)),
-    ("ConvTranspose1d", lambda r: nn.ConvTranspose1d(4, 6, 4, 2, 1, groups=2, rngs=r),
-     lambda: tnn.ConvTranspose1d(4, 6, 4, 2, 1, groups=2), (2, 4, 7)),
-    ("MaxPool2d-stem", lambda r: nn.MaxPool2d(3, 2, 1), lambda: tnn.MaxPool2d(3, 2, 1),
-     (2, 3, 9, 9)),
-    ("MaxPool2d-ceil-dilation", lambda r: nn.MaxPool2d(3, 2, 1, 2, ceil_mode=True),
-     lambda: tnn.MaxPool2d(3, 2, 1, 2, ceil_mode=True), (2, 3, 10, 9)),
-    ("MaxPool1d-ceil", lambda r: nn.MaxPool1d(2, 2, 1, ceil_mode=True),
-     lambda: tnn.MaxPool1d(2, 2, 1, ceil_mode=True), (2, 3, 8)),
-    ("AvgPool2d-pad-ceil", lambda r: nn.AvgPool2d(3, 2, 1, True),
-     lambda: tnn.AvgPool2d(3, 2, 1, True), (2, 3, 8, 7)),
-    ("AvgPool2d-exclude-pad", lambda r: nn.AvgPool2d((3, 2), 2, (1, 1), True, False),
-     lambda: tnn.AvgPool2d((3, 2), 2, (1, 1), True, False), (2, 3, 8, 7)),
-    ("AvgPool2d-divisor", lambda r: nn.AvgPool2d(2, divisor_override=3),
-     lambda: tnn.AvgPool2d(2, divisor_override=3), (2, 3, 6, 6)),
-    ("AvgPool1d", lambda r: nn.AvgPool1d(3, 2, 1, True, False),
-     lambda: tnn.AvgPool1d(3, 2, 1, True, False), (2, 3, 8)),
-    ("AdaptiveAvgPool2d-2x3", lambda r: nn.AdaptiveAvgPool2d((2, 3)),
-     lambda: tnn.AdaptiveAvgPool2d((2, 3)), (2, 3, 4, 6)),
-    ("AdaptiveAvgPool2d-None", lambda r: nn.AdaptiveAvgPool2d((None, 2)),
-     lambda: tnn.AdaptiveAvgPool2d((None, 2)), (2, 3, 3, 4)),
-    ("AdaptiveAvgPool1d", lambda r: nn.AdaptiveAvgPool1d(2), lambda: tnn.AdaptiveAvgPool1d(2),
-     (2, 3, 6)),
-    ("BatchNorm2d-positional", lambda r: nn.BatchNorm2d(3, 1e-3, 0.3),
-     lambda: tnn.BatchNorm2d(3, 1e-3, 0.3), (4, 3, 3, 3)),
-    ("BatchNorm2d-noaffine", lambda r: nn.BatchNorm2d(3, affine=False),
-     lambda: tnn.BatchNorm2d(3, affine=False), (4, 3, 3, 3)),
-    ("BatchNorm1d-untracked", lambda r: nn.BatchNorm1d(3, 1e-5, 0.1, True, False),
-     lambda: tnn.BatchNorm1d(3, 1e-5, 0.1, True, False), (6, 3, 4)),
-    ("LayerNorm-nobias", lambda r: nn.LayerNorm(8, bias=False),
-     lambda: tnn.LayerNorm(8, bias=False), (2, 5, 8)),
-    ("LayerNorm-noaffine", lambda r: nn.LayerNorm(8, 1e-3, False),
-     lambda: tnn.LayerNorm(8, 1e-3, False), (2, 5, 8)),
+    (
+        "Conv2d-dilation-positional",
+        lambda r: nn.Conv2d(4, 6, 3, 1, 2, 2, rngs=r),
+        lambda: tnn.Conv2d(4, 6, 3, 1, 2, 2),
+        (2, 4, 9, 9),
+    ),
+    (
+        "Conv2d-same-even",
+        lambda r: nn.Conv2d(3, 4, (4, 2), 1, "same", (1, 2), rngs=r),
+        lambda: tnn.Conv2d(3, 4, (4, 2), 1, "same", (1, 2)),
+        (2, 3, 7, 6),
+    ),
+    (
+        "Conv1d-same-groups-nobias",
+        lambda r: nn.Conv1d(4, 6, 4, 1, "same", 3, 2, False, rngs=r),
+        lambda: tnn.Conv1d(4, 6, 4, 1, "same", 3, 2, False),
+        (2, 4, 11),
+    ),
+    (
+        "Conv1d-valid-zeros",
+        lambda r: nn.Conv1d(3, 2, 3, 2, "valid", padding_mode="zeros", rngs=r),
+        lambda: tnn.Conv1d(3, 2, 3, 2, "valid", padding_mode="zeros"),
+        (2, 3, 9),
+    ),
+    (
+        "ConvTranspose2d-groups-dilation",
+        lambda r: nn.ConvTranspose2d(4, 6, 3, 2, 1, 1, 2, True, 2, rngs=r),
+        lambda: tnn.ConvTranspose2d(4, 6, 3, 2, 1, 1, 2, True, 2),
+        (2, 4, 5, 4),
+    ),
+    (
+        "ConvTranspose1d",
+        lambda r: nn.ConvTranspose1d(4, 6, 4, 2, 1, groups=2, rngs=r),
+        lambda: tnn.ConvTranspose1d(4, 6, 4, 2, 1, groups=2),
+        (2, 4, 7),
+    ),
+    (
+        "MaxPool2d-stem",
+        lambda r: nn.MaxPool2d(3, 2, 1),
+        lambda: tnn.MaxPool2d(3, 2, 1),
+        (2, 3, 9, 9),
+    ),
+    (
+        "MaxPool2d-ceil-dilation",
+        lambda r: nn.MaxPool2d(3, 2, 1, 2, ceil_mode=True),
+        lambda: tnn.MaxPool2d(3, 2, 1, 2, ceil_mode=True),
+        (2, 3, 10, 9),
+    ),
+    (
+        "MaxPool1d-ceil",
+        lambda r: nn.MaxPool1d(2, 2, 1, ceil_mode=True),
+        lambda: tnn.MaxPool1d(2, 2, 1, ceil_mode=True),
+        (2, 3, 8),
+    ),
+    (
+        "AvgPool2d-pad-ceil",
+        lambda r: nn.AvgPool2d(3, 2, 1, True),
+        lambda: tnn.AvgPool2d(3, 2, 1, True),
+        (2, 3, 8, 7),
+    ),
+    (
+        "AvgPool2d-exclude-pad",
+        lambda r: nn.AvgPool2d((3, 2), 2, (1, 1), True, False),
+        lambda: tnn.AvgPool2d((3, 2), 2, (1, 1), True, False),
+        (2, 3, 8, 7),
+    ),
+    (
+        "AvgPool2d-divisor",
+        lambda r: nn.AvgPool2d(2, divisor_override=3),
+        lambda: tnn.AvgPool2d(2, divisor_override=3),
+        (2, 3, 6, 6),
+    ),
+    (
+        "AvgPool1d",
+        lambda r: nn.AvgPool1d(3, 2, 1, True, False),
+        lambda: tnn.AvgPool1d(3, 2, 1, True, False),
+        (2, 3, 8),
+    ),
+    (
+        "AdaptiveAvgPool2d-2x3",
+        lambda r: nn.AdaptiveAvgPool2d((2, 3)),
+        lambda: tnn.AdaptiveAvgPool2d((2, 3)),
+        (2, 3, 4, 6),
+    ),
+    (
+        "AdaptiveAvgPool2d-None",
+        lambda r: nn.AdaptiveAvgPool2d((None, 2)),
+        lambda: tnn.AdaptiveAvgPool2d((None, 2)),
+        (2, 3, 3, 4),
+    ),
+    (
+        "AdaptiveAvgPool1d",
+        lambda r: nn.AdaptiveAvgPool1d(2),
+        lambda: tnn.AdaptiveAvgPool1d(2),
+        (2, 3, 6),
+    ),
+    (
+        "BatchNorm2d-positional",
+        lambda r: nn.BatchNorm2d(3, 1e-3, 0.3),
+        lambda: tnn.BatchNorm2d(3, 1e-3, 0.3),
+        (4, 3, 3, 3),
+    ),
+    (
+        "BatchNorm2d-noaffine",
+        lambda r: nn.BatchNorm2d(3, affine=False),
+        lambda: tnn.BatchNorm2d(3, affine=False),
+        (4, 3, 3, 3),
+    ),
+    (
+        "BatchNorm1d-untracked",
+        lambda r: nn.BatchNorm1d(3, 1e-5, 0.1, True, False),
+        lambda: tnn.BatchNorm1d(3, 1e-5, 0.1, True, False),
+        (6, 3, 4),
+    ),
+    (
+        "LayerNorm-nobias",
+        lambda r: nn.LayerNorm(8, bias=False),
+        lambda: tnn.LayerNorm(8, bias=False),
+        (2, 5, 8),
+    ),
+    (
+        "LayerNorm-noaffine",
+        lambda r: nn.LayerNorm(8, 1e-3, False),
+        lambda: tnn.LayerNorm(8, 1e-3, False),
+        (2, 5, 8),
+    ),
     ("GroupNorm", lambda r: nn.GroupNorm(2, 4), lambda: tnn.GroupNorm(2, 4), (2, 4, 5, 3)),
-    ("GroupNorm-noaffine", lambda r: nn.GroupNorm(4, 4, 1e-3, False),
-     lambda: tnn.GroupNorm(4, 4, 1e-3, False), (2, 4, 6)),
-    ("Embedding-padding", lambda r: nn.Embedding(10, 4, 0, rngs=r),
-     lambda: tnn.Embedding(10, 4, 0), (4, 6)),
-    ("Embedding-padding-negative", lambda r: nn.Embedding(10, 4, padding_idx=-1, rngs=r),
-     lambda: tnn.Embedding(10, 4, padding_idx=-1), (4, 6)),
+    (
+        "GroupNorm-noaffine",
+        lambda r: nn.GroupNorm(4, 4, 1e-3, False),
+        lambda: tnn.GroupNorm(4, 4, 1e-3, False),
+        (2, 4, 6),
+    ),
+    (
+        "Embedding-padding",
+        lambda r: nn.Embedding(10, 4, 0, rngs=r),
+        lambda: tnn.Embedding(10, 4, 0),
+        (4, 6),
+    ),
+    (
+        "Embedding-padding-negative",
+        lambda r: nn.Embedding(10, 4, padding_idx=-1, rngs=r),
+        lambda: tnn.Embedding(10, 4, padding_idx=-1),
+        (4, 6),
+    ),
     ("ReLU-inplace", lambda r: nn.ReLU(True), lambda: tnn.ReLU(), (3, 4)),
     ("LeakyReLU", lambda r: nn.LeakyReLU(0.2, True), lambda: tnn.LeakyReLU(0.2), (3, 4)),
     ("SiLU", lambda r: nn.SiLU(), lambda: tnn.SiLU(), (3, 4)),
@@ -111,30 +229,67 @@ PORT_PAIRS = [
     ("ReLU6", lambda r: nn.ReLU6(), lambda: tnn.ReLU6(), (3, 4)),
     ("Softmax", lambda r: nn.Softmax(dim=1), lambda: tnn.Softmax(dim=1), (3, 4, 2)),
     ("LogSoftmax", lambda r: nn.LogSoftmax(-1), lambda: tnn.LogSoftmax(-1), (3, 4)),
-    ("Identity-args", lambda r: nn.Identity(3, unused=1), lambda: tnn.Identity(3, unused=1),
-     (3, 4)),
-    ("Upsample-nearest", lambda r: nn.Upsample(scale_factor=2),
-     lambda: tnn.Upsample(scale_factor=2), (2, 3, 3, 4)),
-    ("Upsample-nearest-1.7", lambda r: nn.Upsample(scale_factor=1.7),
-     lambda: tnn.Upsample(scale_factor=1.7), (2, 3, 4, 5)),
-    ("Upsample-nearest-size-1d", lambda r: nn.Upsample(size=7), lambda: tnn.Upsample(size=7),
-     (2, 3, 4)),
-    ("Upsample-bilinear", lambda r: nn.Upsample(scale_factor=2, mode="bilinear"),
-     lambda: tnn.Upsample(scale_factor=2, mode="bilinear"), (2, 3, 3, 4)),
-    ("Upsample-bilinear-1.5", lambda r: nn.Upsample(scale_factor=(1.5, 2.5), mode="bilinear"),
-     lambda: tnn.Upsample(scale_factor=(1.5, 2.5), mode="bilinear"), (2, 3, 4, 3)),
-    ("Upsample-bilinear-corners", lambda r: nn.Upsample((7, 9), None, "bilinear", True),
-     lambda: tnn.Upsample((7, 9), None, "bilinear", True), (2, 3, 3, 4)),
-    ("Upsample-bilinear-recompute",
-     lambda r: nn.Upsample(scale_factor=1.7, mode="bilinear", recompute_scale_factor=True),
-     lambda: tnn.Upsample(scale_factor=1.7, mode="bilinear", recompute_scale_factor=True),
-     (2, 3, 4, 5)),
-    ("Upsample-linear", lambda r: nn.Upsample(size=7, mode="linear"),
-     lambda: tnn.Upsample(size=7, mode="linear"), (2, 3, 4)),
-    ("Upsample-linear-corners", lambda r: nn.Upsample(scale_factor=3, mode="linear",
-                                                      align_corners=True),
-     lambda: tnn.Upsample(scale_factor=3, mode="linear", align_corners=True), (2, 3, 4)),
-]  # fmt: skip
+    (
+        "Identity-args",
+        lambda r: nn.Identity(3, unused=1),
+        lambda: tnn.Identity(3, unused=1),
+        (3, 4),
+    ),
+    (
+        "Upsample-nearest",
+        lambda r: nn.Upsample(scale_factor=2),
+        lambda: tnn.Upsample(scale_factor=2),
+        (2, 3, 3, 4),
+    ),
+    (
+        "Upsample-nearest-1.7",
+        lambda r: nn.Upsample(scale_factor=1.7),
+        lambda: tnn.Upsample(scale_factor=1.7),
+        (2, 3, 4, 5),
+    ),
+    (
+        "Upsample-nearest-size-1d",
+        lambda r: nn.Upsample(size=7),
+        lambda: tnn.Upsample(size=7),
+        (2, 3, 4),
+    ),
+    (
+        "Upsample-bilinear",
+        lambda r: nn.Upsample(scale_factor=2, mode="bilinear"),
+        lambda: tnn.Upsample(scale_factor=2, mode="bilinear"),
+        (2, 3, 3, 4),
+    ),
+    (
+        "Upsample-bilinear-1.5",
+        lambda r: nn.Upsample(scale_factor=(1.5, 2.5), mode="bilinear"),
+        lambda: tnn.Upsample(scale_factor=(1.5, 2.5), mode="bilinear"),
+        (2, 3, 4, 3),
+    ),
+    (
+        "Upsample-bilinear-corners",
+        lambda r: nn.Upsample((7, 9), None, "bilinear", True),
+        lambda: tnn.Upsample((7, 9), None, "bilinear", True),
+        (2, 3, 3, 4),
+    ),
+    (
+        "Upsample-bilinear-recompute",
+        lambda r: nn.Upsample(scale_factor=1.7, mode="bilinear", recompute_scale_factor=True),
+        lambda: tnn.Upsample(scale_factor=1.7, mode="bilinear", recompute_scale_factor=True),
+        (2, 3, 4, 5),
+    ),
+    (
+        "Upsample-linear",
+        lambda r: nn.Upsample(size=7, mode="linear"),
+        lambda: tnn.Upsample(size=7, mode="linear"),
+        (2, 3, 4),
+    ),
+    (
+        "Upsample-linear-corners",
+        lambda r: nn.Upsample(scale_factor=3, mode="linear", align_corners=True),
+        lambda: tnn.Upsample(scale_factor=3, mode="linear", align_corners=True),
+        (2, 3, 4),
+    ),
+]
 PAIRS += PORT_PAIRS
 
 
@@ -173,8 +328,10 @@ def _torch_forward_and_grads(module, x, cotangent):
 
 
 def _record(name: str, *pairs) -> float:
-    diff = max((float(np.max(np.abs(np.asarray(a) - np.asarray(b)), initial=0.0))
-                for a, b in pairs), default=0.0)  # fmt: skip
+    diff = max(
+        (float(np.max(np.abs(np.asarray(a) - np.asarray(b)), initial=0.0)) for a, b in pairs),
+        default=0.0,
+    )
     MAX_DIFF[name] = max(MAX_DIFF.get(name, 0.0), diff)
     return diff
 
@@ -191,11 +348,15 @@ def _make_input(name, shape, seed=1):
 # Only BatchNorm (and Dropout, below) behave differently in the two modes: the other layers'
 # evaluation-mode comparisons repeat the training ones and run with the slow tests.
 CALLS = [
-    pytest.param(*pair, mode, id=f"{pair[0]}-{mode}",
-                 marks=() if mode == "train" or "BatchNorm" in pair[0] else pytest.mark.slow)
+    pytest.param(
+        *pair,
+        mode,
+        id=f"{pair[0]}-{mode}",
+        marks=() if mode == "train" or "BatchNorm" in pair[0] else pytest.mark.slow,
+    )
     for pair in PAIRS
     for mode in ("train", "eval")
-]  # fmt: skip
+]
 
 
 def _check_state_dict_names_and_round_trip(layer, module):
@@ -278,10 +439,16 @@ class TorchCNN(tnn.Module):
     def __init__(self):
         super().__init__()
         self.features = tnn.Sequential(
-            tnn.Conv2d(3, 8, 3, padding=1), tnn.BatchNorm2d(8), tnn.ReLU(), tnn.MaxPool2d(2),
-            tnn.Conv2d(8, 16, 3), tnn.BatchNorm2d(16), tnn.ReLU(),
-            tnn.AdaptiveAvgPool2d((1, 1)), tnn.Flatten(),
-        )  # fmt: skip
+            tnn.Conv2d(3, 8, 3, padding=1),
+            tnn.BatchNorm2d(8),
+            tnn.ReLU(),
+            tnn.MaxPool2d(2),
+            tnn.Conv2d(8, 16, 3),
+            tnn.BatchNorm2d(16),
+            tnn.ReLU(),
+            tnn.AdaptiveAvgPool2d((1, 1)),
+            tnn.Flatten(),
+        )
         self.head = tnn.Linear(16, 10)
         self.up = tnn.ConvTranspose2d(3, 2, 2, stride=2)
 
@@ -293,10 +460,16 @@ class CNN(js.Module):
     def __init__(self, rngs):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(3, 8, 3, padding=1, rngs=rngs), nn.BatchNorm2d(8), nn.ReLU(),
-            nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, rngs=rngs), nn.BatchNorm2d(16), nn.ReLU(),
-            nn.AdaptiveAvgPool2d((1, 1)), nn.Flatten(),
-        )  # fmt: skip
+            nn.Conv2d(3, 8, 3, padding=1, rngs=rngs),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, rngs=rngs),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d((1, 1)),
+            nn.Flatten(),
+        )
         self.head = nn.Linear(16, 10, rngs=rngs)
         self.up = nn.ConvTranspose2d(3, 2, 2, stride=2, rngs=rngs)
 
@@ -353,8 +526,11 @@ def test_load_is_strict_and_all_or_nothing():
     state.pop("head.bias")
     state["head.extra"] = torch.zeros(1)
     state["features.0.weight"] = torch.zeros(8, 3, 5, 5)
-    with pytest.raises(ValueError, match=r"(?s)missing keys: 'head.bias'.*unexpected keys: "
-                       r"'head.extra'.*'features.0.weight': expected \[8, 3, 3, 3\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"(?s)missing keys: 'head.bias'.*unexpected keys: "
+        r"'head.extra'.*'features.0.weight': expected \[8, 3, 3, 3\]",
+    ):
         nn.load_torch_state_dict(model, state)
     for key, value in model.state_dict().items():
         np.testing.assert_array_equal(value, before[key])

@@ -361,11 +361,17 @@ def test_schedule_arguments_are_checked(build, message):
 def test_load_state_dict_names_a_non_mapping_and_entries_that_are_not_arrays():
     opt = Adam(MLP().parameters())
     before = opt.state_dict()
-    with pytest.raises(TypeError, match=r"Adam.load_state_dict: state_dict must be a mapping "
-                       r"\{key: array\}, got list; nothing was loaded"):
+    with pytest.raises(
+        TypeError,
+        match=r"Adam.load_state_dict: state_dict must be a mapping "
+        r"\{key: array\}, got list; nothing was loaded",
+    ):
         opt.load_state_dict(list(before.items()))
-    with pytest.raises(TypeError, match=r"entries that are not arrays; nothing was loaded.\n  "
-                       r"'step_count': object is not an array.*\n  'adam.count': list \(setting"):
+    with pytest.raises(
+        TypeError,
+        match=r"entries that are not arrays; nothing was loaded.\n  "
+        r"'step_count': object is not an array.*\n  'adam.count': list \(setting",
+    ):
         opt.load_state_dict({**before, "adam.count": [[1], [2, 3]], "step_count": object()})
     live = opt.state_dict(as_numpy=False)
     assert all(isinstance(value, jax.Array) for value in live.values())

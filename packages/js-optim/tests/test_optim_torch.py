@@ -69,8 +69,13 @@ def largest_differences(ours, theirs):
     """``(max |ours - theirs|, max relative difference where |theirs| >= 0.01)``."""
     absolute = max(float(np.max(np.abs(ours[k] - theirs[k]))) for k in theirs)
     relative = max(
-        float(np.max(np.abs(ours[k] - theirs[k]) / np.abs(theirs[k]), initial=0.0,
-                     where=np.abs(theirs[k]) >= 0.01))
+        float(
+            np.max(
+                np.abs(ours[k] - theirs[k]) / np.abs(theirs[k]),
+                initial=0.0,
+                where=np.abs(theirs[k]) >= 0.01,
+            )
+        )
         for k in theirs
     )
     return absolute, relative
@@ -95,7 +100,10 @@ def test_matches_torch_optim(cls, torch_cls, options, compiled):
 def test_cosine_schedule_matches_cosine_annealing_lr():
     lr_schedule = cosine_schedule(0.05, STEPS, eta_min=0.001)
     compare(
-        SGD, torch.optim.SGD, {"lr": 0.05, "momentum": 0.9}, compiled=True,
+        SGD,
+        torch.optim.SGD,
+        {"lr": 0.05, "momentum": 0.9},
+        compiled=True,
         js_options={"lr": lr_schedule, "momentum": 0.9},
         schedule=lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, STEPS, eta_min=0.001),
     )
@@ -103,7 +111,10 @@ def test_cosine_schedule_matches_cosine_annealing_lr():
 
 def test_linear_warmup_matches_linear_lr():
     compare(
-        AdamW, torch.optim.AdamW, {"lr": 0.01}, compiled=True,
+        AdamW,
+        torch.optim.AdamW,
+        {"lr": 0.01},
+        compiled=True,
         js_options={"lr": linear_warmup(0.01, 30, start_factor=0.25)},
         schedule=lambda o: torch.optim.lr_scheduler.LinearLR(o, start_factor=0.25, total_iters=30),
     )
@@ -132,9 +143,13 @@ def precision_run(cls, torch_cls, options, grads):
     model = MLP()
     for param in model.parameters():
         param.value = jnp.zeros_like(param.value)
-    reference = torch_run(model, torch_cls, options, [
-        {k: v.astype(np.float64) for k, v in g.items()} for g in grads
-    ], dtype=torch.float64)  # fmt: skip
+    reference = torch_run(
+        model,
+        torch_cls,
+        options,
+        [{k: v.astype(np.float64) for k, v in g.items()} for g in grads],
+        dtype=torch.float64,
+    )
     theirs = torch_run(model, torch_cls, options, grads)
     ours = js_run(model, cls(model.parameters(), **options), grads, compiled=True)
 

@@ -15,8 +15,12 @@ from js.training import ArrayLoader, ModelCheckpoint, Trainer, load_checkpoint, 
 
 def fresh_objects(seed=0):
     model = MLP(rngs=js.Rngs(params=seed))
-    return {"model": model, "optimizer": make_optimizer(model), "rngs": js.Rngs(dropout=seed + 7),
-            "epoch": 0}
+    return {
+        "model": model,
+        "optimizer": make_optimizer(model),
+        "rngs": js.Rngs(dropout=seed + 7),
+        "epoch": 0,
+    }
 
 
 def trained_task(make_task, data, epochs=1):
@@ -56,8 +60,12 @@ def test_strict_load_reports_every_mismatch_and_loads_nothing(tmp_path, make_tas
     task = trained_task(make_task, data)
     save_checkpoint(tmp_path, {**task.checkpoint_objects(), "epoch": 1})
     wide = MLP(hidden=8, rngs=js.Rngs(params=1))
-    target = {"model": wide, "optimizer": make_optimizer(wide), "rngs": js.Rngs(dropout=3),
-              "extra": 0}
+    target = {
+        "model": wide,
+        "optimizer": make_optimizer(wide),
+        "rngs": js.Rngs(dropout=3),
+        "extra": 0,
+    }
     before = {k: v.copy() for k, v in wide.state_dict().items()}
     rngs_before = target["rngs"].state_dict()
     with pytest.raises(ValueError, match="nothing was loaded") as error:
@@ -68,15 +76,17 @@ def test_strict_load_reports_every_mismatch_and_loads_nothing(tmp_path, make_tas
     assert "'optimizer':" in text
     for key, value in wide.state_dict().items():  # the model was not half-loaded
         np.testing.assert_array_equal(value, before[key])
-    np.testing.assert_array_equal(target["rngs"].state_dict()["dropout.count"],
-                                  rngs_before["dropout.count"])
+    np.testing.assert_array_equal(
+        target["rngs"].state_dict()["dropout.count"], rngs_before["dropout.count"]
+    )
 
 
 def test_missing_and_unexpected_arrays_and_kinds_are_reported(tmp_path):
     save_checkpoint(tmp_path, {"rngs": js.Rngs(dropout=0, noise=1), "model": 3})
     with pytest.raises(ValueError) as error:
-        load_checkpoint(tmp_path, {"rngs": js.Rngs(dropout=0, other=1),
-                                   "model": MLP(rngs=js.Rngs(params=0))})
+        load_checkpoint(
+            tmp_path, {"rngs": js.Rngs(dropout=0, other=1), "model": MLP(rngs=js.Rngs(params=0))}
+        )
     text = str(error.value)
     assert "'rngs': 'other.key' missing from the checkpoint" in text
     assert "'rngs': unexpected 'noise.key' in the checkpoint" in text
@@ -119,9 +129,12 @@ def test_a_checkpoint_in_another_format_is_refused(tmp_path):
     manager.save(0, args=ocp.args.Composite(meta=ocp.args.JsonSave(meta)))
     manager.wait_until_finished()
     manager.close()
-    with pytest.raises(CheckpointError, match=r"checkpoint .*, step 0: the metadata file "
-                       r"meta/metadata has format 'js.training/9', expected 'js.training/2'. "
-                       r"Fix: load it with the js release that wrote it"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"checkpoint .*, step 0: the metadata file "
+        r"meta/metadata has format 'js.training/9', expected 'js.training/2'. "
+        r"Fix: load it with the js release that wrote it",
+    ):
         load_checkpoint(tmp_path, {"epoch": 0})
 
 
@@ -170,19 +183,25 @@ def test_a_directory_holding_later_steps_is_refused_before_training(tmp_path):
     def fit(epochs, checkpoint, scores, start_epoch=0):
         task = Scores(scores, model)
         Trainer(epochs, callbacks=[checkpoint], verbose=False).fit(
-            task, [(x, x)], [(x, x)], start_epoch=start_epoch)
+            task, [(x, x)], [(x, x)], start_epoch=start_epoch
+        )
         return task
 
     fit(2, ModelCheckpoint(tmp_path), [1.0, 2.0])
     assert saved_steps(tmp_path) == [0, 1]  # the best and the last
     task = Scores([], model)  # an epoch would call next() on an empty iterator
-    with pytest.raises(FileExistsError, match=r"already holds steps \[0, 1\] \(an earlier run's\), "
-                       r"at or after epoch 0.*start_epoch.*another directory.*overwrite=True"):
+    with pytest.raises(
+        FileExistsError,
+        match=r"already holds steps \[0, 1\] \(an earlier run's\), "
+        r"at or after epoch 0.*start_epoch.*another directory.*overwrite=True",
+    ):
         Trainer(2, callbacks=[ModelCheckpoint(tmp_path)], verbose=False).fit(
-            task, [(x, x)], [(x, x)])
+            task, [(x, x)], [(x, x)]
+        )
     with pytest.raises(FileExistsError, match=r"holds steps \[1\] .* at or after epoch 1"):
         Trainer(3, callbacks=[ModelCheckpoint(tmp_path)], verbose=False).fit(
-            task, [(x, x)], [(x, x)], start_epoch=1)
+            task, [(x, x)], [(x, x)], start_epoch=1
+        )
     assert saved_steps(tmp_path) == [0, 1]
 
     resumed = ModelCheckpoint(tmp_path)  # continuing after the last step is what resume does
@@ -220,8 +239,9 @@ def test_checkpoint_objects_must_not_hold_epoch(tmp_path):
 
     x = np.ones(2, np.float32)
     with pytest.raises(ValueError, match="ModelCheckpoint adds 'epoch' itself"):
-        Trainer(1, callbacks=[ModelCheckpoint(tmp_path, monitor="train/loss")],
-                verbose=False).fit(WithEpoch(), [(x, x)])
+        Trainer(1, callbacks=[ModelCheckpoint(tmp_path, monitor="train/loss")], verbose=False).fit(
+            WithEpoch(), [(x, x)]
+        )
 
 
 KILLED_SAVE = textwrap.dedent("""
@@ -243,8 +263,9 @@ KILLED_SAVE = textwrap.dedent("""
 
 def test_a_process_killed_during_a_save_leaves_the_previous_checkpoint(tmp_path):
     path = tmp_path / "ck"
-    child = subprocess.Popen([sys.executable, "-c", KILLED_SAVE, str(path)],
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_SAVE, str(path)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert child.stdout.readline().strip() == "first saved"
         deadline = time.monotonic() + 60
@@ -278,8 +299,9 @@ def test_resumed_training_matches_uninterrupted_training_bit_for_bit(tmp_path, m
     x, y = data
 
     def loaders():  # shuffled every epoch; dropout draws from task.rngs; BatchNorm has buffers
-        return ArrayLoader(x, y, batch_size=16, shuffle=True, seed=5), ArrayLoader(x, y,
-                                                                                batch_size=48)
+        return ArrayLoader(x, y, batch_size=16, shuffle=True, seed=5), ArrayLoader(
+            x, y, batch_size=48
+        )
 
     straight = make_task(seed=0)
     expected = Trainer(4, verbose=False).fit(straight, *loaders())
@@ -288,8 +310,9 @@ def test_resumed_training_matches_uninterrupted_training_bit_for_bit(tmp_path, m
     checkpoint = ModelCheckpoint(tmp_path, monitor="val/loss")
     Trainer(2, callbacks=[checkpoint], verbose=False).fit(first, *loaders())
     resumed = make_task(seed=42)  # different initial weights and dropout stream: all restored
-    restored = load_checkpoint(tmp_path, {**resumed.checkpoint_objects(), "epoch": -1},
-                               which="last")
+    restored = load_checkpoint(
+        tmp_path, {**resumed.checkpoint_objects(), "epoch": -1}, which="last"
+    )
     assert restored["epoch"] == 1
     history = Trainer(4, verbose=False).fit(resumed, *loaders(), start_epoch=restored["epoch"] + 1)
 

@@ -63,9 +63,11 @@ def test_in_a_pipe_the_display_is_quiet_and_plain(tmp_path):
     assert "\x1b[" not in done.stdout and "━" not in done.stdout  # no bar, no escape codes
     assert lines[0].startswith("epoch 0  step 10  train/loss 1.0000  train/count 40")
     # the epoch's last step is also a log step: its own window, then the epoch's means
-    assert lines[1].startswith("epoch 0  step 20  train/loss 1.0000  train/count 40  "
-                               "train/accuracy 1.0000  train/loss_epoch 1.0000  "
-                               "train/count_epoch 80  ")
+    assert lines[1].startswith(
+        "epoch 0  step 20  train/loss 1.0000  train/count 40  "
+        "train/accuracy 1.0000  train/loss_epoch 1.0000  "
+        "train/count_epoch 80  "
+    )
     assert len(lines) == 5 and lines[-1] == "reads 6"  # no redraw reads without a terminal
 
 

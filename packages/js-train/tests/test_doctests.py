@@ -5,13 +5,23 @@ import importlib
 
 import pytest
 
-MODULES = ["_loader", "_progress", "_runs", "_callbacks", "_task", "_trainer", "_checkpoint",
-           "_precision", "steps"]
+MODULES = [
+    "_loader",
+    "_progress",
+    "_runs",
+    "_callbacks",
+    "_task",
+    "_trainer",
+    "_checkpoint",
+    "_precision",
+    "steps",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name):
     module = importlib.import_module(f"js.training.{name}")
-    result = doctest.testmod(module, extraglobs={"steps": importlib.import_module(
-        "js.training.steps")})
+    result = doctest.testmod(
+        module, extraglobs={"steps": importlib.import_module("js.training.steps")}
+    )
     assert result.failed == 0

@@ -12,8 +12,10 @@ def test_csv_run_writes_one_row_per_epoch(tmp_path):
     run = CSVRun(tmp_path / "run")
     history = Trainer(3, run=run, verbose=False).fit(FixedTask(), [(x, x)], [(x, x)])
     lines = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
-    assert lines[0] == ("step,epoch,train/loss,train/count,train/accuracy,val/loss,val/count,"
-                        "time/epoch_s,time/samples_per_s")  # step: the global step
+    assert lines[0] == (
+        "step,epoch,train/loss,train/count,train/accuracy,val/loss,val/count,"
+        "time/epoch_s,time/samples_per_s"
+    )  # step: the global step
     assert len(lines) == 4 and lines[3].startswith("3,2.0,1.0,4.0,1.0,2.0")
     assert float(lines[1].split(",")[-2]) == pytest.approx(history[0]["time/epoch_s"])
 
@@ -23,12 +25,14 @@ def test_csv_run_adds_late_columns_and_resumes(tmp_path):
     run.log({"epoch": 0.0, "train/loss": 3.0}, step=0)
     run.log({"epoch": 1.0, "train/loss": 2.0, "val/loss": 2.5}, step=1)
     run.log({"epoch": 2.0, "train/loss": 1.0, "val/loss": 1.5}, step=2)
-    assert run.path.read_text().splitlines()[:2] == ["step,epoch,train/loss,val/loss",
-                                                     "0,0.0,3.0,"]
+    assert run.path.read_text().splitlines()[:2] == ["step,epoch,train/loss,val/loss", "0,0.0,3.0,"]
     resumed = CSVRun(tmp_path, resume=True)  # continue after epoch 1: epoch 2 is replaced
     resumed.log({"epoch": 2.0, "train/loss": 0.5, "val/loss": 0.7}, step=2)
-    assert resumed.path.read_text().splitlines()[1:] == ["0,0.0,3.0,", "1,1.0,2.0,2.5",
-                                                         "2,2.0,0.5,0.7"]
+    assert resumed.path.read_text().splitlines()[1:] == [
+        "0,0.0,3.0,",
+        "1,1.0,2.0,2.5",
+        "2,2.0,0.5,0.7",
+    ]
     assert CSVRun(tmp_path).rows == []  # without resume, a new run starts empty
 
 
@@ -50,8 +54,16 @@ def test_one_csv_run_serves_several_fits_without_listing_a_step_twice(tmp_path):
 def test_plot_run_writes_a_png_per_run(tmp_path):
     run = CSVRun(tmp_path)
     for epoch in range(3):
-        run.log({"epoch": float(epoch), "train/loss": 1.0 / (epoch + 1), "val/loss": 1.2,
-                 "train/accuracy": 0.5, "val/accuracy": 0.6}, step=epoch)
+        run.log(
+            {
+                "epoch": float(epoch),
+                "train/loss": 1.0 / (epoch + 1),
+                "val/loss": 1.2,
+                "train/accuracy": 0.5,
+                "val/accuracy": 0.6,
+            },
+            step=epoch,
+        )
     png = plot_run(tmp_path, tmp_path / "plots" / "curves.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert plot_run(run.path, tmp_path / "again.png").exists()
@@ -62,8 +74,11 @@ def test_plot_run_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatc
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib.* now fails
-    with pytest.raises(ImportError, match=r"plot_run needs matplotlib: pip install "
-                       r"'js-train\[plot\]'"):
+    with pytest.raises(
+        ImportError,
+        match=r"plot_run needs matplotlib: pip install "
+        r"'js-train\[plot\]'",
+    ):
         plot_run(tmp_path, tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()
 
@@ -83,7 +98,8 @@ def test_plot_run_plots_step_rows_with_missing_cells(tmp_path):
     x = np.ones(4, np.float32)
     run = CSVRun(tmp_path)
     Trainer(max_steps=8, log_every_n_steps=2, val_every_n_steps=4, run=run, verbose=False).fit(
-        FixedTask(), [(x, x)] * 3, [(x, x)])
+        FixedTask(), [(x, x)] * 3, [(x, x)]
+    )
     rows = run.path.read_text().splitlines()
     assert rows[0].startswith("step,epoch,train/loss") and rows[1].startswith("2,0.0,")
     assert ",," in rows[1]  # a log row has no val/ cells

@@ -353,8 +353,9 @@ def test_an_epoch_row_without_a_log_has_the_epoch_in_the_plain_columns():
     ],
 )
 def test_the_schedule_says_what_a_dispatch_reaches(step, steps, due):
-    schedule = Schedule(max_steps=12, val_every_n_steps=3, log_every_n_steps=4,
-                        validates=True, length=5)
+    schedule = Schedule(
+        max_steps=12, val_every_n_steps=3, log_every_n_steps=4, validates=True, length=5
+    )
     start = 10 if step == 12 else 0
     assert tuple(schedule.after(Position(step=step, epoch_start_step=start), steps)) == due
 

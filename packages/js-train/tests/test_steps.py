@@ -57,7 +57,7 @@ def test_bad_batches_are_named():
 def test_regression_step_fits_a_forecaster():  # the LSTM version is docs/examples/lstm_forecast
     t = np.arange(200, dtype=np.float32)
     series = np.sin(t / 5)
-    x = np.stack([series[i:i + 10] for i in range(180)])  # [180, 10] windows
+    x = np.stack([series[i : i + 10] for i in range(180)])  # [180, 10] windows
     y = series[10:190][:, None]  # [180, 1] next values
     model = nn.Linear(10, 1, rngs=js.Rngs(params=0))
     optimizer = make_optimizer(model, lr=0.02)
@@ -99,8 +99,10 @@ def test_trainer_averages_masked_regression_losses_by_kept_rows():
     mask = np.array([1, 1, 1, 1, 0, 0, 0, 0, 0, 1], bool)  # batches of 5 keep 4 and 1 rows
     model = nn.Linear(3, 1, rngs=js.Rngs(params=0))
     history = Trainer(1, verbose=False).fit(
-        Forecast(model, make_optimizer(model)), [(x, y, mask)],
-        ArrayLoader(x, np.where(mask[:, None], y, 1e6).astype(np.float32), mask, batch_size=5))
+        Forecast(model, make_optimizer(model)),
+        [(x, y, mask)],
+        ArrayLoader(x, np.where(mask[:, None], y, 1e6).astype(np.float32), mask, batch_size=5),
+    )
     kept_mse = float(np.mean((np.asarray(model(x[mask])) - y[mask]) ** 2))  # over all 5 rows
     assert history[0]["val/count"] == 5.0
     assert history[0]["val/loss"] == pytest.approx(kept_mse, rel=1e-5)
@@ -108,8 +110,9 @@ def test_trainer_averages_masked_regression_losses_by_kept_rows():
 
 def test_autoencoder_step_reduces_reconstruction_error():
     x = np.random.default_rng(0).normal(size=(64, 8)).astype(np.float32)
-    model = nn.Sequential(nn.Linear(8, 4, rngs=js.Rngs(params=0)),
-                          nn.Linear(4, 8, rngs=js.Rngs(params=1)))
+    model = nn.Sequential(
+        nn.Linear(8, 4, rngs=js.Rngs(params=0)), nn.Linear(4, 8, rngs=js.Rngs(params=1))
+    )
     optimizer = make_optimizer(model, lr=0.02)
     first = float(steps.autoencoder_eval_step(model, x)["loss"])
     for _ in range(20):
@@ -120,8 +123,7 @@ def test_autoencoder_step_reduces_reconstruction_error():
 def test_gan_steps_differentiate_only_their_own_module():
     rngs = js.Rngs(params=0, noise=1)
     generator = nn.Sequential(nn.Linear(2, 8, rngs=rngs), nn.ReLU(), nn.Linear(8, 2, rngs=rngs))
-    discriminator = nn.Sequential(nn.Linear(2, 8, rngs=rngs), nn.ReLU(),
-                                  nn.Linear(8, 1, rngs=rngs))
+    discriminator = nn.Sequential(nn.Linear(2, 8, rngs=rngs), nn.ReLU(), nn.Linear(8, 1, rngs=rngs))
     g_opt, d_opt = make_optimizer(generator), make_optimizer(discriminator)
     real = jnp.ones((16, 2))
     g_before, d_before = snapshot(generator), snapshot(discriminator)

@@ -19,8 +19,7 @@ def _train(k, *, dropout, epochs=2, unroll=True):
         model.drop.p = 0.0
     task = Task(model, make_optimizer(model), rngs=rngs)
     x, y = blobs(n=90)  # batches of 8: 11 full ones and one of 2 -> groups of 4: 4 + 4 + 3 + 1
-    trainer = Trainer(epochs, verbose=False, progress=False, steps_per_execution=k,
-                      unroll=unroll)
+    trainer = Trainer(epochs, verbose=False, progress=False, steps_per_execution=k, unroll=unroll)
     history = trainer.fit(task, ArrayLoader(x, y, batch_size=8, shuffle=True, seed=1))
     return history, model.state_dict(), task.optimizer.state_dict()
 
@@ -44,15 +43,22 @@ def test_groups_stack_full_groups_and_run_the_rest_singly():
     trainer = Trainer(1, verbose=False, steps_per_execution=3)
     trainer._many = object()
     batches = [np.ones((2, 1))] * 4 + [np.ones((1, 1))] + [np.ones((2, 1))] * 2
-    kinds = [(run.__name__ == "several", np.shape(jax.tree.leaves(batch)[0]), n)
-             for run, batch, n in trainer._dispatches(batches, Schedule(max_epochs=1))]
-    assert kinds == [(True, (3, 2, 1), 3),  # 3 stacked
-                     (False, (2, 1), 1), (False, (1, 1), 1), (False, (2, 1), 1),  # shapes differ
-                     (False, (2, 1), 1)]  # leftover
+    kinds = [
+        (run.__name__ == "several", np.shape(jax.tree.leaves(batch)[0]), n)
+        for run, batch, n in trainer._dispatches(batches, Schedule(max_epochs=1))
+    ]
+    assert kinds == [
+        (True, (3, 2, 1), 3),  # 3 stacked
+        (False, (2, 1), 1),
+        (False, (1, 1), 1),
+        (False, (2, 1), 1),  # shapes differ
+        (False, (2, 1), 1),
+    ]  # leftover
 
 
-@pytest.mark.parametrize("bad, error", [(0, ValueError), (-1, ValueError), (1.5, TypeError),
-                                        (True, TypeError)])
+@pytest.mark.parametrize(
+    "bad, error", [(0, ValueError), (-1, ValueError), (1.5, TypeError), (True, TypeError)]
+)
 def test_steps_per_execution_is_checked(bad, error):
     with pytest.raises(error, match="steps_per_execution must be an int >= 1"):
         Trainer(1, steps_per_execution=bad)
@@ -71,14 +77,18 @@ def test_unroll_reaches_lax_scan(monkeypatch, unroll):
     x, y = blobs(n=8)
     model = MLP(p=0.0, rngs=js.Rngs(params=0))
     Trainer(1, verbose=False, steps_per_execution=2, unroll=unroll).fit(
-        Task(model, make_optimizer(model)), ArrayLoader(x, y, batch_size=4))
+        Task(model, make_optimizer(model)), ArrayLoader(x, y, batch_size=4)
+    )
     assert seen == [unroll]
 
 
 @pytest.mark.parametrize("bad", [0, 1.5, "yes"])
 def test_unroll_is_checked(bad):
-    with pytest.raises(TypeError, match=rf"Trainer unroll must be True, False or an int >= 1 "
-                       rf"\(steps unrolled per loop iteration\), got {bad!r}"):
+    with pytest.raises(
+        TypeError,
+        match=rf"Trainer unroll must be True, False or an int >= 1 "
+        rf"\(steps unrolled per loop iteration\), got {bad!r}",
+    ):
         Trainer(1, steps_per_execution=2, unroll=bad)
 
 
@@ -135,6 +145,9 @@ def test_a_mesh_places_k_stacked_host_batches_once(monkeypatch):
 
 
 def test_a_stacked_batch_without_rows_is_refused():
-    with pytest.raises(ValueError, match=r"the stacked batches \[K, B, \.\.\.\] are \[1\] \[3\]\. "
-                       r"Fix: use a global batch size divisible by 1"):
+    with pytest.raises(
+        ValueError,
+        match=r"the stacked batches \[K, B, \.\.\.\] are \[1\] \[3\]\. "
+        r"Fix: use a global batch size divisible by 1",
+    ):
         place_stacked((np.zeros((3, 4)), np.zeros(3)), _one_device_mesh(), "data")

@@ -1,4 +1,3 @@
-
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -65,8 +64,16 @@ def test_phases_callbacks_and_run_get_the_same_metrics(capsys):
     x, y = np.ones(4, np.float32), np.ones(4, np.int32)
     history = Trainer(2, callbacks=[recorder], run=run).fit(task, [(x, y)], [(x, y)])
     assert task.phases == ["train", "eval", "train", "eval"]
-    assert recorder.calls == ["fit_start", "epoch_start 0", "validation_end", "epoch_end",
-                              "epoch_start 1", "validation_end", "epoch_end", "fit_end"]
+    assert recorder.calls == [
+        "fit_start",
+        "epoch_start 0",
+        "validation_end",
+        "epoch_end",
+        "epoch_start 1",
+        "validation_end",
+        "epoch_end",
+        "fit_end",
+    ]
     assert recorder.metrics == history == [m for _, m in run.logged]
     assert [step for step, _ in run.logged] == [1, 2] and run.closed  # the global step
     lines = capsys.readouterr().out.strip().splitlines()
@@ -101,8 +108,9 @@ def test_early_stopping_stops_and_says_why(capsys):
     history = Trainer(10, callbacks=[stopper]).fit(ValLosses(range(1, 11)), [(x, x)], [(x, x)])
     assert len(history) == 2 and stopper.stopped_epoch == 1  # Lightning: epoch 1 is 1 too many
     out = capsys.readouterr().out
-    assert ("stopping: EarlyStopping: val/loss did not improve for 1 epoch (best 1, patience 1)"
-            in out)
+    assert (
+        "stopping: EarlyStopping: val/loss did not improve for 1 epoch (best 1, patience 1)" in out
+    )
 
 
 @pytest.mark.parametrize("patience, stopped", [(0, 2), (1, 2), (2, 3), (3, 4), (4, None)])
@@ -112,8 +120,9 @@ def test_early_stopping_counts_epochs_without_improvement_like_lightning(patienc
     losses = [3.0, 1.0, 2.0, 1.0, 1.5, 0.5, 9.0]
     stopper = EarlyStopping("val/loss", patience=patience)
     x = np.ones(2, np.float32)
-    history = Trainer(6, callbacks=[stopper], verbose=False).fit(ValLosses(losses), [(x, x)],
-                                                                 [(x, x)])
+    history = Trainer(6, callbacks=[stopper], verbose=False).fit(
+        ValLosses(losses), [(x, x)], [(x, x)]
+    )
     assert stopper.stopped_epoch == stopped
     assert len(history) == (6 if stopped is None else stopped + 1)
 
@@ -136,11 +145,14 @@ def test_progress_reads_the_device_at_most_once_per_interval(interval, reads):
 # -- errors --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("epochs, error, message", [
-    (0, ValueError, "got 0$"),
-    (1.5, TypeError, r"got 1\.5 \(a float\)\. Fix: pass an integer, e\.g\. max_epochs=1"),
-    (True, TypeError, r"got True \(a bool\)"),  # an int to Python, never meant as a count
-])
+@pytest.mark.parametrize(
+    "epochs, error, message",
+    [
+        (0, ValueError, "got 0$"),
+        (1.5, TypeError, r"got 1\.5 \(a float\)\. Fix: pass an integer, e\.g\. max_epochs=1"),
+        (True, TypeError, r"got True \(a bool\)"),  # an int to Python, never meant as a count
+    ],
+)
 def test_max_epochs_must_be_a_positive_int(epochs, error, message):
     with pytest.raises(error, match="Trainer: max_epochs must be an int >= 1, " + message):
         Trainer(epochs)
@@ -156,10 +168,14 @@ def test_numpy_integers_count_as_ints():
     assert [h["epoch"] for h in history] == [1.0]
 
 
-@pytest.mark.parametrize("start, error, message", [
-    (-1, ValueError, "got -1$"), (True, TypeError, r"got True \(a bool\)"),
-    (1.0, TypeError, r"got 1\.0 \(a float\)"),
-])
+@pytest.mark.parametrize(
+    "start, error, message",
+    [
+        (-1, ValueError, "got -1$"),
+        (True, TypeError, r"got True \(a bool\)"),
+        (1.0, TypeError, r"got 1\.0 \(a float\)"),
+    ],
+)
 def test_start_epoch_must_be_an_int(start, error, message):
     x = np.ones(2, np.float32)
     with pytest.raises(error, match="fit: start_epoch must be an int >= 0, " + message):
@@ -229,8 +245,11 @@ def test_a_monitor_that_cannot_exist_fails_before_training(tmp_path, monitor):
     from js.training import ModelCheckpoint
 
     x = np.ones(2, np.float32)
-    with pytest.raises(KeyError, match=rf"EarlyStopping monitors '{monitor}', but the epoch's "
-                       r"metrics are \['epoch', .*'train/loss'.*val/\.\.\. needs val_data"):
+    with pytest.raises(
+        KeyError,
+        match=rf"EarlyStopping monitors '{monitor}', but the epoch's "
+        r"metrics are \['epoch', .*'train/loss'.*val/\.\.\. needs val_data",
+    ):
         Trainer(2, callbacks=[EarlyStopping(monitor)], verbose=False).fit(NoSteps(), [(x, x)])
     checkpoint = ModelCheckpoint(tmp_path / "ck", monitor=monitor)
     with pytest.raises(KeyError, match=rf"ModelCheckpoint monitors '{monitor}'"):
@@ -242,7 +261,8 @@ def test_a_monitor_missing_at_the_epoch_end_names_what_exists():
     x = np.ones(2, np.float32)  # train/accuracy exists only when steps return 'correct'
     with pytest.raises(KeyError, match=r"EarlyStopping monitors 'val/accuracy'.*'val/loss'"):
         Trainer(2, callbacks=[EarlyStopping("val/accuracy")], verbose=False).fit(
-            FixedTask(), [(x, x)], [(x, x)])
+            FixedTask(), [(x, x)], [(x, x)]
+        )
 
 
 def test_task_checks_its_arguments(make_task):
@@ -310,15 +330,27 @@ def test_hooks_fire_once_each_in_the_documented_order():
     # a step's validation and log, then on_step_end, then (at the epoch's last step) its end
     order = _order(max_steps=7, val_every_n_steps=3, log_every_n_steps=2)
     assert order.calls == [
-        "fit_start", "epoch_start 0",
+        "fit_start",
+        "epoch_start 0",
         "step_end 1",
-        "log 2", "step_end 2",
-        "validation_end 3", "log 3", "step_end 3",
-        "validation_end 4", "log 4", "step_end 4", "epoch_end 4",  # the epoch's last step
+        "log 2",
+        "step_end 2",
+        "validation_end 3",
+        "log 3",
+        "step_end 3",
+        "validation_end 4",
+        "log 4",
+        "step_end 4",
+        "epoch_end 4",  # the epoch's last step
         "epoch_start 1",
         "step_end 5",
-        "validation_end 6", "log 6", "step_end 6",
-        "validation_end 7", "log 7", "step_end 7", "epoch_end 7",  # max_steps, mid-epoch
+        "validation_end 6",
+        "log 6",
+        "step_end 6",
+        "validation_end 7",
+        "log 7",
+        "step_end 7",
+        "epoch_end 7",  # max_steps, mid-epoch
         "fit_end",
     ]
 
@@ -326,9 +358,16 @@ def test_hooks_fire_once_each_in_the_documented_order():
 def test_a_stop_mid_epoch_ends_the_epoch_at_that_step():
     order = _order(max_epochs=3, log_every_n_steps=2, stop_at=2)
     assert order.calls == [
-        "fit_start", "epoch_start 0", "step_end 1", "log 2", "step_end 2",
+        "fit_start",
+        "epoch_start 0",
+        "step_end 1",
+        "log 2",
+        "step_end 2",
         # the step's row gains the epoch's validation and means, and is logged again
-        "validation_end 2", "log 2", "epoch_end 2", "fit_end",
+        "validation_end 2",
+        "log 2",
+        "epoch_end 2",
+        "fit_end",
     ]
 
 
@@ -337,15 +376,32 @@ def test_resumes_fire_the_rest_of_the_order():
     # mid-epoch (after step 6): the epoch continues at its third batch
     order = _order(max_steps=8, log_every_n_steps=2, state=first.saved[6])
     assert order.calls == [
-        "fit_start", "epoch_start 1", "step_end 7",
-        "validation_end 8", "log 8", "step_end 8", "epoch_end 8", "fit_end",
+        "fit_start",
+        "epoch_start 1",
+        "step_end 7",
+        "validation_end 8",
+        "log 8",
+        "step_end 8",
+        "epoch_end 8",
+        "fit_end",
     ]
     # saved by on_step_end at an epoch's last step, before its end: only the end is left
     order = _order(max_epochs=2, state=first.saved[4])
     assert order.calls == [
-        "fit_start", "epoch_start 0", "validation_end 4", "log 4", "epoch_end 4",
-        "epoch_start 1", "step_end 5", "step_end 6", "step_end 7",
-        "validation_end 8", "log 8", "step_end 8", "epoch_end 8", "fit_end",
+        "fit_start",
+        "epoch_start 0",
+        "validation_end 4",
+        "log 4",
+        "epoch_end 4",
+        "epoch_start 1",
+        "step_end 5",
+        "step_end 6",
+        "step_end 7",
+        "validation_end 8",
+        "log 8",
+        "step_end 8",
+        "epoch_end 8",
+        "fit_end",
     ]
 
 
@@ -353,7 +409,14 @@ def test_k_steps_per_dispatch_keep_the_order(make_task):
     # K=2: on_step_end once per dispatch of 2 steps, after the validation they reach
     order = _order(make_task(), max_epochs=1, steps_per_execution=2, val_every_n_steps=2)
     assert order.calls == [
-        "fit_start", "epoch_start 0",
-        "validation_end 2", "log 2", "step_end 2",
-        "validation_end 4", "log 4", "step_end 4", "epoch_end 4", "fit_end",
+        "fit_start",
+        "epoch_start 0",
+        "validation_end 2",
+        "log 2",
+        "step_end 2",
+        "validation_end 4",
+        "log 4",
+        "step_end 4",
+        "epoch_end 4",
+        "fit_end",
     ]

@@ -11,17 +11,25 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-INFERENCE = {f"inference {model} B={batch}" for model in ("digits CNN", "transformer")
-             for batch in (1, 256)}  # fmt: skip
+INFERENCE = {
+    f"inference {model} B={batch}" for model in ("digits CNN", "transformer") for batch in (1, 256)
+}
 
 
 def test_smoke_run_writes_table_chart_and_agrees_with_hand_written(tmp_path):
     # The smoke run measures nothing: compile at XLA's lowest backend optimization to be fast.
-    env = {**os.environ, "PYTHONWARNINGS": "error::DeprecationWarning",
-           "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0")}
+    env = {
+        **os.environ,
+        "PYTHONWARNINGS": "error::DeprecationWarning",
+        "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"),
+    }
     done = subprocess.run(
         [sys.executable, "-m", "tools.bench", "--smoke", "--out", str(tmp_path)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     table = (tmp_path / "benchmarks-table.md").read_text()
@@ -29,17 +37,30 @@ def test_smoke_run_writes_table_chart_and_agrees_with_hand_written(tmp_path):
     assert (tmp_path / "benchmarks.png").stat().st_size > 1000
     workloads = {r["workload"] for r in report["results"]}
     assert workloads == {
-        "tiny MLP", "tiny MLP, K steps/dispatch", "MLP 784-512-512-10", "CNN 28x28", "LSTM",
-        "transformer block", "transformer block, bf16-mixed", "digits epoch", *INFERENCE,
-        "ResNet-18 32x32", "GPT 4x128",
+        "tiny MLP",
+        "tiny MLP, K steps/dispatch",
+        "MLP 784-512-512-10",
+        "CNN 28x28",
+        "LSTM",
+        "transformer block",
+        "transformer block, bf16-mixed",
+        "digits epoch",
+        *INFERENCE,
+        "ResNet-18 32x32",
+        "GPT 4x128",
     }
     variants = {(r["workload"], r["variant"]) for r in report["results"]}
     for workload in INFERENCE:  # each variant's output was checked against hand-written JAX
         assert {(workload, "js"), (workload, "jax"), (workload, "exported")} <= variants
-    assert {("transformer block, bf16-mixed", v) for v in ("jax", "js float32",
-                                                            "js bf16-mixed")} <= variants
-    for workload in workloads - {"digits epoch", "tiny MLP, K steps/dispatch",
-                                 "transformer block, bf16-mixed", *INFERENCE}:
+    assert {
+        ("transformer block, bf16-mixed", v) for v in ("jax", "js float32", "js bf16-mixed")
+    } <= variants
+    for workload in workloads - {
+        "digits epoch",
+        "tiny MLP, K steps/dispatch",
+        "transformer block, bf16-mixed",
+        *INFERENCE,
+    }:
         assert {(workload, "js"), (workload, "jax")} <= variants
     for workload in ("tiny MLP", "MLP 784-512-512-10", "CNN 28x28", "LSTM", "transformer block"):
         assert (workload, "nnx") in variants
@@ -49,8 +70,9 @@ def test_smoke_run_writes_table_chart_and_agrees_with_hand_written(tmp_path):
         assert row["step_s"] > 0
         if row["variant"] != "jax" and not row["variant"].startswith("torch"):
             assert row["ratio"] > 0
-    memory = {r["variant"]: r["memory_bytes"] for r in report["results"]
-              if r["workload"] == "tiny MLP"}
+    memory = {
+        r["variant"]: r["memory_bytes"] for r in report["results"] if r["workload"] == "tiny MLP"
+    }
     assert memory["js"] and memory["jax"]
     flops = {r["variant"]: r["flops"] for r in report["results"] if r["workload"] == "tiny MLP"}
     assert flops["js"] == flops["jax"] > 0  # the hand-written step's count, for every variant
@@ -68,12 +90,28 @@ def test_smoke_run_writes_table_chart_and_agrees_with_hand_written(tmp_path):
 
 
 def test_cores_option_pins_xla_and_torch_to_one_core(tmp_path):
-    env = {**os.environ, "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "")
-                                       + " --xla_backend_optimization_level=0")}
+    env = {
+        **os.environ,
+        "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"),
+    }
     done = subprocess.run(
-        [sys.executable, "-m", "tools.bench", "--smoke", "--cores", "1", "--only", "tiny MLP",
-         "--out", str(tmp_path)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "tools.bench",
+            "--smoke",
+            "--cores",
+            "1",
+            "--only",
+            "tiny MLP",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     machine = json.loads((tmp_path / "benchmarks.json").read_text())["machine"]

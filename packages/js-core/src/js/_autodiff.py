@@ -90,9 +90,7 @@ def value_and_grad(
     return wrapped
 
 
-def grad(
-    fn: Callable[..., Any] | None = None, *, has_aux: bool = False
-) -> Callable[..., Any]:
+def grad(fn: Callable[..., Any] | None = None, *, has_aux: bool = False) -> Callable[..., Any]:
     """``js.grad(fn)(module, *args)`` -> grads (``(grads, aux)`` with ``has_aux``), as
     :func:`value_and_grad` without the value."""
     if fn is None:

@@ -161,6 +161,8 @@ def export(
     forward = jax.jit(_forward_of(module, weights))
     if weights == "baked":
         return jax.export.export(forward, platforms=platforms)(*specs)
-    arrays = {path: jax.ShapeDtypeStruct(v.shape, v.dtype)
-              for path, v in module._state_variables().items()}  # fmt: skip
+    arrays = {
+        path: jax.ShapeDtypeStruct(v.shape, v.dtype)
+        for path, v in module._state_variables().items()
+    }
     return jax.export.export(forward, platforms=platforms)(arrays, *specs)

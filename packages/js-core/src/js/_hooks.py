@@ -118,9 +118,14 @@ class RemovableHandle:
 
 
 def register(
-    module: nnx.Module, attribute: str, fn: Callable[..., Any], *, with_kwargs: bool,
-    prepend: bool, traced: bool,
-) -> RemovableHandle:  # fmt: skip
+    module: nnx.Module,
+    attribute: str,
+    fn: Callable[..., Any],
+    *,
+    with_kwargs: bool,
+    prepend: bool,
+    traced: bool,
+) -> RemovableHandle:
     """Add ``fn`` to ``module.<attribute>`` (a tuple) and return its handle."""
     if not callable(fn):
         raise TypeError(f"{attribute[1:]}: a hook must be callable, got {type(fn).__name__}")

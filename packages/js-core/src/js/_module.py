@@ -119,7 +119,11 @@ class Module(_Tracked, nnx.Module):
     # -- hooks -------------------------------------------------------------------------------
 
     def register_forward_pre_hook(
-        self, hook: Callable[..., Any], *, with_kwargs: bool = False, prepend: bool = False,
+        self,
+        hook: Callable[..., Any],
+        *,
+        with_kwargs: bool = False,
+        prepend: bool = False,
         traced: bool = False,
     ) -> _hooks.RemovableHandle:
         """Call ``hook(module, args)`` before each ``forward``, as PyTorch does.
@@ -138,12 +142,20 @@ class Module(_Tracked, nnx.Module):
         reuses) the program with or without it.
         """
         return _hooks.register(
-            self, "_forward_pre_hooks", hook, with_kwargs=with_kwargs, prepend=prepend,
+            self,
+            "_forward_pre_hooks",
+            hook,
+            with_kwargs=with_kwargs,
+            prepend=prepend,
             traced=traced,
         )
 
     def register_forward_hook(
-        self, hook: Callable[..., Any], *, with_kwargs: bool = False, prepend: bool = False,
+        self,
+        hook: Callable[..., Any],
+        *,
+        with_kwargs: bool = False,
+        prepend: bool = False,
         traced: bool = False,
     ) -> _hooks.RemovableHandle:
         """Call ``hook(module, args, output)`` after each ``forward``, as PyTorch does.
@@ -166,7 +178,11 @@ class Module(_Tracked, nnx.Module):
             [[2.0, 2.0]]
         """
         return _hooks.register(
-            self, "_forward_hooks", hook, with_kwargs=with_kwargs, prepend=prepend,
+            self,
+            "_forward_hooks",
+            hook,
+            with_kwargs=with_kwargs,
+            prepend=prepend,
             traced=traced,
         )
 

@@ -27,6 +27,7 @@ from ._checks import sharding_of
 
 STATEFUL = (nnx.Pytree, nnx.Variable)
 
+
 def instance_test(types: tuple[type, ...]):
     """``isinstance(value, types)``, cached per type. isinstance against ``nnx.Variable`` goes
     through a metaclass hook that costs microseconds on every plain value (ints, strings,

@@ -29,5 +29,3 @@ def apply(
     output = module(*args, **kwargs)
     _, new_state = nnx.split(module)
     return output, new_state
-
-

@@ -40,8 +40,15 @@ class RNNModel(nn.Module):
                 nonlinearity = {"RNN_TANH": "tanh", "RNN_RELU": "relu"}[rnn_type]
             except KeyError as e:
                 raise ValueError("An invalid option for `--model` was supplied") from e
-            self.rnn = nn.RNN(ninp, nhid, nlayers, nonlinearity=nonlinearity, dropout=dropout,
-                              batch_first=False, rngs=rngs)  # fmt: skip
+            self.rnn = nn.RNN(
+                ninp,
+                nhid,
+                nlayers,
+                nonlinearity=nonlinearity,
+                dropout=dropout,
+                batch_first=False,
+                rngs=rngs,
+            )
         self.decoder = nn.Linear(nhid, ntoken, rngs=rngs)
 
         self.init_weights(rngs)

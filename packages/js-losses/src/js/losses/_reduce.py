@@ -20,9 +20,7 @@ REDUCTIONS = ("none", "sum", "mean")
 
 def check_reduction(name: str, reduction: str) -> None:
     if reduction not in REDUCTIONS:
-        raise ValueError(
-            f"{name}: reduction must be one of {list(REDUCTIONS)}, got {reduction!r}"
-        )
+        raise ValueError(f"{name}: reduction must be one of {list(REDUCTIONS)}, got {reduction!r}")
 
 
 def check_same_shape(name: str, input: jax.Array, target: jax.Array) -> None:

@@ -40,9 +40,11 @@ class Flatten(Module):
         if not 0 <= start <= end < ndim:
             expected = f"with dimensions {self.start_dim}..{self.end_dim}"
             fail_shape(
-                "Flatten", expected, x,
+                "Flatten",
+                expected,
+                x,
                 f"start_dim={self.start_dim}, end_dim={self.end_dim} do not fit a {ndim}-D input",
-            )  # fmt: skip
+            )
         return x.reshape(shape[:start] + (math.prod(shape[start : end + 1]),) + shape[end + 1 :])
 
     def extra_repr(self) -> str:

@@ -88,10 +88,21 @@ class _ConvNd(Module):
     _conv: Callable[..., jax.Array]  # each subclass: its function of js.nn.functional
 
     def __init__(
-        self, in_channels: int, out_channels: int, kernel_size: _Size, stride: _Size,
-        padding: _Size | str, dilation: _Size, groups: int, bias: bool, padding_mode: str,
-        output_padding: _Size = 0, *, rngs: Rngs, dtype: DTypeLike | None = None,
-    ):  # fmt: skip
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: _Size,
+        stride: _Size,
+        padding: _Size | str,
+        dilation: _Size,
+        groups: int,
+        bias: bool,
+        padding_mode: str,
+        output_padding: _Size = 0,
+        *,
+        rngs: Rngs,
+        dtype: DTypeLike | None = None,
+    ):
         super().__init__()
         name, n = self._name, self._ndim
         in_channels, out_channels, groups = _check_channels(name, in_channels, out_channels, groups)
@@ -153,9 +164,15 @@ class _ConvNd(Module):
         bias = None if self.bias is None else self.bias.value
         if self._transposed:
             return self._conv(
-                x, self.weight.value, bias, self.stride, self.padding, self.output_padding,
-                self.groups, self.dilation,
-            )  # fmt: skip
+                x,
+                self.weight.value,
+                bias,
+                self.stride,
+                self.padding,
+                self.output_padding,
+                self.groups,
+                self.dilation,
+            )
         return self._conv(
             x, self.weight.value, bias, self.stride, self.padding, self.dilation, self.groups
         )
@@ -216,14 +233,33 @@ class Conv1d(_ConvNd):
     _conv = staticmethod(F.conv1d)
 
     def __init__(
-        self, in_channels: int, out_channels: int, kernel_size: _Size, stride: _Size = 1,
-        padding: _Size | str = 0, dilation: _Size = 1, groups: int = 1, bias: bool = True,
-        padding_mode: str = "zeros", *, rngs: Rngs, dtype: DTypeLike | None = None,
-    ):  # fmt: skip
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: _Size,
+        stride: _Size = 1,
+        padding: _Size | str = 0,
+        dilation: _Size = 1,
+        groups: int = 1,
+        bias: bool = True,
+        padding_mode: str = "zeros",
+        *,
+        rngs: Rngs,
+        dtype: DTypeLike | None = None,
+    ):
         super().__init__(
-            in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-            padding_mode, rngs=rngs, dtype=dtype,
-        )  # fmt: skip
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            padding_mode,
+            rngs=rngs,
+            dtype=dtype,
+        )
 
 
 class Conv2d(_ConvNd):
@@ -261,14 +297,33 @@ class Conv2d(_ConvNd):
     _conv = staticmethod(F.conv2d)
 
     def __init__(
-        self, in_channels: int, out_channels: int, kernel_size: _Size, stride: _Size = 1,
-        padding: _Size | str = 0, dilation: _Size = 1, groups: int = 1, bias: bool = True,
-        padding_mode: str = "zeros", *, rngs: Rngs, dtype: DTypeLike | None = None,
-    ):  # fmt: skip
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: _Size,
+        stride: _Size = 1,
+        padding: _Size | str = 0,
+        dilation: _Size = 1,
+        groups: int = 1,
+        bias: bool = True,
+        padding_mode: str = "zeros",
+        *,
+        rngs: Rngs,
+        dtype: DTypeLike | None = None,
+    ):
         super().__init__(
-            in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-            padding_mode, rngs=rngs, dtype=dtype,
-        )  # fmt: skip
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            padding_mode,
+            rngs=rngs,
+            dtype=dtype,
+        )
 
 
 class ConvTranspose1d(_ConvNd):
@@ -302,15 +357,35 @@ class ConvTranspose1d(_ConvNd):
     _conv = staticmethod(F.conv_transpose1d)
 
     def __init__(
-        self, in_channels: int, out_channels: int, kernel_size: _Size, stride: _Size = 1,
-        padding: _Size = 0, output_padding: _Size = 0, groups: int = 1, bias: bool = True,
-        dilation: _Size = 1, padding_mode: str = "zeros", *, rngs: Rngs,
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: _Size,
+        stride: _Size = 1,
+        padding: _Size = 0,
+        output_padding: _Size = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: _Size = 1,
+        padding_mode: str = "zeros",
+        *,
+        rngs: Rngs,
         dtype: DTypeLike | None = None,
-    ):  # fmt: skip
+    ):
         super().__init__(
-            in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-            padding_mode, output_padding, rngs=rngs, dtype=dtype,
-        )  # fmt: skip
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            padding_mode,
+            output_padding,
+            rngs=rngs,
+            dtype=dtype,
+        )
 
 
 class ConvTranspose2d(_ConvNd):
@@ -350,12 +425,32 @@ class ConvTranspose2d(_ConvNd):
     _conv = staticmethod(F.conv_transpose2d)
 
     def __init__(
-        self, in_channels: int, out_channels: int, kernel_size: _Size, stride: _Size = 1,
-        padding: _Size = 0, output_padding: _Size = 0, groups: int = 1, bias: bool = True,
-        dilation: _Size = 1, padding_mode: str = "zeros", *, rngs: Rngs,
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: _Size,
+        stride: _Size = 1,
+        padding: _Size = 0,
+        output_padding: _Size = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: _Size = 1,
+        padding_mode: str = "zeros",
+        *,
+        rngs: Rngs,
         dtype: DTypeLike | None = None,
-    ):  # fmt: skip
+    ):
         super().__init__(
-            in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-            padding_mode, output_padding, rngs=rngs, dtype=dtype,
-        )  # fmt: skip
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            padding_mode,
+            output_padding,
+            rngs=rngs,
+            dtype=dtype,
+        )

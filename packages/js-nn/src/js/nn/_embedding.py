@@ -67,10 +67,18 @@ class Embedding(Module):
     """
 
     def __init__(
-        self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
-        max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
-        sparse: bool = False, *, rngs: Rngs, dtype: DTypeLike | None = None,
-    ):  # fmt: skip
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+        *,
+        rngs: Rngs,
+        dtype: DTypeLike | None = None,
+    ):
         super().__init__()
         num_embeddings = check_int("Embedding", "num_embeddings", num_embeddings)
         embedding_dim = check_int("Embedding", "embedding_dim", embedding_dim)

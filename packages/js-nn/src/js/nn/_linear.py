@@ -40,9 +40,14 @@ class Linear(Module):
     """
 
     def __init__(
-        self, in_features: int, out_features: int, bias: bool = True, *, rngs: Rngs,
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        *,
+        rngs: Rngs,
         dtype: DTypeLike | None = None,
-    ):  # fmt: skip
+    ):
         super().__init__()
         self.in_features = in_features = check_int("Linear", "in_features", in_features)
         self.out_features = out_features = check_int("Linear", "out_features", out_features)

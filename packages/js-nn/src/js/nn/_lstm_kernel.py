@@ -71,12 +71,19 @@ def _lstm_scan_bwd(unroll, residuals, cotangents):
         dh = dh + dy
         dc = dc + dh * o * (1 - tc * tc)
         dz = jnp.concatenate(  # [B, 4H]: gradients of the gate pre-activations
-            [dc * g * i * (1 - i), dc * c_before * f * (1 - f), dc * i * (1 - g * g),
-             dh * tc * o * (1 - o)], -1)
+            [
+                dc * g * i * (1 - i),
+                dc * c_before * f * (1 - f),
+                dc * i * (1 - g * g),
+                dh * tc * o * (1 - o),
+            ],
+            -1,
+        )
         return (dz @ w_hh, dc * f), dz
 
-    (dh0, dc0), dz = jax.lax.scan(step, (d_h, d_c), (d_ys, gates, c_prev, tanh_c),
-                                  reverse=True, unroll=unroll)
+    (dh0, dc0), dz = jax.lax.scan(
+        step, (d_h, d_c), (d_ys, gates, c_prev, tanh_c), reverse=True, unroll=unroll
+    )
     T, B, _ = ys.shape
     # h_{t-1} for every step; ``[:T]`` rather than ``ys[:-1]``, which is wrong for T = 0.
     h_before = jnp.concatenate([h0[None], ys], 0)[:T].reshape(T * B, H)

@@ -51,9 +51,15 @@ class _BatchNorm(Module):
     running_var: Buffer | None
 
     def __init__(
-        self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
-        affine: bool = True, track_running_stats: bool = True, *, dtype: DTypeLike | None = None,
-    ):  # fmt: skip
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        *,
+        dtype: DTypeLike | None = None,
+    ):
         super().__init__()
         name = self._name
         num_features = check_int(name, "num_features", num_features)
@@ -225,9 +231,14 @@ class LayerNorm(Module):
     bias: Parameter | None
 
     def __init__(
-        self, normalized_shape: int | tuple[int, ...] | list[int], eps: float = 1e-5,
-        elementwise_affine: bool = True, bias: bool = True, *, dtype: DTypeLike | None = None,
-    ):  # fmt: skip
+        self,
+        normalized_shape: int | tuple[int, ...] | list[int],
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        *,
+        dtype: DTypeLike | None = None,
+    ):
         super().__init__()
         if is_int(normalized_shape):
             normalized_shape = (normalized_shape,)
@@ -293,9 +304,14 @@ class GroupNorm(Module):
     bias: Parameter | None
 
     def __init__(
-        self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, *,
+        self,
+        num_groups: int,
+        num_channels: int,
+        eps: float = 1e-5,
+        affine: bool = True,
+        *,
         dtype: DTypeLike | None = None,
-    ):  # fmt: skip
+    ):
         super().__init__()
         num_groups = check_int("GroupNorm", "num_groups", num_groups)
         num_channels = check_int("GroupNorm", "num_channels", num_channels)

@@ -59,9 +59,14 @@ def _pool_args(n, kernel_size, stride, padding, dilation):
 
 def _reduce(input, init, op, kernel, stride, dilation, pads, outs):
     y = lax.reduce_window(
-        input, init, op, (1, 1) + kernel, (1, 1) + stride, [(0, 0), (0, 0), *pads],
+        input,
+        init,
+        op,
+        (1, 1) + kernel,
+        (1, 1) + stride,
+        [(0, 0), (0, 0), *pads],
         window_dilation=(1, 1) + dilation,
-    )  # fmt: skip
+    )
     return y[(slice(None), slice(None), *(slice(0, o) for o in outs))]
 
 
@@ -192,8 +197,9 @@ def _avg_counts(n, k, s, p, out, count_include_pad) -> np.ndarray:
     return np.minimum(ends, n) - np.maximum(starts, 0)
 
 
-def avg_pool(layer, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
-             divisor_override=None):  # fmt: skip
+def avg_pool(
+    layer, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override=None
+):
     """Average pooling over every axis after the first two; errors name ``layer``."""
     n = input.ndim - 2
     kernel, stride, padding, ones = _pool_args(n, kernel_size, stride, padding, 1)
@@ -236,9 +242,15 @@ def avg_pool2d(
     ``ceil_mode`` window that overhangs the padded input divides by its part inside it.
     """
     return avg_pool(
-        "avg_pool2d", input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+        "avg_pool2d",
+        input,
+        kernel_size,
+        stride,
+        padding,
+        ceil_mode,
+        count_include_pad,
         divisor_override,
-    )  # fmt: skip
+    )
 
 
 def adaptive_avg_pool(layer, input, output_size):

@@ -51,9 +51,14 @@ class _PoolNd(Module):
 
 class _MaxPoolNd(_PoolNd):
     def __init__(
-        self, kernel_size: _Size, stride: _Size | None = None, padding: _Size = 0,
-        dilation: _Size = 1, return_indices: bool = False, ceil_mode: bool = False,
-    ):  # fmt: skip
+        self,
+        kernel_size: _Size,
+        stride: _Size | None = None,
+        padding: _Size = 0,
+        dilation: _Size = 1,
+        return_indices: bool = False,
+        ceil_mode: bool = False,
+    ):
         super().__init__()
         if return_indices:
             raise NotImplementedError(
@@ -64,9 +69,14 @@ class _MaxPoolNd(_PoolNd):
 
     def _pool(self, x):
         return P.max_pool(
-            self._name, x, self.kernel_size, self.stride, self.padding, self.dilation,
+            self._name,
+            x,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.dilation,
             self.ceil_mode,
-        )  # fmt: skip
+        )
 
 
 class MaxPool1d(_MaxPoolNd):
@@ -126,9 +136,15 @@ class _AvgPoolNd(_PoolNd):
 
     def _pool(self, x):
         return P.avg_pool(
-            self._name, x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-            self.count_include_pad, self.divisor_override,
-        )  # fmt: skip
+            self._name,
+            x,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.ceil_mode,
+            self.count_include_pad,
+            self.divisor_override,
+        )
 
     def extra_repr(self) -> str:
         return (
@@ -160,9 +176,13 @@ class AvgPool1d(_AvgPoolNd):
     _ndim = 1
 
     def __init__(
-        self, kernel_size: _Size, stride: _Size | None = None, padding: _Size = 0,
-        ceil_mode: bool = False, count_include_pad: bool = True,
-    ):  # fmt: skip
+        self,
+        kernel_size: _Size,
+        stride: _Size | None = None,
+        padding: _Size = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+    ):
         super().__init__()
         self._setup(kernel_size, stride, padding, 1, ceil_mode)
         self.count_include_pad = check_bool(self._name, "count_include_pad", count_include_pad)
@@ -193,10 +213,14 @@ class AvgPool2d(_AvgPoolNd):
     _ndim = 2
 
     def __init__(
-        self, kernel_size: _Size, stride: _Size | None = None, padding: _Size = 0,
-        ceil_mode: bool = False, count_include_pad: bool = True,
+        self,
+        kernel_size: _Size,
+        stride: _Size | None = None,
+        padding: _Size = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
         divisor_override: int | None = None,
-    ):  # fmt: skip
+    ):
         super().__init__()
         self._setup(kernel_size, stride, padding, 1, ceil_mode)
         self.count_include_pad = check_bool(self._name, "count_include_pad", count_include_pad)

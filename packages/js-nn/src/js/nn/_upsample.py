@@ -44,9 +44,11 @@ def _check_mode(mode, align_corners) -> None:
 def _spatial(name: str, value, n: int, kind) -> tuple | None:
     if value is None:
         return None
-    ok = (lambda v: is_int(v) and v >= 1) if kind is int else (
-        lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool) and float(v) > 0
-    )  # fmt: skip
+    ok = (
+        (lambda v: is_int(v) and v >= 1)
+        if kind is int
+        else (lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool) and float(v) > 0)
+    )
     values = tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
     if len(values) != n or not all(map(ok, values)):
         what = "positive ints" if kind is int else "positive numbers"
@@ -99,11 +101,14 @@ def _linear_axis(x, axis, n, out, factor, align_corners):
 
 
 def interpolate(
-    input: jax.Array, size: int | tuple[int, ...] | None = None,
-    scale_factor: float | tuple[float, ...] | None = None, mode: str = "nearest",
-    align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
+    input: jax.Array,
+    size: int | tuple[int, ...] | None = None,
+    scale_factor: float | tuple[float, ...] | None = None,
+    mode: str = "nearest",
+    align_corners: bool | None = None,
+    recompute_scale_factor: bool | None = None,
     antialias: bool = False,
-) -> jax.Array:  # fmt: skip
+) -> jax.Array:
     """Resize the spatial axes of ``[B, C, L]`` or ``[B, C, H, W]``, as PyTorch's.
 
     Args:
@@ -164,10 +169,13 @@ class Upsample(Module):
     """
 
     def __init__(
-        self, size: int | tuple[int, ...] | list[int] | None = None,
-        scale_factor: float | tuple[float, ...] | list[float] | None = None, mode: str = "nearest",
-        align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
-    ):  # fmt: skip
+        self,
+        size: int | tuple[int, ...] | list[int] | None = None,
+        scale_factor: float | tuple[float, ...] | list[float] | None = None,
+        mode: str = "nearest",
+        align_corners: bool | None = None,
+        recompute_scale_factor: bool | None = None,
+    ):
         super().__init__()
         _check_mode(mode, align_corners)
         if (size is None) == (scale_factor is None):
@@ -187,12 +195,16 @@ class Upsample(Module):
 
     def forward(self, x: jax.Array) -> jax.Array:
         return interpolate(
-            x, self.size, self.scale_factor, self.mode, self.align_corners,
+            x,
+            self.size,
+            self.scale_factor,
+            self.mode,
+            self.align_corners,
             self.recompute_scale_factor,
-        )  # fmt: skip
+        )
 
     def extra_repr(self) -> str:
-        what = f"size={self.size}" if self.size is not None else (
-            f"scale_factor={self.scale_factor}"
-        )  # fmt: skip
+        what = (
+            f"size={self.size}" if self.size is not None else (f"scale_factor={self.scale_factor}")
+        )
         return f"{what}, mode={self.mode!r}"

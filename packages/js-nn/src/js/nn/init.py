@@ -54,9 +54,15 @@ __all__ = [
 ]
 
 _LINEAR = (
-    "linear", "conv1d", "conv2d", "conv3d",
-    "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "sigmoid",
-)  # fmt: skip
+    "linear",
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
+    "sigmoid",
+)
 _GAINS = {"tanh": 5.0 / 3, "relu": math.sqrt(2.0), "selu": 3.0 / 4}
 
 
@@ -309,9 +315,14 @@ def _kaiming_std(name: str, tensor, a, mode: str, nonlinearity: str) -> float:
 
 
 def kaiming_uniform_(
-    tensor: nnx.Variable, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", *,
-    rngs: js.Rngs | None = None, seed: int | None = None,
-) -> nnx.Variable:  # fmt: skip
+    tensor: nnx.Variable,
+    a: float = 0,
+    mode: str = "fan_in",
+    nonlinearity: str = "leaky_relu",
+    *,
+    rngs: js.Rngs | None = None,
+    seed: int | None = None,
+) -> nnx.Variable:
     """Fill ``tensor`` with ``U(-b, b)``, ``b = gain * sqrt(3 / fan)`` (He et al., 2015).
 
     ``gain = calculate_gain(nonlinearity, a)``; ``fan`` is ``fan_in`` or ``fan_out`` (``mode``).
@@ -331,9 +342,14 @@ def kaiming_uniform_(
 
 
 def kaiming_normal_(
-    tensor: nnx.Variable, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", *,
-    rngs: js.Rngs | None = None, seed: int | None = None,
-) -> nnx.Variable:  # fmt: skip
+    tensor: nnx.Variable,
+    a: float = 0,
+    mode: str = "fan_in",
+    nonlinearity: str = "leaky_relu",
+    *,
+    rngs: js.Rngs | None = None,
+    seed: int | None = None,
+) -> nnx.Variable:
     """Fill ``tensor`` with ``N(0, std^2)``, ``std = gain / sqrt(fan)`` (He et al., 2015).
 
     Example:

@@ -265,9 +265,7 @@ class Optimizer(js.Object):
 
     # -- state dicts ---------------------------------------------------------------------------
 
-    def state_dict(
-        self, *, as_numpy: bool = True
-    ) -> dict[str, np.ndarray] | dict[str, jax.Array]:
+    def state_dict(self, *, as_numpy: bool = True) -> dict[str, np.ndarray] | dict[str, jax.Array]:
         """Independent NumPy copies of the optimizer state, keyed by stable names.
 
         Keys: ``'step_count'`` and ``'<transform>.<field>[.<parameter path>]'``, e.g.

@@ -94,8 +94,13 @@ class EarlyStopping(Callback):
         >>> stopper = EarlyStopping("val/loss", patience=2, mode="min")
     """
 
-    def __init__(self, monitor: str = "val/loss", patience: int = 3, mode: str = "min",
-                 min_delta: float = 0.0) -> None:
+    def __init__(
+        self,
+        monitor: str = "val/loss",
+        patience: int = 3,
+        mode: str = "min",
+        min_delta: float = 0.0,
+    ) -> None:
         check_mode("EarlyStopping", mode)
         patience = check_int("EarlyStopping", "patience", patience, 0)
         self.monitor, self.patience, self.mode, self.min_delta = monitor, patience, mode, min_delta
@@ -118,5 +123,7 @@ class EarlyStopping(Callback):
         if self.wait >= self.patience:
             self.stopped_epoch = int(metrics.get("epoch", -1))
             epochs = "epoch" if self.wait == 1 else "epochs"
-            trainer.stop(f"EarlyStopping: {self.monitor} did not improve for {self.wait} {epochs} "
-                         f"(best {self.best:.6g}, patience {self.patience})")
+            trainer.stop(
+                f"EarlyStopping: {self.monitor} did not improve for {self.wait} {epochs} "
+                f"(best {self.best:.6g}, patience {self.patience})"
+            )

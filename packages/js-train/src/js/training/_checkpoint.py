@@ -38,9 +38,12 @@ def _check_metrics(path: Path) -> None:
                 broken.append(step)
     if broken:
         raise CheckpointError(
-            path, None, f"the metrics of steps {broken}", "cannot be read, and ModelCheckpoint "
-            "ranks every step by them", f"delete those steps ({path}/<step>) or use another "
-            "directory")
+            path,
+            None,
+            f"the metrics of steps {broken}",
+            "cannot be read, and ModelCheckpoint ranks every step by them",
+            f"delete those steps ({path}/<step>) or use another directory",
+        )
 
 
 class ModelCheckpoint(Callback):
@@ -84,9 +87,16 @@ class ModelCheckpoint(Callback):
         >>> Trainer(10, callbacks=[checkpoint])  # doctest: +SKIP
     """
 
-    def __init__(self, path: str | os.PathLike, monitor: str = "val/loss", mode: str = "min", *,
-                 overwrite: bool = False, every_n_steps: int | None = None,
-                 lock_timeout: float = 0.0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        monitor: str = "val/loss",
+        mode: str = "min",
+        *,
+        overwrite: bool = False,
+        every_n_steps: int | None = None,
+        lock_timeout: float = 0.0,
+    ) -> None:
         check_mode("ModelCheckpoint", mode)
         if every_n_steps is not None:
             every_n_steps = check_int("ModelCheckpoint", "every_n_steps", every_n_steps, 1)
@@ -156,8 +166,9 @@ class ModelCheckpoint(Callback):
         epoch = int(metrics["epoch"])
         objects = task.checkpoint_objects()
         if "epoch" in objects:
-            raise ValueError("ModelCheckpoint adds 'epoch' itself; task.checkpoint_objects() "
-                             "must not contain it")
+            raise ValueError(
+                "ModelCheckpoint adds 'epoch' itself; task.checkpoint_objects() must not contain it"
+            )
         self._save(epoch, {**objects, "epoch": epoch}, metrics, value)
 
     def _save(self, step: int, objects: dict, metrics: dict, value: float) -> None:
@@ -165,8 +176,7 @@ class ModelCheckpoint(Callback):
         signed = value if self.mode == "max" else -value
         manager = self._manager
         assert manager is not None, "ModelCheckpoint saves only between on_fit_start and its end"
-        saved = manager.save(step, args=save_args(objects),
-                                   metrics={**metrics, "_score": signed})
+        saved = manager.save(step, args=save_args(objects), metrics={**metrics, "_score": signed})
         if not saved:
             raise FileExistsError(
                 f"ModelCheckpoint: {'step' if self.every_n_steps else 'epoch'} {step} was not "

@@ -38,8 +38,14 @@ class ArrayLoader:
         2
     """
 
-    def __init__(self, *arrays: ArrayLike, batch_size: int, shuffle: bool = False, seed: int = 0,
-                 drop_last: bool = False) -> None:
+    def __init__(
+        self,
+        *arrays: ArrayLike,
+        batch_size: int,
+        shuffle: bool = False,
+        seed: int = 0,
+        drop_last: bool = False,
+    ) -> None:
         if not arrays:
             raise ValueError("ArrayLoader needs at least one array, e.g. ArrayLoader(x, y, ...)")
         arrays = tuple(np.asarray(a) for a in arrays)
@@ -106,7 +112,7 @@ class ArrayLoader:
         order = self.order(epoch)
         self._position = (epoch, start)
         for batch in range(start, len(self)):
-            index = order[batch * self.batch_size:(batch + 1) * self.batch_size]
+            index = order[batch * self.batch_size : (batch + 1) * self.batch_size]
             self._position = (epoch, batch + 1)  # counted when served
             yield tuple(array[index] for array in self.arrays)
         self._position = (epoch + 1, 0)

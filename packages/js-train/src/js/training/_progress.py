@@ -38,8 +38,10 @@ def format_metrics(metrics: dict) -> str:
 
 
 def _table(metrics: dict) -> Table:
-    table = Table(title=f"epoch {int(metrics.get('epoch', 0))}, step "
-                        f"{int(metrics.get('step', 0))}", title_justify="left")
+    table = Table(
+        title=f"epoch {int(metrics.get('epoch', 0))}, step {int(metrics.get('step', 0))}",
+        title_justify="left",
+    )
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in metrics.items():
@@ -65,15 +67,20 @@ class Display:
         'epoch 0  step 4  train/loss 0.5000\\n'
     """
 
-    def __init__(self, enabled: bool | None = None, interval_s: float = 1.0,
-                 stream: TextIO | None = None) -> None:
+    def __init__(
+        self, enabled: bool | None = None, interval_s: float = 1.0, stream: TextIO | None = None
+    ) -> None:
         self.stream = sys.stdout if stream is None else stream
         terminal = bool(getattr(self.stream, "isatty", lambda: False)())
         self.enabled = terminal if enabled is None else bool(enabled)
         self.rich = terminal  # tables and escape codes only on a terminal
         self.interval_s = interval_s
-        self.console = Console(file=self.stream, force_terminal=self.enabled or None,
-                               no_color=not terminal, highlight=False)
+        self.console = Console(
+            file=self.stream,
+            force_terminal=self.enabled or None,
+            no_color=not terminal,
+            highlight=False,
+        )
         self.progress = None
         self.task = None
         self.last_read = time.perf_counter()
@@ -85,9 +92,15 @@ class Display:
             return
         if self.progress is None:
             self.progress = Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("loss {task.fields[loss]}"), _Rate(), TimeRemainingColumn(),
-                console=self.console, refresh_per_second=4)
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("loss {task.fields[loss]}"),
+                _Rate(),
+                TimeRemainingColumn(),
+                console=self.console,
+                refresh_per_second=4,
+            )
             self.progress.start()
         self.task = self.progress.add_task(label, total=total, loss="-")
         self.steps = 0

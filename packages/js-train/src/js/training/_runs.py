@@ -116,8 +116,10 @@ def read_csv(path: str | os.PathLike) -> dict[str, list[float]]:
         rows = list(csv.DictReader(f))
     if not rows:
         raise ValueError(f"{path} holds no metrics rows; log at least one epoch first")
-    return {key: [float(row[key]) if row[key] not in ("", None) else float("nan") for row in rows]
-            for key in rows[0]}
+    return {
+        key: [float(row[key]) if row[key] not in ("", None) else float("nan") for row in rows]
+        for key in rows[0]
+    }
 
 
 def plot_run(directory_or_csv: str | os.PathLike, png_path: str | os.PathLike) -> Path:
@@ -147,9 +149,14 @@ def plot_run(directory_or_csv: str | os.PathLike, png_path: str | os.PathLike) -
     columns = read_csv(source)
     x = columns["step"]
     # train/<m>_step and _epoch exist only where a log falls on an epoch's end: no panel
-    names = sorted({key.split("/", 1)[1] for key in columns
-                    if key.startswith(("train/", "val/"))
-                    and not key.endswith(("/count", "_step", "_epoch"))})
+    names = sorted(
+        {
+            key.split("/", 1)[1]
+            for key in columns
+            if key.startswith(("train/", "val/"))
+            and not key.endswith(("/count", "_step", "_epoch"))
+        }
+    )
     if not names:
         raise ValueError(f"plot_run: {source} has no split/metric columns (train/loss, ...)")
     figure = Figure(figsize=(4.5 * len(names), 3.5))
@@ -157,8 +164,9 @@ def plot_run(directory_or_csv: str | os.PathLike, png_path: str | os.PathLike) -
         axes = figure.add_subplot(1, len(names), i + 1)
         for split in ("train", "val"):
             if f"{split}/{name}" in columns:  # rows without this metric are skipped
-                kept = [(s, v) for s, v in zip(x, columns[f"{split}/{name}"], strict=True)
-                        if v == v]
+                kept = [
+                    (s, v) for s, v in zip(x, columns[f"{split}/{name}"], strict=True) if v == v
+                ]
                 axes.plot([s for s, _ in kept], [v for _, v in kept], marker="o", label=split)
         axes.set_xlabel("step")
         axes.set_title(name)

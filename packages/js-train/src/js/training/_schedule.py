@@ -72,9 +72,16 @@ class Schedule:
         Due(validate=False, log=False, epoch_end=True)
     """
 
-    def __init__(self, *, max_epochs: int | None = None, max_steps: int | None = None,
-                 val_every_n_steps: int | None = None, log_every_n_steps: int | None = None,
-                 validates: bool = False, length: int | None = None):
+    def __init__(
+        self,
+        *,
+        max_epochs: int | None = None,
+        max_steps: int | None = None,
+        val_every_n_steps: int | None = None,
+        log_every_n_steps: int | None = None,
+        validates: bool = False,
+        length: int | None = None,
+    ):
         self.max_epochs, self.max_steps, self.length = max_epochs, max_steps, length
         self.val_every, self.log_every = val_every_n_steps, log_every_n_steps
         self.validates = validates

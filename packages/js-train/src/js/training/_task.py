@@ -58,8 +58,14 @@ class Task:
         ...         return steps.regression_eval_step(model, batch)
     """
 
-    def __init__(self, model: js.Module, optimizer: Any, rngs: js.Rngs | None = None, *,
-                 compute_dtype: DTypeLike | None = None) -> None:
+    def __init__(
+        self,
+        model: js.Module,
+        optimizer: Any,
+        rngs: js.Rngs | None = None,
+        *,
+        compute_dtype: DTypeLike | None = None,
+    ) -> None:
         if not isinstance(model, js.Module):
             raise TypeError(f"Task model must be a js.Module, got {type(model).__name__}")
         if not callable(getattr(optimizer, "step", None)):
@@ -73,15 +79,18 @@ class Task:
         self.rngs = rngs
         self.compute_dtype = check_compute_dtype("Task", compute_dtype)
 
-    def training_step(self, model: js.Module, optimizer: Any, rngs: js.Rngs | None,
-                      batch: Any) -> dict:
+    def training_step(
+        self, model: js.Module, optimizer: Any, rngs: js.Rngs | None, batch: Any
+    ) -> dict:
         """One compiled update of ``model`` on ``batch``; returns its on-device metrics."""
         _check_classification(type(self).__name__, batch)
         if rngs is None:
-            return steps.classification_step(model, optimizer, batch,
-                                             compute_dtype=self.compute_dtype)
-        return steps.dropout_classification_step(model, optimizer, batch, rngs,
-                                                 compute_dtype=self.compute_dtype)
+            return steps.classification_step(
+                model, optimizer, batch, compute_dtype=self.compute_dtype
+            )
+        return steps.dropout_classification_step(
+            model, optimizer, batch, rngs, compute_dtype=self.compute_dtype
+        )
 
     def validation_step(self, model: js.Module, batch: Any) -> dict:
         """Metrics of ``batch`` without an update."""
@@ -146,8 +155,10 @@ def check_task(task) -> None:
                 "not self.model / self.optimizer / self.rngs."
             )
     if isinstance(task, Task):
-        mine = {name: getattr(type(task), name) is not getattr(Task, name)
-                for name in ("training_step", "validation_step")}
+        mine = {
+            name: getattr(type(task), name) is not getattr(Task, name)
+            for name in ("training_step", "validation_step")
+        }
         if mine["training_step"] != mine["validation_step"]:
             done, missing = sorted(mine, key=lambda n: not mine[n])
             raise NotImplementedError(

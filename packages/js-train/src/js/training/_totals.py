@@ -81,8 +81,11 @@ def with_epoch(row: dict, epoch: dict) -> dict:
 def epoch_metrics(row: dict) -> dict:
     """An epoch-closing row as ``on_epoch_end`` sees it: the epoch's means under the plain
     ``train/<m>`` names, so that monitors (EarlyStopping, ModelCheckpoint) compare epochs."""
-    means = {key[: -len("_epoch")]: value for key, value in row.items()
-             if key.startswith("train/") and key.endswith("_epoch")}
+    means = {
+        key[: -len("_epoch")]: value
+        for key, value in row.items()
+        if key.startswith("train/") and key.endswith("_epoch")
+    }
     return {**row, **means}
 
 

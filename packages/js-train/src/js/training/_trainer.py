@@ -94,26 +94,46 @@ class Trainer:
 
     progress_interval_s = 1.0
 
-    def __init__(self, max_epochs: int | None = None, callbacks: Iterable[Callback] = (),
-                 run: Run | None = None, *,
-                 max_steps: int | None = None, val_every_n_steps: int | None = None,
-                 log_every_n_steps: int | None = None, limit_val_batches: int | None = None,
-                 progress: bool | None = None, verbose: bool = True,
-                 steps_per_execution: int = 1, unroll: int | bool = True,
-                 mesh: Mesh | None = None, batch_axis: str = "data",
-                 compilation_cache: bool | str | os.PathLike = True) -> None:
+    def __init__(
+        self,
+        max_epochs: int | None = None,
+        callbacks: Iterable[Callback] = (),
+        run: Run | None = None,
+        *,
+        max_steps: int | None = None,
+        val_every_n_steps: int | None = None,
+        log_every_n_steps: int | None = None,
+        limit_val_batches: int | None = None,
+        progress: bool | None = None,
+        verbose: bool = True,
+        steps_per_execution: int = 1,
+        unroll: int | bool = True,
+        mesh: Mesh | None = None,
+        batch_axis: str = "data",
+        compilation_cache: bool | str | os.PathLike = True,
+    ) -> None:
         if max_epochs is not None:
             max_epochs = check_int("Trainer", "max_epochs", max_epochs, 1)
-        options = check_options(max_epochs, dict(zip(_OPTIONAL, (
-            max_steps, val_every_n_steps, log_every_n_steps, limit_val_batches), strict=True)))
+        options = check_options(
+            max_epochs,
+            dict(
+                zip(
+                    _OPTIONAL,
+                    (max_steps, val_every_n_steps, log_every_n_steps, limit_val_batches),
+                    strict=True,
+                )
+            ),
+        )
         callbacks = tuple(callbacks)
         check_callbacks(callbacks)
         if run is not None and not callable(getattr(run, "log", None)):
             raise TypeError(f"Trainer run must have a log(metrics, step) method, got {run!r}")
         steps_per_execution = check_int("Trainer", "steps_per_execution", steps_per_execution, 1)
         if not isinstance(unroll, bool) and not (is_int(unroll) and unroll >= 1):
-            raise TypeError(f"Trainer unroll must be True, False or an int >= 1 (steps unrolled "
-                            f"per loop iteration), got {unroll!r}")
+            raise TypeError(
+                f"Trainer unroll must be True, False or an int >= 1 (steps unrolled "
+                f"per loop iteration), got {unroll!r}"
+            )
         if mesh is not None:
             check_mesh("Trainer", mesh, batch_axis, name="batch_axis")
         if not isinstance(compilation_cache, (bool, str, os.PathLike)):
@@ -142,14 +162,22 @@ class Trainer:
     # The position's numbers under the names callbacks (ModelCheckpoint) and users read.
     epoch = property(lambda self: self.position.epoch, doc="The current epoch (from 0).")
     global_step = property(lambda self: self.position.step, doc="Training steps run.")
-    transfers = property(lambda self: self.position.transfers,
-                         doc="Device-to-host metric reads of the last fit/validate/predict.")
+    transfers = property(
+        lambda self: self.position.transfers,
+        doc="Device-to-host metric reads of the last fit/validate/predict.",
+    )
 
     # -- the loop ------------------------------------------------------------------------------
 
-    def fit(self, task: Task, train_data: Iterable[Any], val_data: Iterable[Any] | None = None,
-            *, start_epoch: int = 0,
-            resume: bool = False) -> list[dict]:
+    def fit(
+        self,
+        task: Task,
+        train_data: Iterable[Any],
+        val_data: Iterable[Any] | None = None,
+        *,
+        start_epoch: int = 0,
+        resume: bool = False,
+    ) -> list[dict]:
         """Train ``task`` until ``max_epochs`` or ``max_steps``; return the history.
 
         Args:
@@ -236,8 +264,9 @@ class Trainer:
         the next epoch when the data ran out; after ``max_steps`` or a stop mid-epoch the
         totals stay, so a resumed fit continues this epoch."""
         if self._totals.empty_epoch():
-            raise ValueError(f"epoch {self.epoch} train: the data yielded no batches. Fix: "
-                             "check its length.")
+            raise ValueError(
+                f"epoch {self.epoch} train: the data yielded no batches. Fix: check its length."
+            )
         ran_out = schedule.ran_out(self.position, self.should_stop)
         if row is None:
             display.end()
@@ -348,8 +377,11 @@ class Trainer:
                 group = []
             elif len(group) == k:
                 stacked = stack(group)
-                yield from singly(group) if stacked is None else [
-                    (several, self._to_device(stacked, stacked=True), k)]
+                yield from (
+                    singly(group)
+                    if stacked is None
+                    else [(several, self._to_device(stacked, stacked=True), k)]
+                )
                 group = []
         yield from singly(group)
 
@@ -383,10 +415,14 @@ class Trainer:
         self._many = None
         if self.steps_per_execution > 1:
             self._many = scanned_training_step(task, self.unroll)
-        return Schedule(max_epochs=self.max_epochs, max_steps=self.max_steps,
-                        val_every_n_steps=self.val_every_n_steps,
-                        log_every_n_steps=self.log_every_n_steps,
-                        validates=val_data is not None, length=length)
+        return Schedule(
+            max_epochs=self.max_epochs,
+            max_steps=self.max_steps,
+            val_every_n_steps=self.val_every_n_steps,
+            log_every_n_steps=self.log_every_n_steps,
+            validates=val_data is not None,
+            length=length,
+        )
 
     def stop(self, reason: str = "stopped by a callback") -> None:
         """Ask ``fit`` to end: after the current step from a step or validation hook, after
@@ -404,12 +440,16 @@ class Trainer:
         started at, and the epoch's running totals (``loss`` (sum of ``loss * count``),
         ``count``, ``correct``, ``has_correct``), read from the device once."""
         position = self.position
-        return {"epoch": position.epoch, "step": position.step,
-                "epoch_start_step": position.epoch_start_step,
-                **self._totals.state_dict(position)}
+        return {
+            "epoch": position.epoch,
+            "step": position.step,
+            "epoch_start_step": position.epoch_start_step,
+            **self._totals.state_dict(position),
+        }
 
     def load_state_dict(self, state: Mapping) -> None:
         """Restore a :meth:`state_dict`; ``fit(..., resume=True)`` continues from it."""
-        self.position = Position(int(state["epoch"]), int(state["step"]),
-                                 int(state["epoch_start_step"]))
+        self.position = Position(
+            int(state["epoch"]), int(state["step"]), int(state["epoch_start_step"])
+        )
         self._totals = Totals.from_state(state, self.position.steps_in_epoch > 0)

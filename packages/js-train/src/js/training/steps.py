@@ -82,8 +82,9 @@ def _classification_metrics(loss, logits, y, mask) -> dict:
 
 
 @js.jit(static_argnames=("compute_dtype",))
-def classification_step(model: js.Module, optimizer: Any, batch: Any, *,
-                        compute_dtype: DTypeLike | None = None) -> dict[str, jax.Array]:
+def classification_step(
+    model: js.Module, optimizer: Any, batch: Any, *, compute_dtype: DTypeLike | None = None
+) -> dict[str, jax.Array]:
     """One optimizer step of cross-entropy on ``logits = model(x)`` [B, C], labels ``y`` [B]."""
     x, y, mask = unpack(batch)
 
@@ -97,8 +98,14 @@ def classification_step(model: js.Module, optimizer: Any, batch: Any, *,
 
 
 @js.jit(static_argnames=("compute_dtype",))
-def dropout_classification_step(model: js.Module, optimizer: Any, batch: Any, rngs: js.Rngs,
-                                *, compute_dtype: DTypeLike | None = None) -> dict[str, jax.Array]:
+def dropout_classification_step(
+    model: js.Module,
+    optimizer: Any,
+    batch: Any,
+    rngs: js.Rngs,
+    *,
+    compute_dtype: DTypeLike | None = None,
+) -> dict[str, jax.Array]:
     """As :func:`classification_step` for a model with dropout: ``model(x, rngs=rngs)``.
 
     ``rngs`` (with a ``dropout`` stream) is passed through the gradient so its counter
@@ -116,8 +123,9 @@ def dropout_classification_step(model: js.Module, optimizer: Any, batch: Any, rn
 
 
 @js.jit(static_argnames=("compute_dtype",))
-def classification_eval_step(model: js.Module, batch: Any, *,
-                             compute_dtype: DTypeLike | None = None) -> dict[str, jax.Array]:
+def classification_eval_step(
+    model: js.Module, batch: Any, *, compute_dtype: DTypeLike | None = None
+) -> dict[str, jax.Array]:
     """Loss, count and correct of ``model(x)`` without an update (call ``model.eval()`` first)."""
     x, y, mask = unpack(batch)
     logits = _forward(model, x, compute_dtype)
@@ -136,8 +144,9 @@ def _masked_mse(prediction, y, mask):
 
 
 @js.jit(static_argnames=("compute_dtype",))
-def regression_step(model: js.Module, optimizer: Any, batch: Any, *,
-                    compute_dtype: DTypeLike | None = None) -> dict[str, jax.Array]:
+def regression_step(
+    model: js.Module, optimizer: Any, batch: Any, *, compute_dtype: DTypeLike | None = None
+) -> dict[str, jax.Array]:
     """One step of mean squared error between ``model(x)`` and ``y`` (same shape), e.g. an
     LSTM forecaster mapping a window ``[B, T, F]`` to the next values ``[B, F]``. A
     ``mask[B]`` keeps only its rows: the loss is their mean and ``count`` their number."""
@@ -152,8 +161,9 @@ def regression_step(model: js.Module, optimizer: Any, batch: Any, *,
 
 
 @js.jit(static_argnames=("compute_dtype",))
-def regression_eval_step(model: js.Module, batch: Any, *,
-                         compute_dtype: DTypeLike | None = None) -> dict[str, jax.Array]:
+def regression_eval_step(
+    model: js.Module, batch: Any, *, compute_dtype: DTypeLike | None = None
+) -> dict[str, jax.Array]:
     """Mean squared error of ``model(x)`` against ``y`` (over the rows ``mask`` keeps) without
     an update."""
     x, y, mask = unpack(batch)
@@ -162,8 +172,9 @@ def regression_eval_step(model: js.Module, batch: Any, *,
 
 
 @js.jit(static_argnames=("compute_dtype",))
-def autoencoder_step(model: js.Module, optimizer: Any, batch: Any, *,
-                     compute_dtype: DTypeLike | None = None) -> dict[str, jax.Array]:
+def autoencoder_step(
+    model: js.Module, optimizer: Any, batch: Any, *, compute_dtype: DTypeLike | None = None
+) -> dict[str, jax.Array]:
     """One step of reconstruction error: mean squared error between ``model(x)`` and ``x``."""
     x = inputs(batch)
 
@@ -176,8 +187,9 @@ def autoencoder_step(model: js.Module, optimizer: Any, batch: Any, *,
 
 
 @js.jit(static_argnames=("compute_dtype",))
-def autoencoder_eval_step(model: js.Module, batch: Any, *,
-                          compute_dtype: DTypeLike | None = None) -> dict[str, jax.Array]:
+def autoencoder_eval_step(
+    model: js.Module, batch: Any, *, compute_dtype: DTypeLike | None = None
+) -> dict[str, jax.Array]:
     """Reconstruction error of ``model(x)`` without an update."""
     x = inputs(batch)
     return {"loss": losses.mse_loss(_forward(model, x, compute_dtype), x), "count": _count(x, None)}
@@ -191,8 +203,15 @@ def _noise(rngs, batch, latent_dim: int):
 
 
 @js.jit(static_argnames=("latent_dim",))
-def discriminator_step(discriminator: js.Module, generator: js.Module, d_optimizer: Any,
-                       batch: Any, rngs: js.Rngs, *, latent_dim: int) -> dict[str, jax.Array]:
+def discriminator_step(
+    discriminator: js.Module,
+    generator: js.Module,
+    d_optimizer: Any,
+    batch: Any,
+    rngs: js.Rngs,
+    *,
+    latent_dim: int,
+) -> dict[str, jax.Array]:
     """Update the discriminator (logits ``[B, 1]``) to tell real ``x`` from ``generator(z)``.
 
     ``z ~ N(0, 1)`` ``[B, latent_dim]`` is drawn from the ``noise`` stream of ``rngs``. Only
@@ -214,8 +233,15 @@ def discriminator_step(discriminator: js.Module, generator: js.Module, d_optimiz
 
 
 @js.jit(static_argnames=("latent_dim",))
-def generator_step(generator: js.Module, discriminator: js.Module, g_optimizer: Any, batch: Any,
-                   rngs: js.Rngs, *, latent_dim: int) -> dict[str, jax.Array]:
+def generator_step(
+    generator: js.Module,
+    discriminator: js.Module,
+    g_optimizer: Any,
+    batch: Any,
+    rngs: js.Rngs,
+    *,
+    latent_dim: int,
+) -> dict[str, jax.Array]:
     """Update the generator so the discriminator calls ``generator(z)`` real (non-saturating
     loss). ``batch`` only sets the batch size; the discriminator is not differentiated."""
     z = _noise(rngs, batch, latent_dim)

@@ -53,8 +53,9 @@ class CheckpointError(ValueError):
     file, item or array that failed).
     """
 
-    def __init__(self, directory: str | os.PathLike, step: int | None, part: str, what: str,
-                 fix: str) -> None:
+    def __init__(
+        self, directory: str | os.PathLike, step: int | None, part: str, what: str, fix: str
+    ) -> None:
         self.directory, self.step, self.part = str(directory), step, part
         where = f"{directory}" if step is None else f"{directory}, step {step}"
         super().__init__(f"checkpoint {where}: {part} {what}. Fix: {fix}")
@@ -122,8 +123,9 @@ def _best(path: Path, steps: list[int], caller: str) -> int:
     return max(scores, key=lambda step: (scores[step], step))  # ties: the later step
 
 
-def select_step(path: Path, steps: list[int], which: str | int,
-                caller: str = "load_checkpoint") -> int:
+def select_step(
+    path: Path, steps: list[int], which: str | int, caller: str = "load_checkpoint"
+) -> int:
     """The step ``which`` (``'best'``, ``'last'`` or a step number) names among ``steps``;
     only ``'best'`` reads anything (every step's metrics)."""
     if not steps:
@@ -156,12 +158,13 @@ def _entry_problem(key: str, entry) -> str | None:
         return f"entry {key!r} has no valid digest"
     packed = entry.get("packed")
     placed = (
-        isinstance(packed, list) and len(packed) == 2 and isinstance(packed[0], str)
-        and type(packed[1]) is int and packed[1] >= 0
+        isinstance(packed, list)
+        and len(packed) == 2
+        and isinstance(packed[0], str)
+        and type(packed[1]) is int
+        and packed[1] >= 0
     )
-    if not placed and not isinstance(
-        entry.get("array"), str
-    ):
+    if not placed and not isinstance(entry.get("array"), str):
         return f"entry {key!r} says neither where it is packed nor which array it is"
     return None
 
@@ -209,14 +212,20 @@ def read_meta(path: Path, step: int, steps: list[int]) -> dict:
         meta = read_json(path / str(step) / "meta" / "metadata")
     except FileNotFoundError:
         raise CheckpointError(
-            path, step, part, "is missing (this step holds no js checkpoint)",
+            path,
+            step,
+            part,
+            "is missing (this step holds no js checkpoint)",
             other_steps(steps, step),
-        ) from None  # fmt: skip
+        ) from None
     except (OSError, ValueError) as error:
         raise CheckpointError(
-            path, step, part, f"cannot be read ({type(error).__name__}: {error})",
+            path,
+            step,
+            part,
+            f"cannot be read ({type(error).__name__}: {error})",
             other_steps(steps, step),
-        ) from None  # fmt: skip
+        ) from None
     problems = meta_problems(meta)
     if problems:
         fix = other_steps(steps, step)
@@ -226,9 +235,9 @@ def read_meta(path: Path, step: int, steps: list[int]) -> dict:
     return meta
 
 
-
-def locate(ckpt_dir: str | os.PathLike, name: str, which: str | int,
-           caller: str) -> tuple[tuple, dict, dict]:
+def locate(
+    ckpt_dir: str | os.PathLike, name: str, which: str | int, caller: str
+) -> tuple[tuple, dict, dict]:
     """``((directory, step, steps), meta, record of the entry name)`` for ``which``, checked."""
     path = Path(ckpt_dir).absolute()
     if not path.is_dir():
@@ -286,8 +295,9 @@ def kinds_of(objects: Mapping) -> dict[str, str]:
     kinds = {}
     for name, obj in objects.items():
         if not isinstance(name, str) or not name or "." in name:
-            raise ValueError(f"checkpoint object names must be non-empty strings without '.', "
-                             f"got {name!r}")
+            raise ValueError(
+                f"checkpoint object names must be non-empty strings without '.', got {name!r}"
+            )
         kinds[name] = _kind(name, obj)
     return kinds
 
@@ -297,15 +307,19 @@ def live_arrays(name: str, obj) -> dict:
     :func:`native` one, the (flattened) ``state_dict()`` of others."""
     state = obj.state_dict(as_numpy=False) if native(obj) else obj.state_dict()
     if not isinstance(state, Mapping):
-        raise TypeError(f"checkpoint object {name!r}: state_dict() returned a "
-                        f"{type(state).__name__}, not a {{key: array}} dict")
+        raise TypeError(
+            f"checkpoint object {name!r}: state_dict() returned a "
+            f"{type(state).__name__}, not a {{key: array}} dict"
+        )
     flat = flatten_state(state)
     for key, value in flat.items():
         if not isinstance(value, (jax.Array, np.ndarray)):
             array = np.asarray(value) if np.ndim(value) >= 0 else None
             if array is None or array.dtype == object:
-                raise TypeError(f"checkpoint object {name!r}: state_dict entry {key!r} is a "
-                                f"{type(value).__name__}, not an array")
+                raise TypeError(
+                    f"checkpoint object {name!r}: state_dict entry {key!r} is a "
+                    f"{type(value).__name__}, not an array"
+                )
             flat[key] = array
     return flat
 
@@ -322,11 +336,15 @@ def manager(path, *, ranked=True, keep_best_and_last=False, asynchronous=False):
     keep = ocp.checkpoint_managers
     policy = None
     if keep_best_and_last:
-        policy = keep.AnyPreservationPolicy([keep.LatestN(n=1),
-                                             keep.BestN(get_metric_fn=score, n=1)])
+        policy = keep.AnyPreservationPolicy(
+            [keep.LatestN(n=1), keep.BestN(get_metric_fn=score, n=1)]
+        )
     options = ocp.CheckpointManagerOptions(
-        best_fn=score if ranked else None, best_mode="max", preservation_policy=policy,
-        enable_async_checkpointing=asynchronous, lightweight_initialize=not ranked,
+        best_fn=score if ranked else None,
+        best_mode="max",
+        preservation_policy=policy,
+        enable_async_checkpointing=asynchronous,
+        lightweight_initialize=not ranked,
     )
     # Array items are written without zstd: weights compress to ~0.92 of their size at best,
     # and the compressor's buffers and CPU time made a 200 MB save need 1.2x the model in

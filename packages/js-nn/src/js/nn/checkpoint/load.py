@@ -82,8 +82,9 @@ def _nested(flat: dict, template, prefix: tuple = ()):
     return _like(flat[".".join(prefix)], template)
 
 
-def load_checkpoint(path: str | os.PathLike, objects: Mapping[str, Any],
-                    which: str | int = "best") -> dict:
+def load_checkpoint(
+    path: str | os.PathLike, objects: Mapping[str, Any], which: str | int = "best"
+) -> dict:
     """Restore ``objects`` in place from the checkpoint directory ``path``.
 
     Partial, strict and all or nothing: only the objects named in ``objects`` are read (a
@@ -119,8 +120,9 @@ def load_checkpoint(path: str | os.PathLike, objects: Mapping[str, Any],
     return restore(objects, ours, (path, step, steps), read_meta(path, step, steps))
 
 
-def restore(objects: Mapping, ours: dict, where: tuple, meta: dict,
-            caller: str = "load_checkpoint") -> dict:  # fmt: skip
+def restore(
+    objects: Mapping, ours: dict, where: tuple, meta: dict, caller: str = "load_checkpoint"
+) -> dict:
     """Restore ``objects`` (of kinds ``ours``) in place from the step ``where`` =
     ``(directory, step, steps)`` whose checked ``meta`` the caller read: what
     :func:`load_checkpoint` does once it has chosen the step."""

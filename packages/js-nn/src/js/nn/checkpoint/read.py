@@ -87,18 +87,23 @@ def checked_item(where: tuple, name: str, record: dict, tree: dict, save_id: str
     path, step, steps = where
     if bytes(np.asarray(tree["id"], np.uint8)).hex() != save_id:
         raise CheckpointError(
-            path, step, f"item {item_name(name)!r}", "belongs to another save (its save id is "
+            path,
+            step,
+            f"item {item_name(name)!r}",
+            "belongs to another save (its save id is "
             "not the one in the step's meta/metadata): the step mixes two saves",
             other_steps(steps, step),
-        )  # fmt: skip
+        )
     flat, damaged = _unpack(record, tree)
     if damaged:
         listed = ", ".join(f"'{name}.{key}'" for key in damaged)
         raise CheckpointError(
-            path, step, f"{'array' if len(damaged) == 1 else 'arrays'} {listed}",
+            path,
+            step,
+            f"{'array' if len(damaged) == 1 else 'arrays'} {listed}",
             "does not match its recorded digest: the checkpoint is damaged",
             other_steps(steps, step),
-        )  # fmt: skip
+        )
     return flat
 
 
@@ -122,13 +127,17 @@ def unreadable_item(where: tuple, name: str, error: Exception) -> CheckpointErro
     path, step, steps = where
     text = str(error).splitlines()[0][:300] if str(error) else ""
     return CheckpointError(
-        path, step, f"item {item_name(name)!r} (the arrays of {name!r})",
-        f"cannot be read ({type(error).__name__}: {text})", other_steps(steps, step),
-    )  # fmt: skip
+        path,
+        step,
+        f"item {item_name(name)!r} (the arrays of {name!r})",
+        f"cannot be read ({type(error).__name__}: {text})",
+        other_steps(steps, step),
+    )
 
 
-def read_checkpoint(ckpt_dir: str | os.PathLike, name: str = "model",
-                    which: str | int = "best") -> tuple[int, dict]:
+def read_checkpoint(
+    ckpt_dir: str | os.PathLike, name: str = "model", which: str | int = "best"
+) -> tuple[int, dict]:
     """The arrays of the entry ``name`` of a js-train checkpoint, as NumPy, verified.
 
     Reads only that entry's item and the step's ``meta`` (orbax is imported only now),

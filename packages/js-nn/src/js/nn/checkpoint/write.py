@@ -125,8 +125,7 @@ def save_args(objects: Mapping):
     import orbax.checkpoint as ocp
 
     kinds, save_id = kinds_of(objects), _save_id()
-    meta = {"format": FORMAT, "save_id": save_id.hex(), "kinds": kinds, "values": {},
-            "items": {}}
+    meta = {"format": FORMAT, "save_id": save_id.hex(), "kinds": kinds, "values": {}, "items": {}}
     items = {}
     for name, obj in objects.items():
         if kinds[name] == "value":
@@ -137,8 +136,13 @@ def save_args(objects: Mapping):
     return ocp.args.Composite(meta=ocp.args.JsonSave(meta), **items)
 
 
-def save_checkpoint(path: str | os.PathLike, objects: Mapping[str, Any], *, step: int | None = None,
-                    lock_timeout: float = 0.0) -> int:
+def save_checkpoint(
+    path: str | os.PathLike,
+    objects: Mapping[str, Any],
+    *,
+    step: int | None = None,
+    lock_timeout: float = 0.0,
+) -> int:
     """Save ``objects`` (``{name: model | optimizer | js.Rngs | plain value}``) under ``path``.
 
     Args:
