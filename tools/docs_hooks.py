@@ -1,33 +1,22 @@
 """MkDocs hooks for the js site (mkdocs.yml names this file).
 
-mkdocstrings reads the API from source, but the ``js`` namespace is spread over six
-distributions, each with its own ``src/js`` folder, and only js-core's holds ``js/__init__.py``.
-A static reader cannot follow ``pkgutil.extend_path``, so at load time this lays the portions
-side by side as one package of symbolic links under ``build/api-src/js``; the site's
-``paths`` setting points there. It runs when MkDocs loads the hooks, before any page is read.
+mkdocstrings reads the API from source, where the ``js`` namespace is spread over the
+distributions; :func:`namespace.lay_out_namespace` lays it out as one package under
+``build/api-src/js`` (the site's ``paths`` setting) when MkDocs loads the hooks, before any page
+is read.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
+import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-API_SRC = ROOT / "build" / "api-src" / "js"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # MkDocs loads this file by its path
+
+from namespace import lay_out_namespace  # noqa: E402
+
 _EXAMPLE = re.compile(r"^([ \t]*)Example:[ \t]*$", re.MULTILINE)
-
-
-def lay_out_namespace() -> Path:
-    """(Re)build ``build/api-src/js`` from every ``packages/*/src/js`` and return it."""
-    shutil.rmtree(API_SRC, ignore_errors=True)
-    API_SRC.mkdir(parents=True)
-    for portion in sorted((ROOT / "packages").glob("*/src/js")):
-        for entry in portion.iterdir():
-            if entry.name != "__pycache__":
-                (API_SRC / entry.name).symlink_to(entry)
-    return API_SRC
-
 
 lay_out_namespace()
 
