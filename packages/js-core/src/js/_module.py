@@ -59,7 +59,7 @@ def _as_container(value: Any) -> Any:
     return value
 
 
-class Module(_Tracked, nnx.Module):
+class Module(_Tracked, _hooks.Hookable, nnx.Module):
     """Base class of every js layer and model.
 
     Subclass it, call ``super().__init__()``, create children and ``Parameter``/``Buffer``
@@ -82,10 +82,6 @@ class Module(_Tracked, nnx.Module):
     # Set on every instance before __init__ runs (see _pytree_meta_construct), so that the graph
     # definition, where it is static data, is the same before and after the first train().
     training = True
-    # Registered hooks (see js._hooks): static data of the graph definition, so that js.jit
-    # compiles the program with them; empty here, so that a module without hooks pays one test.
-    _forward_pre_hooks: tuple = ()
-    _forward_hooks: tuple = ()
 
     @classmethod
     def _pytree_meta_construct(cls, self, *args, **kwargs):
@@ -115,76 +111,6 @@ class Module(_Tracked, nnx.Module):
             return self.forward(*args, **kwargs)
         with jax.named_scope(type(self).__name__):
             return self.forward(*args, **kwargs)
-
-    # -- hooks -------------------------------------------------------------------------------
-
-    def register_forward_pre_hook(
-        self,
-        hook: Callable[..., Any],
-        *,
-        with_kwargs: bool = False,
-        prepend: bool = False,
-        traced: bool = False,
-    ) -> _hooks.RemovableHandle:
-        """Call ``hook(module, args)`` before each ``forward``, as PyTorch does.
-
-        The hook may return None or new positional arguments (a non-tuple is wrapped in a
-        one-tuple); with ``with_kwargs=True`` it is ``hook(module, args, kwargs)`` and returns
-        None or ``(args, kwargs)``. Hooks run in registration order (``prepend=True`` puts
-        this one first). Returns a handle: ``handle.remove()``, or ``with handle:``.
-
-        Inside ``js.jit``/``js.grad``/``js.value_and_grad``/``js.scan_steps`` a hook
-        observes: it is called after the compiled program ran, with this module and the
-        concrete arguments, on every call (every step), and must return None. With
-        ``traced=True`` it runs inside the program instead, on traced values, may replace them,
-        and its Python side effects happen only when the function is traced. Registering or
-        removing a hook changes the module's structure: the next ``js.jit`` call compiles (or
-        reuses) the program with or without it.
-        """
-        return _hooks.register(
-            self,
-            "_forward_pre_hooks",
-            hook,
-            with_kwargs=with_kwargs,
-            prepend=prepend,
-            traced=traced,
-        )
-
-    def register_forward_hook(
-        self,
-        hook: Callable[..., Any],
-        *,
-        with_kwargs: bool = False,
-        prepend: bool = False,
-        traced: bool = False,
-    ) -> _hooks.RemovableHandle:
-        """Call ``hook(module, args, output)`` after each ``forward``, as PyTorch does.
-
-        The hook may return None or a new output; with ``with_kwargs=True`` it is
-        ``hook(module, args, kwargs, output)``. Order, handles, and the behaviour inside js
-        transforms and with ``traced=True`` are those of :meth:`register_forward_pre_hook`.
-
-        Example:
-            >>> import jax.numpy as jnp, js
-            >>> class Double(js.Module):
-            ...     def forward(self, x):
-            ...         return 2 * x
-            >>> seen = []
-            >>> layer = Double()
-            >>> with layer.register_forward_hook(lambda m, args, out: seen.append(out)):
-            ...     _ = layer(jnp.ones(2))
-            >>> _ = layer(jnp.ones(2))  # removed: not recorded
-            >>> [out.tolist() for out in seen]
-            [[2.0, 2.0]]
-        """
-        return _hooks.register(
-            self,
-            "_forward_hooks",
-            hook,
-            with_kwargs=with_kwargs,
-            prepend=prepend,
-            traced=traced,
-        )
 
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, _as_container(value))
