@@ -27,64 +27,12 @@ DISTRIBUTIONS = ("js-core", "js-nn", "js-losses", "js-optim", "js-train", "js")
 
 
 def _steps():
-    """``(js_call, jax_call)``: one tiny-MLP Adam step each, same shapes, donated state."""
-    import functools
+    """``(js_call, jax_call)``: the bench's tiny-MLP Adam step (``_mlp``), js and hand-written
+    JAX, same shapes and initial weights, donated state."""
+    from tools.bench import _mlp
 
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    import optax
-
-    import js
-    import js.losses as losses
-    import js.nn as nn
-    import js.optim
-
-    rng = np.random.default_rng(0)
-    x = jnp.asarray(rng.standard_normal((8, 10)).astype(np.float32))  # [B, 10]
-    y = jnp.asarray(rng.integers(0, 4, 8).astype(np.int32))  # [B]
-    rngs = js.Rngs(params=0)
-    model = nn.Sequential(
-        nn.Linear(10, 16, rngs=rngs),
-        nn.ReLU(),
-        nn.Linear(16, 16, rngs=rngs),
-        nn.ReLU(),
-        nn.Linear(16, 4, rngs=rngs),
-    )
-    optimizer = js.optim.Adam(model.parameters(), lr=1e-3)
-
-    def loss_of(model, x, y):
-        return losses.cross_entropy(model(x), y)
-
-    @js.jit
-    def js_step(model, optimizer, x, y):
-        loss, grads = js.value_and_grad(loss_of)(model, x, y)
-        optimizer.step(grads)
-        return loss
-
-    params = [jnp.array(np.array(p.value)) for p in model.parameters()]
-    tx = optax.adam(1e-3)
-
-    def jax_loss(params, x, y):
-        h = x
-        for i in range(0, len(params), 2):
-            h = h @ params[i].T + params[i + 1]
-            h = jax.nn.relu(h) if i + 2 < len(params) else h
-        return optax.softmax_cross_entropy_with_integer_labels(h, y).mean()
-
-    @functools.partial(jax.jit, donate_argnums=(0, 1))
-    def jax_step(params, opt_state, x, y):
-        loss, grads = jax.value_and_grad(jax_loss)(params, x, y)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
-
-    state = [params, tx.init(params)]
-
-    def jax_call():
-        state[0], state[1], loss = jax_step(state[0], state[1], x, y)
-        return loss
-
-    return (lambda: js_step(model, optimizer, x, y)), jax_call
+    variants = _mlp.variants((10, 16, 16, 4), 8, torch=False)
+    return variants["js"].step, variants["jax"].step
 
 
 def _time(call, n: int) -> tuple[float, float]:
@@ -115,10 +63,12 @@ def worker(calls: int) -> None:
 
 
 def _start(tree: Path, calls: int) -> subprocess.Popen:
-    paths = [str(tree / "packages" / d / "src") for d in DISTRIBUTIONS]
+    # js from the tree's sources (ahead of any installed js); the workload from this checkout
+    paths = [str(tree / "packages" / d / "src") for d in DISTRIBUTIONS] + [str(ROOT)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     return subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--worker", "--calls", str(calls)],
+        [sys.executable, "-m", "tools.bench.jit_overhead", "--worker", "--calls", str(calls)],
+        cwd=ROOT,
         env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
