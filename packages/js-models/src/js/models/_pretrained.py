@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -389,7 +389,7 @@ _ST_DTYPES = {
 
 
 def _build_abstract(cls: type[PreTrainedModel], config: Any) -> Any:
-    return nnx.eval_shape(lambda: cls(config, rngs=js.Rngs(params=0)))
+    return nnx.eval_shape(lambda: cast(Any, cls)(config, rngs=js.Rngs(params=0)))
 
 
 def _initial_values(
@@ -400,7 +400,7 @@ def _initial_values(
     wanted_set = set(wanted)
 
     def build() -> list:
-        model = cls(config, rngs=js.Rngs(params=0))
+        model = cast(Any, cls)(config, rngs=js.Rngs(params=0))
         flat = nnx.flatten(model, with_paths=True)[1]
         return [v.get_raw_value() for p, v in flat if p in wanted_set]
 
