@@ -389,7 +389,28 @@ _ST_DTYPES = {
 
 
 def _build_abstract(cls: type[PreTrainedModel], config: Any) -> Any:
-    return nnx.eval_shape(lambda: cast(Any, cls)(config, rngs=js.Rngs(params=0)))
+    """The model with a ``jax.ShapeDtypeStruct`` in every variable: its constructor traced,
+    nothing drawn or allocated.
+
+    ``nnx.eval_shape`` rebuilds each module with its attributes in sorted order, while js's
+    traversal (``state_dict``, ``named_parameters``, the canonical path of a tied Parameter)
+    follows assignment order: each module's attributes are put back in the constructor's order.
+    """
+    orders: dict[str, list[str]] = {}
+
+    def build() -> Any:
+        model = cast(Any, cls)(config, rngs=js.Rngs(params=0))
+        orders.update({path: list(vars(m)) for path, m in model.named_modules()})
+        return model
+
+    model = nnx.eval_shape(build)
+    for path, module in model.named_modules():
+        attributes = vars(module)
+        ordered = {k: attributes[k] for k in orders.get(path, ()) if k in attributes}
+        ordered.update(attributes)
+        attributes.clear()
+        attributes.update(ordered)
+    return model
 
 
 def _initial_values(
