@@ -290,7 +290,7 @@ class _Weights:
         # buffer's pages are mapped in one call: faulting them in one by one cost 3x the read.
         start, size = self.offsets[key]
         buffer = _host_buffer(size)
-        view, done = memoryview(buffer), 0
+        view, done = buffer.data, 0
         with open(self.where[key], "rb", buffering=0) as file:
             file.seek(start)
             while done < size:
