@@ -287,8 +287,8 @@ def test_plan_load_resolves_names_without_reading_tensors():
     assert plan.tied == {} and plan.dropped == [] and plan.strict and plan.owner == "Encoder"
     with pytest.raises(ValueError, match=r"load_state_dict for Encoder failed; nothing"):
         plan.check()
-    assert plan.keys() == (["blocks.0.attn.k.bias"], ["vit.pooler.dense.weight"])
-    assert plan.keys().ignored_keys == plan.ignored
+    assert plan.incompatible_keys() == (["blocks.0.attn.k.bias"], ["vit.pooler.dense.weight"])
+    assert plan.incompatible_keys().ignored_keys == plan.ignored
     lenient = plan_load(model, file_keys, prefix="vit.", key_mapping=HF_VIT, strict=False)
     lenient.check()  # missing and unexpected are not errors without strict
     with pytest.raises(ValueError, match=r"mismatched entries: 'x': expected"):
