@@ -21,14 +21,15 @@ from ._checks import as_tuple, check_probability
 from ._lstm_kernel import forward_mode
 from ._norm_kernel import batch_norm_train
 
-# Pooling (PyTorch's window arithmetic) and resizing live in their own files; these are their
-# public doors under PyTorch's names.
+# Pooling (PyTorch's window arithmetic), resizing, attention and rotary embeddings live in their
+# own files; these are their public doors under PyTorch's (and transformers') names.
 from ._pool_ops import adaptive_avg_pool1d as adaptive_avg_pool1d
 from ._pool_ops import adaptive_avg_pool2d as adaptive_avg_pool2d
 from ._pool_ops import avg_pool1d as avg_pool1d
 from ._pool_ops import avg_pool2d as avg_pool2d
 from ._pool_ops import max_pool1d as max_pool1d
 from ._pool_ops import max_pool2d as max_pool2d
+from ._sdpa import scaled_dot_product_attention as scaled_dot_product_attention
 from ._upsample import interpolate as interpolate
 
 # torch.nn.functional's losses, which js keeps in js-losses (js-nn does not depend on it).
