@@ -29,6 +29,10 @@ from ._pool_ops import avg_pool1d as avg_pool1d
 from ._pool_ops import avg_pool2d as avg_pool2d
 from ._pool_ops import max_pool1d as max_pool1d
 from ._pool_ops import max_pool2d as max_pool2d
+from ._rotary import apply_rotary_pos_emb as apply_rotary_pos_emb
+from ._rotary import rope_inv_freq as rope_inv_freq
+from ._rotary import rotary_cos_sin as rotary_cos_sin
+from ._rotary import rotate_half as rotate_half
 from ._sdpa import scaled_dot_product_attention as scaled_dot_product_attention
 from ._upsample import interpolate as interpolate
 
