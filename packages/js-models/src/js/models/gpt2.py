@@ -24,6 +24,7 @@ import jax.numpy as jnp
 
 from js import Module, Parameter, Rngs, nn
 from js.nn import _factory
+from js.nn import functional as F
 
 from ._base import PretrainedConfig, PreTrainedModel
 
@@ -173,13 +174,17 @@ class GPT2Attention(Module):
         batch, length, width = hidden_states.shape
         qkv = self.c_attn(hidden_states).reshape(batch, length, 3, self.num_heads, self.head_dim)
         query, key, value = (jnp.moveaxis(qkv[:, :, i], 1, 2) for i in range(3))  # [B, H, L, D]
-        scores = jnp.einsum("bhqd,bhkd->bhqk", query, key) * jnp.asarray(self.scaling, query.dtype)
-        # A query whose keys are all masked (a left-padded position) gets uniform weights,
-        # as transformers' additive minimum does, never NaN.
-        scores = jnp.where(mask, scores.astype(jnp.float32), jnp.finfo(jnp.float32).min)
-        weights = jax.nn.softmax(scores, axis=-1).astype(value.dtype)
-        weights = self.attn_dropout(weights, rngs=rngs)
-        out = jnp.einsum("bhqk,bhkd->bqhd", weights, value).reshape(batch, length, width)
+        p = self.attn_dropout.p if self.training else 0.0
+        out = F.scaled_dot_product_attention(
+            query,
+            key,
+            value,
+            attn_mask=mask,
+            dropout_p=p,
+            scale=self.scaling,
+            dropout_key=rngs.next("dropout") if p > 0 and rngs is not None else None,
+        )
+        out = jnp.moveaxis(out, 1, 2).reshape(batch, length, width)
         return self.resid_dropout(self.c_proj(out), rngs=rngs)
 
 
