@@ -262,3 +262,8 @@ def test_non_persistent_buffers_get_their_real_values(tmp_path):
     np.testing.assert_allclose(
         np.asarray(loaded(x.astype(jnp.bfloat16)), np.float32), np.asarray(model(x)), rtol=2e-2
     )
+
+
+def test_the_base_class_picks_the_folders_class(folder):
+    model = PreTrainedModel.from_pretrained(folder)
+    assert type(model).__name__ == "GPT2LMHeadModel"

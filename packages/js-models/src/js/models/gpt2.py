@@ -253,7 +253,8 @@ class GPT2Model(GPT2PreTrainedModel):
     Example:
         >>> import jax.numpy as jnp, js
         >>> config = GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=10, n_positions=8)
-        >>> GPT2Model(config, rngs=js.Rngs(params=0))(input_ids=jnp.array([[1, 2]])).shape
+        >>> model = GPT2Model(config, rngs=js.Rngs(params=0)).eval()
+        >>> model(input_ids=jnp.array([[1, 2]])).shape
         (1, 2, 16)
     """
 
