@@ -85,8 +85,9 @@ class PreTrainedModel(nn.Module):
     # The reverse of ``key_mapping`` for ``save_pretrained`` (module-name regex -> file name),
     # for families whose files keep older names than their modules (ViT).
     save_key_mapping: ClassVar[dict[str, str]] = {}
-    # Regexes (``re.search``) of file names to skip silently on load: buffers older files carry
-    # that the model computes instead (transformers' ``_keys_to_ignore_on_load_unexpected``).
+    # Regexes (``re.search``) of file names to skip silently on load when the model has no
+    # place for them: buffers older files carry that the model computes instead (transformers'
+    # ``_keys_to_ignore_on_load_unexpected``, same semantics).
     ignore_on_load: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: PretrainedConfig):

@@ -371,9 +371,6 @@ def _plan_keys(
     """
     rules = compile_key_mapping(cls.key_mapping)
     names = {key: rename_key(rules, key) for key in weights.shapes}
-    ignore = [re.compile(p) for p in cls.ignore_on_load]
-    skipped = {k for k, name in names.items() if any(p.search(name) or p.search(k) for p in ignore)}
-    names = {k: name for k, name in names.items() if k not in skipped}
     prefix = cls.base_model_prefix
     head_model = bool(prefix) and any(path.startswith(prefix + ".") for path in variables)
     file_prefixed = bool(prefix) and any(n.startswith(prefix + ".") for n in names.values())
@@ -393,10 +390,14 @@ def _plan_keys(
         if id(variables[path]) not in seen:  # a tied Parameter is read once
             seen.add(id(variables[path]))
             source[path] = key
+    # transformers' _keys_to_ignore_on_load_unexpected: only keys the model has no place for
+    ignore = [re.compile(p) for p in cls.ignore_on_load]
+    unexpected = [file_key[n] for n in plan.unexpected]
+    skipped = [k for k in unexpected if any(p.search(k) or p.search(names[k]) for p in ignore)]
     return _Plan(
         source,
         list(plan.missing),
-        sorted(file_key[n] for n in plan.unexpected),
+        sorted(set(unexpected) - set(skipped)),
         sorted([*skipped, *(file_key[n] for n in plan.ignored)]),
         mismatched,
     )

@@ -237,9 +237,9 @@ class GPT2PreTrainedModel(PreTrainedModel):
     # Files written by older transformers carry the causal mask as buffers; the mask is
     # computed in forward here (transformers' _keys_to_ignore_on_load_unexpected).
     ignore_on_load: ClassVar[tuple[str, ...]] = (
-        r"(^|\.)attn\.bias$",
-        r"(^|\.)attn\.masked_bias$",
-        r"(^|\.)crossattention\.(masked_)?bias$",
+        r"attn\.bias",
+        r"attn\.masked_bias",
+        r"crossattention\.(masked_)?bias",
     )
 
 
