@@ -137,7 +137,9 @@ def test_gradients_match_torch(kwargs):
         mask[3] = False  # a fully masked row: zero gradients, as torch
         kwargs["attn_mask"] = jnp.asarray(mask)
     elif kwargs.get("attn_mask") == "float":
-        kwargs["attn_mask"] = jnp.asarray(_normal(4, 5, 6))
+        bias = _normal(4, 5, 6)
+        bias[1, 2] = -np.inf  # a row excluded by -inf: zero gradients, as torch
+        kwargs["attn_mask"] = jnp.asarray(bias)
     t_kwargs = {
         k: torch.tensor(np.asarray(v)) if isinstance(v, jax.Array) else v for k, v in kwargs.items()
     }
