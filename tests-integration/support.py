@@ -17,7 +17,7 @@ from versioning import read_assignments as read_assignments  # noqa: E402  (re-e
 
 PACKAGES = ROOT / "packages"
 CONSTRAINTS = Path(__file__).resolve().parent / "constraints.txt"
-DISTRIBUTIONS = ["js-core", "js-nn", "js-losses", "js-optim", "js-train", "js"]
+DISTRIBUTIONS = ["js-core", "js-nn", "js-losses", "js-optim", "js-train", "js-models", "js"]
 THIRD_PARTY = [
     "jax",
     "jaxlib",

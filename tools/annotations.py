@@ -34,6 +34,7 @@ PACKAGES = {
     "js-losses": "src/js/losses",
     "js-optim": "src/js/optim",
     "js-train": "src/js/training",
+    "js-models": "src/js/models",
 }
 SPECIAL_METHODS = ("__init__", "__call__")
 

@@ -15,7 +15,8 @@ one line per problem, naming the file, line and import, and exits 1, when:
 
 * a distribution imports a js distribution it does not declare (``js.training`` from js-nn);
 * a distribution declares a js distribution of its own layer or a higher one (js-core at the
-  bottom; js-nn, js-losses and js-optim on js-core only; js-train on those; ``js`` on all);
+  bottom; js-nn, js-losses and js-optim on js-core only; js-train and js-models on those;
+  ``js`` on all);
 * a third-party import has no entry in ``dependencies`` (an import guarded by
   ``except ImportError`` may come from ``optional-dependencies`` instead);
 * ``dependencies`` or ``optional-dependencies`` name a distribution the code never imports
@@ -37,13 +38,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # The layers of the graph: a distribution may depend only on distributions of lower layers.
-LAYERS = {"js-core": 0, "js-nn": 1, "js-losses": 1, "js-optim": 1, "js-train": 2, "js": 3}
+LAYERS = {
+    "js-core": 0,
+    "js-nn": 1,
+    "js-losses": 1,
+    "js-optim": 1,
+    "js-models": 2,
+    "js-train": 2,
+    "js": 3,
+}
 # js subpackages and the distribution that ships each; any other ``js.*`` is js-core's.
 JS_PACKAGES = {
     "js.nn": "js-nn",
     "js.losses": "js-losses",
     "js.optim": "js-optim",
     "js.training": "js-train",
+    "js.models": "js-models",
 }
 # Third-party top-level modules and the distributions that install them.
 THIRD_PARTY = {
@@ -74,6 +84,7 @@ VERSION_MODULES = {
     "js-losses": "js.losses._version",
     "js-optim": "js.optim._version",
     "js-train": "js.training._version",
+    "js-models": "js.models._version",
 }
 # Imports whose module name is computed (no literal to check), and why each stays in the graph:
 # {file relative to the root: reason}. Any other computed import is a problem.
@@ -187,7 +198,8 @@ def declared(pyproject: Path) -> tuple[set[str], set[str]]:
 def _layer_problems(dist: str, required: set[str], where: str) -> list[str]:
     return [
         f"{where}: {dist} declares {dep}, which is not below it in the dependency graph "
-        f"(js-core; js-nn, js-losses, js-optim; js-train; js). Fix: remove the dependency"
+        f"(js-core; js-nn, js-losses, js-optim; js-train, js-models; js). Fix: remove the "
+        "dependency"
         for dep in sorted(required)
         if dep in LAYERS and dist in LAYERS and LAYERS[dep] >= LAYERS[dist]
     ]

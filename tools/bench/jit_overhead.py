@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-DISTRIBUTIONS = ("js-core", "js-nn", "js-losses", "js-optim", "js-train", "js")
+DISTRIBUTIONS = ("js-core", "js-nn", "js-losses", "js-optim", "js-train", "js-models", "js")
 
 
 def _steps():

@@ -93,5 +93,5 @@ def test_missing_lists_what_is_not_annotated(tmp_path):
 
 def test_the_real_tree_runs():
     lines = run(TOOL.parents[1])
-    assert len(lines) == 6
+    assert len(lines) == 7
     assert lines[-1].startswith("annotations: overall: ")

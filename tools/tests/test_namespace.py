@@ -9,7 +9,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import namespace  # noqa: E402
 
-PORTIONS = {"js-nn": "nn", "js-losses": "losses", "js-optim": "optim", "js-train": "training"}
+PORTIONS = {
+    "js-nn": "nn",
+    "js-losses": "losses",
+    "js-optim": "optim",
+    "js-train": "training",
+    "js-models": "models",
+}
 
 
 def _tree(root: Path) -> None:
@@ -29,7 +35,9 @@ def test_the_view_joins_core_and_every_sibling(tmp_path):
     package = namespace.lay_out_namespace(tmp_path, tmp_path / "view")
     assert package == tmp_path / "view" / "js"
     names = sorted(p.name for p in package.iterdir())
-    assert names == sorted(["__init__.py", "_jit.py", "losses", "nn", "optim", "training"])
+    assert names == sorted(
+        ["__init__.py", "_jit.py", "losses", "models", "nn", "optim", "training"]
+    )
     assert (package / "nn").resolve() == tmp_path / "packages" / "js-nn" / "src" / "js" / "nn"
     assert (package / "_jit.py").resolve() == tmp_path / "packages/js-core/src/js/_jit.py"
 

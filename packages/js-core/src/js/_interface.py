@@ -19,6 +19,7 @@ VERSION_MODULES = {
     "js-losses": "js.losses._version",
     "js-optim": "js.optim._version",
     "js-train": "js.training._version",
+    "js-models": "js.models._version",
 }
 
 

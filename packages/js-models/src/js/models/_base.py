@@ -1,0 +1,97 @@
+"""What every js-models family builds on: a config read from ``config.json``, and a model that
+comes from, and goes back to, a model folder.
+
+A family module (``gpt2.py``, ``llama.py``, ...) subclasses both:
+
+- ``PretrainedConfig``: ``model_type`` and ``defaults`` (transformers' defaults for every key
+  the family reads). Keys of the file the family does not read are kept and written back.
+- ``PreTrainedModel``: ``config_class``, ``base_model_prefix`` (transformers': ``"transformer"``
+  for GPT-2, ``"model"`` for Llama, ``"bert"``, ``"vit"``; ``""`` for timm), ``key_mapping``
+  (regex -> replacement from the file's names to the module's, transformers' semantics: the
+  first pattern that matches a key renames it) and ``__init__(self, config, *, rngs)``.
+  Module attribute names follow the source library, so most files load without any renaming.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping
+from typing import Any, ClassVar, Self
+
+from js import nn
+
+
+class PretrainedConfig:
+    """A model's configuration: ``config.json``'s keys as attributes.
+
+    Example:
+        >>> class TinyConfig(PretrainedConfig):
+        ...     model_type = "tiny"
+        ...     defaults = {"hidden_size": 8}
+        >>> TinyConfig(vocab_size=3).to_dict()["hidden_size"]
+        8
+    """
+
+    model_type: ClassVar[str] = ""
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, **kwargs: Any):
+        for key, value in {**copy.deepcopy(self.defaults), **kwargs}.items():
+            setattr(self, key, value)
+
+    @classmethod
+    def from_dict(cls, config: Mapping[str, Any]) -> Self:
+        """The config of a ``config.json`` mapping (unknown keys kept as attributes)."""
+        return cls(**dict(config))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every key, ready for ``json.dump``, with this family's ``model_type``."""
+        values = copy.deepcopy(vars(self))
+        if self.model_type:
+            values["model_type"] = self.model_type
+        return values
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{key}={value!r}" for key, value in vars(self).items())
+        return f"{type(self).__name__}({fields})"
+
+
+class PreTrainedModel(nn.Module):
+    """A js.nn model with ``from_pretrained`` and ``save_pretrained``, as in transformers."""
+
+    config_class: ClassVar[type[PretrainedConfig]] = PretrainedConfig
+    base_model_prefix: ClassVar[str] = ""
+    key_mapping: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, config: PretrainedConfig):
+        super().__init__()
+        self.config = config
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | os.PathLike,
+        *,
+        dtype: Any = None,
+        strict: bool = True,
+        mesh: Any = None,
+        rules: Any = (),
+    ) -> Self:
+        """This class, built from ``path``'s ``config.json`` and filled from its weights.
+
+        See ``js.models.from_pretrained`` for the arguments.
+        """
+        from ._pretrained import load_pretrained
+
+        return load_pretrained(path, cls, dtype=dtype, strict=strict, mesh=mesh, rules=rules)
+
+    def save_pretrained(self, path: str | os.PathLike) -> None:
+        """Write ``config.json`` and ``model.safetensors`` to ``path`` in the source library's
+        names and layouts, so that its own loader reads the folder."""
+        from ._pretrained import save_pretrained
+
+        save_pretrained(self, path)
+
+
+__all__ = ["PreTrainedModel", "PretrainedConfig"]

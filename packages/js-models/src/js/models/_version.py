@@ -1,0 +1,12 @@
+"""Version and interfaces of js-models.
+
+``INTERFACE`` numbers what this distribution offers the siblings that import it;
+``INTERFACE_RELEASES`` records the first release of each. ``REQUIRES`` maps each sibling
+this distribution imports to the inclusive range of that sibling's interfaces it supports:
+checked at import, and against pyproject.toml by ``tools/check_versions.py``.
+"""
+
+__version__ = "0.1.0"
+INTERFACE = 1
+INTERFACE_RELEASES = {1: "0.1.0"}
+REQUIRES = {"js-core": (2, 2), "js-nn": (2, 2)}
