@@ -14,8 +14,29 @@ from ._base import PreTrainedModel as PreTrainedModel  # noqa: E402
 from ._pretrained import from_pretrained as from_pretrained  # noqa: E402
 
 # Each family adds its import lines below (one block per family).
+# llama: Llama, Qwen2, Mistral
+from .llama import LlamaConfig as LlamaConfig  # noqa: E402
+from .llama import LlamaForCausalLM as LlamaForCausalLM  # noqa: E402
+from .llama import LlamaModel as LlamaModel  # noqa: E402
+from .llama import MistralConfig as MistralConfig  # noqa: E402
+from .llama import MistralForCausalLM as MistralForCausalLM  # noqa: E402
+from .llama import MistralModel as MistralModel  # noqa: E402
+from .llama import Qwen2Config as Qwen2Config  # noqa: E402
+from .llama import Qwen2ForCausalLM as Qwen2ForCausalLM  # noqa: E402
+from .llama import Qwen2Model as Qwen2Model  # noqa: E402
 
 __all__ = [
+    # llama
+    "LlamaConfig",
+    "LlamaForCausalLM",
+    "LlamaModel",
+    "MistralConfig",
+    "MistralForCausalLM",
+    "MistralModel",
+    "Qwen2Config",
+    "Qwen2ForCausalLM",
+    "Qwen2Model",
+    # base
     "PreTrainedModel",
     "PretrainedConfig",
     "__interface__",

@@ -1,0 +1,634 @@
+"""Llama and its close kin (Qwen2, Mistral): decoder-only transformers with RMSNorm, rotary
+position embeddings, grouped-query attention and a SwiGLU MLP, as in transformers 5.23.
+
+Module names are transformers' (``model.layers.N.self_attn.q_proj``, ``model.norm``,
+``lm_head``), so a Hugging Face folder's weights load without renaming. One set of blocks
+serves the three families; their configs say where they differ:
+
+- Llama: ``attention_bias`` (q, k, v and o), ``mlp_bias``; full causal attention.
+- Qwen2: q, k and v always have a bias, o never; sliding-window layers only with
+  ``use_sliding_window`` (layers from ``max_window_layers`` on, or as ``layer_types`` says).
+- Mistral: no biases; every layer attends within ``sliding_window`` when it is set.
+
+Rotary embeddings follow ``rope_parameters`` (transformers 5's spelling, written back) or the
+hub's older ``rope_theta`` + ``rope_scaling``; rope types "default", "linear" and "llama3".
+Their inverse frequencies are computed from the config in ``forward`` (transformers keeps
+them in a non-persistent float32 buffer: they are in no weight file, and casting the model's
+dtype cannot round them here).
+
+Masks follow transformers' ``create_causal_mask``: a 2D ``attention_mask`` [B, L] (nonzero =
+a real token) hides padded keys; without one, ``position_ids`` that restart (packed
+sequences) keep each sequence to itself. A query row with no allowed key (a left-padded
+position) gets a zero attention output, as PyTorch's ``scaled_dot_product_attention``
+(transformers' default) gives it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+
+from js import Module, Parameter, Rngs, nn
+from js.nn import functional as F
+
+from ._base import PretrainedConfig, PreTrainedModel
+
+SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
+
+# transformers' ACT2FN names -> the activation (exact GELU for "gelu", tanh form otherwise).
+_ACTIVATIONS = {
+    "silu": F.silu,
+    "swish": F.silu,
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Configs
+
+
+class LlamaConfig(PretrainedConfig):
+    """A Llama ``config.json``: transformers 5.23's ``LlamaConfig`` keys and defaults.
+
+    ``head_dim`` defaults to ``hidden_size // num_attention_heads`` and
+    ``num_key_value_heads`` to ``num_attention_heads``. Rotary settings end up in
+    ``rope_parameters`` (``{"rope_type": ..., "rope_theta": ..., ...}``), read from it or from
+    the older ``rope_theta`` + ``rope_scaling`` keys, which are not written back (as
+    transformers 5 does).
+
+    Example:
+        >>> from js.models.llama import LlamaConfig
+        >>> config = LlamaConfig(hidden_size=64, num_attention_heads=4, rope_theta=5e5)
+        >>> config.head_dim, config.num_key_value_heads, config.rope_parameters
+        (16, 4, {'rope_theta': 500000.0, 'rope_type': 'default'})
+    """
+
+    model_type: ClassVar[str] = "llama"
+    defaults: ClassVar[dict[str, Any]] = {
+        "vocab_size": 32000,
+        "hidden_size": 4096,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": None,
+        "hidden_act": "silu",
+        "max_position_embeddings": 2048,
+        "initializer_range": 0.02,
+        "rms_norm_eps": 1e-6,
+        "use_cache": True,
+        "pad_token_id": None,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "pretraining_tp": 1,
+        "tie_word_embeddings": False,
+        "rope_parameters": None,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "mlp_bias": False,
+        "head_dim": None,
+    }
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        if getattr(self, "head_dim", None) is None and "head_dim" in self.defaults:
+            self.head_dim = self.hidden_size // self.num_attention_heads
+        if self.num_key_value_heads is None:
+            self.num_key_value_heads = self.num_attention_heads
+        self.rope_parameters = _standard_rope_parameters(vars(self))
+
+    def projection_biases(self) -> tuple[bool, bool, bool]:
+        """Whether (q/k/v projections, o projection, MLP projections) have a bias."""
+        return bool(self.attention_bias), bool(self.attention_bias), bool(self.mlp_bias)
+
+    def sliding_windows(self) -> list[int | None]:
+        """Each layer's sliding window (None: full causal attention). Llama: none."""
+        return [None] * self.num_hidden_layers
+
+
+class Qwen2Config(LlamaConfig):
+    """A Qwen2 ``config.json`` (transformers 5.23's ``Qwen2Config`` keys and defaults).
+
+    ``sliding_window`` is None unless ``use_sliding_window``; ``layer_types`` defaults to
+    "sliding_attention" from layer ``max_window_layers`` on when it is set.
+
+    Example:
+        >>> from js.models.llama import Qwen2Config
+        >>> Qwen2Config(num_hidden_layers=2).layer_types
+        ['full_attention', 'full_attention']
+    """
+
+    model_type: ClassVar[str] = "qwen2"
+    defaults: ClassVar[dict[str, Any]] = {
+        "vocab_size": 151936,
+        "hidden_size": 4096,
+        "intermediate_size": 22016,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "hidden_act": "silu",
+        "max_position_embeddings": 32768,
+        "initializer_range": 0.02,
+        "rms_norm_eps": 1e-6,
+        "use_cache": True,
+        "tie_word_embeddings": False,
+        "rope_parameters": None,
+        "use_sliding_window": False,
+        "sliding_window": 4096,
+        "max_window_layers": 28,
+        "layer_types": None,
+        "attention_dropout": 0.0,
+        "pad_token_id": None,
+        "bos_token_id": None,
+        "eos_token_id": None,
+    }
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        if not self.use_sliding_window:
+            self.sliding_window = None
+        if self.layer_types is None:
+            self.layer_types = [
+                "sliding_attention"
+                if self.sliding_window is not None and i >= self.max_window_layers
+                else "full_attention"
+                for i in range(self.num_hidden_layers)
+            ]
+
+    def projection_biases(self) -> tuple[bool, bool, bool]:
+        """Qwen2: q, k and v have a bias, o and the MLP none."""
+        return True, False, False
+
+    def sliding_windows(self) -> list[int | None]:
+        """``sliding_window`` for the "sliding_attention" layers of ``layer_types``."""
+        if len(self.layer_types) < self.num_hidden_layers:
+            raise ValueError(
+                f"Qwen2Config: layer_types has {len(self.layer_types)} entries for "
+                f"{self.num_hidden_layers} layers. Fix: one per layer, or leave it out"
+            )
+        windows = []
+        for kind in self.layer_types[: self.num_hidden_layers]:
+            if kind == "sliding_attention" and self.sliding_window is None:
+                raise ValueError(
+                    "Qwen2Config: layer_types has sliding_attention layers but sliding_window "
+                    "is None (use_sliding_window is false). Fix: set use_sliding_window and "
+                    "sliding_window, or make every layer full_attention"
+                )
+            windows.append(self.sliding_window if kind == "sliding_attention" else None)
+        return windows
+
+
+class MistralConfig(LlamaConfig):
+    """A Mistral ``config.json`` (transformers 5.23's ``MistralConfig`` keys and defaults).
+
+    Every layer attends to the last ``sliding_window`` positions (itself included) when
+    ``sliding_window`` is set; None means full causal attention.
+
+    Example:
+        >>> from js.models.llama import MistralConfig
+        >>> MistralConfig().sliding_window, MistralConfig().num_key_value_heads
+        (4096, 8)
+    """
+
+    model_type: ClassVar[str] = "mistral"
+    defaults: ClassVar[dict[str, Any]] = {
+        "vocab_size": 32000,
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": None,
+        "hidden_act": "silu",
+        "max_position_embeddings": 4096 * 32,
+        "initializer_range": 0.02,
+        "rms_norm_eps": 1e-6,
+        "use_cache": True,
+        "pad_token_id": None,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "tie_word_embeddings": False,
+        "rope_parameters": None,
+        "sliding_window": 4096,
+        "attention_dropout": 0.0,
+    }
+
+    def projection_biases(self) -> tuple[bool, bool, bool]:
+        """Mistral: no biases."""
+        return False, False, False
+
+    def sliding_windows(self) -> list[int | None]:
+        """``sliding_window`` (or None) for every layer."""
+        return [self.sliding_window] * self.num_hidden_layers
+
+
+def _standard_rope_parameters(values: dict[str, Any]) -> dict[str, Any]:
+    """transformers 5's ``rope_parameters`` from a config's keys: ``rope_scaling`` (hub files)
+    or ``rope_parameters``, with ``rope_theta`` (default 10000) and ``rope_type`` (from the old
+    ``type`` key, default "default") filled in; ``rope_scaling``/``rope_theta`` are removed."""
+    scaling = values.pop("rope_scaling", None)
+    theta = values.pop("rope_theta", None)
+    rope = dict(scaling or values.get("rope_parameters") or {})
+    rope.setdefault("rope_theta", 10000.0 if theta is None else theta)
+    rope.setdefault("rope_type", rope.get("type", "default"))
+    if rope["rope_type"] in ("llama3", "yarn", "longrope"):
+        rope.setdefault("original_max_position_embeddings", values.get("max_position_embeddings"))
+    return rope
+
+
+def _rope_inv_freq(config: LlamaConfig) -> tuple[jax.Array, float]:
+    """``(inv_freq [head_dim // 2] float32, attention_scaling)`` of ``config.rope_parameters``,
+    as transformers' ``ROPE_INIT_FUNCTIONS`` compute them (modeling_rope_utils.py)."""
+    rope = config.rope_parameters
+    kind = rope["rope_type"]
+    if kind not in SUPPORTED_ROPE_TYPES:
+        raise NotImplementedError(
+            f"{type(config).__name__}: rope_type {kind!r} is not supported; supported: "
+            f"{', '.join(SUPPORTED_ROPE_TYPES)}. Fix: use a model with one of those"
+        )
+    dim = _head_dim(config)
+    inv_freq = 1.0 / (rope["rope_theta"] ** (jnp.arange(0, dim, 2, dtype=jnp.float32) / dim))
+    if kind == "linear":
+        inv_freq = inv_freq / _rope_key(config, "factor")
+    elif kind == "llama3":
+        inv_freq = _llama3_inv_freq(config, inv_freq)
+    return inv_freq, 1.0
+
+
+def _rope_key(config: LlamaConfig, key: str) -> Any:
+    rope = config.rope_parameters
+    if rope.get(key) is None:
+        raise KeyError(
+            f"{type(config).__name__}: rope_type {rope['rope_type']!r} needs {key!r} in "
+            f"rope_parameters (or rope_scaling), got {rope}. Fix: add it to config.json"
+        )
+    return rope[key]
+
+
+def _llama3_inv_freq(config: LlamaConfig, inv_freq: jax.Array) -> jax.Array:
+    """Llama 3.1's frequency scaling: long wavelengths divided by ``factor``, short ones kept,
+    the ones between interpolated smoothly (transformers' ``_compute_llama3_parameters``)."""
+    factor = _rope_key(config, "factor")
+    low, high = _rope_key(config, "low_freq_factor"), _rope_key(config, "high_freq_factor")
+    old_context = _rope_key(config, "original_max_position_embeddings")
+    low_wavelen, high_wavelen = old_context / low, old_context / high
+    wavelen = 2 * math.pi / inv_freq
+    scaled = jnp.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old_context / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+    return jnp.where(medium, smoothed, scaled)
+
+
+def _head_dim(config: LlamaConfig) -> int:
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
+# ---------------------------------------------------------------------------------------------
+# Blocks
+
+
+class LlamaRMSNorm(Module):
+    """``weight * x / sqrt(mean(x^2) + eps)`` over the last dimension, computed in float32
+    and cast back before the weight, as transformers' ``LlamaRMSNorm``.
+
+    Args:
+        hidden_size: H, the last dimension. eps: added to the mean square.
+
+    Shape:
+        ``[..., H] -> [..., H]``. Weights: ``weight`` ``[H]`` ones.
+    """
+
+    def __init__(self, hidden_size: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = Parameter(jnp.ones((hidden_size,), jnp.float32))
+        self.variance_epsilon = float(eps)
+
+    def forward(self, hidden_states: jax.Array) -> jax.Array:
+        x = hidden_states.astype(jnp.float32)
+        x = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + self.variance_epsilon)
+        return self.weight.value * x.astype(hidden_states.dtype)
+
+
+class LlamaRotaryEmbedding(Module):
+    """``(cos, sin)`` ``[B, L, head_dim]`` for ``position_ids`` ``[B, L]`` (HF's duplicated-half
+    layout), from ``config.rope_parameters``. Holds no arrays: the inverse frequencies are
+    computed from the config when called (transformers keeps them as a non-persistent buffer).
+    """
+
+    def __init__(self, config: LlamaConfig):
+        super().__init__()
+        self.config = config
+        _rope_inv_freq(config)  # an unsupported rope type fails when the model is built
+
+    def forward(self, position_ids: jax.Array, dtype: Any = jnp.float32) -> tuple[jax.Array, ...]:
+        inv_freq, scaling = _rope_inv_freq(self.config)
+        freqs = position_ids[..., None].astype(jnp.float32) * inv_freq  # [B, L, D/2]
+        emb = jnp.concatenate([freqs, freqs], axis=-1)  # [B, L, D]
+        return (jnp.cos(emb) * scaling).astype(dtype), (jnp.sin(emb) * scaling).astype(dtype)
+
+
+def _rotate_half(x: jax.Array) -> jax.Array:
+    half = x.shape[-1] // 2
+    return jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+
+
+def _apply_rotary(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
+    """``x`` [B, H, L, D] rotated by ``cos``/``sin`` [B, L, D] (HF's ``apply_rotary_pos_emb``)."""
+    cos, sin = cos[:, None], sin[:, None]  # [B, 1, L, D]
+    return x * cos + _rotate_half(x) * sin
+
+
+def _attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
+    """``softmax(q k^T / sqrt(D), mask) v``: q [B, H, L, D], k/v [B, KV, L, D] (each kv head
+    serves ``H // KV`` consecutive query heads), mask [B, 1, L, L] bool (True = allowed); a
+    row with no allowed key gives zeros, as torch's ``scaled_dot_product_attention``."""
+    groups = q.shape[1] // k.shape[1]
+    k, v = jnp.repeat(k, groups, axis=1), jnp.repeat(v, groups, axis=1)  # [B, H, L, D]
+    scores = (q @ jnp.swapaxes(k, -1, -2)) * q.shape[-1] ** -0.5  # [B, H, L, L]
+    scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
+    weights = jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(q.dtype)
+    return jnp.where(jnp.any(mask, axis=-1, keepdims=True), weights @ v, 0)
+
+
+class LlamaMLP(Module):
+    """``down_proj(act(gate_proj(x)) * up_proj(x))`` (SwiGLU with ``hidden_act`` "silu")."""
+
+    def __init__(self, config: LlamaConfig, *, rngs: Rngs):
+        super().__init__()
+        if config.hidden_act not in _ACTIVATIONS:
+            raise ValueError(
+                f"{type(config).__name__}: hidden_act {config.hidden_act!r} is not supported; "
+                f"supported: {', '.join(_ACTIVATIONS)}"
+            )
+        hidden, inner, bias = (
+            config.hidden_size,
+            config.intermediate_size,
+            config.projection_biases()[2],
+        )
+        self.gate_proj = nn.Linear(hidden, inner, bias=bias, rngs=rngs)
+        self.up_proj = nn.Linear(hidden, inner, bias=bias, rngs=rngs)
+        self.down_proj = nn.Linear(inner, hidden, bias=bias, rngs=rngs)
+        self.hidden_act = config.hidden_act
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        act = _ACTIVATIONS[self.hidden_act]
+        return self.down_proj(act(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaAttention(Module):
+    """Causal grouped-query self-attention with rotary positions: ``num_attention_heads``
+    query heads share ``num_key_value_heads`` key/value heads of ``head_dim`` each."""
+
+    def __init__(self, config: LlamaConfig, layer_idx: int, *, rngs: Rngs):
+        super().__init__()
+        heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+        if heads % kv_heads:
+            raise ValueError(
+                f"{type(config).__name__}: num_attention_heads ({heads}) must be a multiple of "
+                f"num_key_value_heads ({kv_heads})"
+            )
+        self.layer_idx, self.head_dim = layer_idx, _head_dim(config)
+        self.num_heads, self.num_key_value_heads = heads, kv_heads
+        qkv_bias, o_bias, _ = config.projection_biases()
+        hidden, dim = config.hidden_size, self.head_dim
+        self.q_proj = nn.Linear(hidden, heads * dim, bias=qkv_bias, rngs=rngs)
+        self.k_proj = nn.Linear(hidden, kv_heads * dim, bias=qkv_bias, rngs=rngs)
+        self.v_proj = nn.Linear(hidden, kv_heads * dim, bias=qkv_bias, rngs=rngs)
+        self.o_proj = nn.Linear(heads * dim, hidden, bias=o_bias, rngs=rngs)
+
+    def forward(
+        self, hidden_states: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array
+    ) -> jax.Array:
+        B, L, _ = hidden_states.shape
+
+        def heads(x: jax.Array) -> jax.Array:  # [B, L, n * D] -> [B, n, L, D]
+            return x.reshape(B, L, -1, self.head_dim).transpose(0, 2, 1, 3)
+
+        q = _apply_rotary(heads(self.q_proj(hidden_states)), cos, sin)  # [B, H, L, D]
+        k = _apply_rotary(heads(self.k_proj(hidden_states)), cos, sin)  # [B, KV, L, D]
+        v = heads(self.v_proj(hidden_states))  # [B, KV, L, D]
+        out = _attention(q, k, v, mask)  # [B, H, L, D]
+        return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, L, -1))
+
+
+class LlamaDecoderLayer(Module):
+    """Pre-norm block: ``x + self_attn(input_layernorm(x))``, then
+    ``x + mlp(post_attention_layernorm(x))``."""
+
+    def __init__(self, config: LlamaConfig, layer_idx: int, *, rngs: Rngs):
+        super().__init__()
+        self.self_attn = LlamaAttention(config, layer_idx, rngs=rngs)
+        self.mlp = LlamaMLP(config, rngs=rngs)
+        self.input_layernorm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_attention_layernorm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    def forward(
+        self, hidden_states: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array
+    ) -> jax.Array:
+        x = hidden_states + self.self_attn(self.input_layernorm(hidden_states), cos, sin, mask)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+def _causal_mask(
+    attention_mask: jax.Array | None, position_ids: jax.Array, window: int | None
+) -> jax.Array:
+    """transformers' ``create_causal_mask`` / ``create_sliding_window_causal_mask`` as a
+    boolean [B, 1, L, L] (True = allowed).
+
+    With a 2D ``attention_mask`` [B, L]: key ``j`` is allowed for query ``i`` when ``j <= i``,
+    ``i - j < window`` and token ``j`` is real. Without one, the same on ``position_ids``
+    [B, L], within each run of consecutive positions (transformers' packed sequences; one
+    run per row gives the plain causal mask).
+    """
+    if attention_mask is None:
+        pos = position_ids  # [B, L]
+        steps = jnp.diff(pos, axis=-1, prepend=pos[:, :1] - 1)
+        run = jnp.cumsum(steps != 1, axis=-1)  # [B, L]: which packed sequence
+        q, kv = pos[:, :, None], pos[:, None, :]  # [B, L, 1], [B, 1, L]
+        allowed = (run[:, :, None] == run[:, None, :]) & (kv <= q)
+    else:
+        idx = jnp.arange(attention_mask.shape[-1])
+        q, kv = idx[:, None], idx[None, :]  # [L, 1], [1, L]
+        allowed = (kv <= q)[None] & (attention_mask != 0)[:, None, :]  # [B, L, L]
+    if window is not None:
+        allowed = allowed & (kv > q - window)
+    return allowed[:, None]  # [B, 1, L, L]
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+
+
+class LlamaModel(PreTrainedModel):
+    """The Llama decoder without a head: token ids -> last hidden state ``[B, L, hidden]``.
+
+    Args:
+        config: a ``LlamaConfig`` (or ``Qwen2Config``/``MistralConfig``).
+        rngs: ``js.Rngs`` with a ``params`` stream.
+
+    Example:
+        >>> import jax.numpy as jnp, js
+        >>> from js.models.llama import LlamaConfig, LlamaModel
+        >>> config = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32,
+        ...     num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2)
+        >>> LlamaModel(config, rngs=js.Rngs(params=0))(jnp.array([[1, 2, 3]])).shape
+        (1, 3, 16)
+    """
+
+    config_class: ClassVar[type[PretrainedConfig]] = LlamaConfig
+    base_model_prefix: ClassVar[str] = "model"
+
+    def __init__(self, config: LlamaConfig, *, rngs: Rngs):
+        super().__init__(config)
+        self.sliding_windows = config.sliding_windows()
+        self.embed_tokens = nn.Embedding(
+            config.vocab_size, config.hidden_size, config.pad_token_id, rngs=rngs
+        )
+        self.layers = nn.ModuleList(
+            [LlamaDecoderLayer(config, i, rngs=rngs) for i in range(config.num_hidden_layers)]
+        )
+        self.norm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.rotary_emb = LlamaRotaryEmbedding(config)
+
+    def forward(
+        self,
+        input_ids: jax.Array | None = None,
+        attention_mask: jax.Array | None = None,
+        position_ids: jax.Array | None = None,
+        inputs_embeds: jax.Array | None = None,
+    ) -> jax.Array:
+        """The last hidden state ``[B, L, hidden]`` (after the final ``norm``).
+
+        Args:
+            input_ids: token ids ``[B, L]`` (or give ``inputs_embeds`` ``[B, L, hidden]``).
+            attention_mask: ``[B, L]``, nonzero for real tokens, 0 for padding (left or
+                right). None: every token is real.
+            position_ids: ``[B, L]`` or ``[L]``; default ``0..L-1`` for every row, as in
+                transformers (for left padding pass e.g. ``cumsum(mask) - 1`` yourself).
+        """
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError(
+                f"{type(self).__name__}: give exactly one of input_ids and inputs_embeds"
+            )
+        hidden = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
+        B, L = hidden.shape[:2]
+        if attention_mask is not None and tuple(jnp.shape(attention_mask)) != (B, L):
+            raise ValueError(
+                f"{type(self).__name__}: attention_mask must be [B, L] = {[B, L]} (1 for real "
+                f"tokens, 0 for padding), got shape {list(jnp.shape(attention_mask))}"
+            )
+        if position_ids is None:
+            position_ids = jnp.arange(L)
+        position_ids = jnp.broadcast_to(jnp.asarray(position_ids).reshape(-1, L), (B, L))
+        cos, sin = self.rotary_emb(position_ids, hidden.dtype)  # [B, L, head_dim]
+        masks = {
+            window: _causal_mask(attention_mask, position_ids, window)
+            for window in set(self.sliding_windows)
+        }
+        for layer, window in zip(self.layers, self.sliding_windows, strict=True):
+            hidden = layer(hidden, cos, sin, masks[window])
+        return self.norm(hidden)
+
+
+class LlamaForCausalLM(PreTrainedModel):
+    """``LlamaModel`` and the ``lm_head`` projection to next-token logits ``[B, L, vocab]``.
+
+    With ``tie_word_embeddings``, ``lm_head.weight`` is ``model.embed_tokens.weight`` (one
+    Parameter, written once, as transformers does).
+
+    Example:
+        >>> import jax.numpy as jnp, js
+        >>> from js.models.llama import LlamaConfig, LlamaForCausalLM
+        >>> config = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32,
+        ...     num_hidden_layers=1, num_attention_heads=4, tie_word_embeddings=True)
+        >>> model = LlamaForCausalLM(config, rngs=js.Rngs(params=0))
+        >>> model(jnp.array([[1, 2, 3]])).shape
+        (1, 3, 32)
+        >>> model.lm_head.weight is model.model.embed_tokens.weight
+        True
+    """
+
+    config_class: ClassVar[type[PretrainedConfig]] = LlamaConfig
+    base_model_prefix: ClassVar[str] = "model"
+    base_model_class: ClassVar[type[LlamaModel]] = LlamaModel
+
+    def __init__(self, config: LlamaConfig, *, rngs: Rngs):
+        super().__init__(config)
+        self.model = self.base_model_class(config, rngs=rngs)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False, rngs=rngs)
+        if config.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    def forward(
+        self,
+        input_ids: jax.Array | None = None,
+        attention_mask: jax.Array | None = None,
+        position_ids: jax.Array | None = None,
+        inputs_embeds: jax.Array | None = None,
+    ) -> jax.Array:
+        """Logits ``[B, L, vocab]``; arguments as ``LlamaModel.forward``."""
+        hidden = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+        )
+        return self.lm_head(hidden)
+
+
+class Qwen2Model(LlamaModel):
+    """Qwen2's decoder (``LlamaModel`` blocks; q/k/v biases, optional sliding layers)."""
+
+    config_class: ClassVar[type[PretrainedConfig]] = Qwen2Config
+
+
+class Qwen2ForCausalLM(LlamaForCausalLM):
+    """Qwen2 with its language-model head (see ``LlamaForCausalLM``)."""
+
+    config_class: ClassVar[type[PretrainedConfig]] = Qwen2Config
+    base_model_class: ClassVar[type[LlamaModel]] = Qwen2Model
+
+
+class MistralModel(LlamaModel):
+    """Mistral's decoder (``LlamaModel`` blocks; no biases, sliding-window attention)."""
+
+    config_class: ClassVar[type[PretrainedConfig]] = MistralConfig
+
+
+class MistralForCausalLM(LlamaForCausalLM):
+    """Mistral with its language-model head (see ``LlamaForCausalLM``)."""
+
+    config_class: ClassVar[type[PretrainedConfig]] = MistralConfig
+    base_model_class: ClassVar[type[LlamaModel]] = MistralModel
+
+
+ARCHITECTURES: dict[str, type[PreTrainedModel]] = {
+    "LlamaForCausalLM": LlamaForCausalLM,
+    "LlamaModel": LlamaModel,
+    "Qwen2ForCausalLM": Qwen2ForCausalLM,
+    "Qwen2Model": Qwen2Model,
+    "MistralForCausalLM": MistralForCausalLM,
+    "MistralModel": MistralModel,
+}
+DEFAULT_ARCHITECTURE = "LlamaForCausalLM"
+
+__all__ = [
+    "ARCHITECTURES",
+    "DEFAULT_ARCHITECTURE",
+    "SUPPORTED_ROPE_TYPES",
+    "LlamaConfig",
+    "LlamaForCausalLM",
+    "LlamaModel",
+    "MistralConfig",
+    "MistralForCausalLM",
+    "MistralModel",
+    "Qwen2Config",
+    "Qwen2ForCausalLM",
+    "Qwen2Model",
+]
