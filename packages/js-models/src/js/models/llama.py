@@ -436,29 +436,30 @@ class LlamaDecoderLayer(Module):
 
 
 def _causal_mask(
-    attention_mask: jax.Array | None, position_ids: jax.Array, window: int | None
+    attention_mask: jax.Array | None, packed_positions: jax.Array | None, L: int, window: int | None
 ) -> jax.Array:
     """transformers' ``create_causal_mask`` / ``create_sliding_window_causal_mask`` as a
-    boolean [B, 1, L, L] (True = allowed).
+    boolean [B|1, 1, L, L] (True = allowed).
 
-    With a 2D ``attention_mask`` [B, L]: key ``j`` is allowed for query ``i`` when ``j <= i``,
-    ``i - j < window`` and token ``j`` is real. Without one, the same on ``position_ids``
-    [B, L], within each run of consecutive positions (transformers' packed sequences; one
-    run per row gives the plain causal mask).
+    Key ``j`` is allowed for query ``i`` when ``j <= i`` and ``i - j < window``, and, with a 2D
+    ``attention_mask`` [B, L], token ``j`` is real. Without one, ``packed_positions`` [B, L]
+    (when given) are compared instead of indices, within each run of consecutive positions
+    (transformers' packed sequences; one run per row gives the plain causal mask).
     """
-    if attention_mask is None:
-        pos = position_ids  # [B, L]
+    idx = jnp.arange(L)
+    q, kv = idx[:, None], idx[None, :]  # [L, 1], [1, L]
+    allowed = (kv <= q)[None]  # [1, L, L]
+    if attention_mask is not None:
+        allowed = allowed & (attention_mask != 0)[:, None, :]  # [B, L, L]
+    elif packed_positions is not None:
+        pos = packed_positions  # [B, L]
         steps = jnp.diff(pos, axis=-1, prepend=pos[:, :1] - 1)
         run = jnp.cumsum(steps != 1, axis=-1)  # [B, L]: which packed sequence
         q, kv = pos[:, :, None], pos[:, None, :]  # [B, L, 1], [B, 1, L]
         allowed = (run[:, :, None] == run[:, None, :]) & (kv <= q)
-    else:
-        idx = jnp.arange(attention_mask.shape[-1])
-        q, kv = idx[:, None], idx[None, :]  # [L, 1], [1, L]
-        allowed = (kv <= q)[None] & (attention_mask != 0)[:, None, :]  # [B, L, L]
     if window is not None:
         allowed = allowed & (kv > q - window)
-    return allowed[:, None]  # [B, 1, L, L]
+    return allowed[:, None]  # [B|1, 1, L, L]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -511,6 +512,10 @@ class LlamaModel(PreTrainedModel):
                 right). None: every token is real.
             position_ids: ``[B, L]`` or ``[L]``; default ``0..L-1`` for every row, as in
                 transformers (for left padding pass e.g. ``cumsum(mask) - 1`` yourself).
+                With ``config.use_cache`` false and no ``attention_mask``, positions that
+                restart mark packed sequences that do not attend to each other, as
+                transformers' forward does then (with its default ``use_cache=True`` it
+                does not look for them).
         """
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError(
@@ -527,8 +532,11 @@ class LlamaModel(PreTrainedModel):
             position_ids = jnp.arange(L)
         position_ids = jnp.broadcast_to(jnp.asarray(position_ids).reshape(-1, L), (B, L))
         cos, sin = self.rotary_emb(position_ids, hidden.dtype)  # [B, L, head_dim]
+        # transformers looks for packed sequences only when called without a cache
+        # (use_cache False, which defaults to config.use_cache)
+        packed = None if getattr(self.config, "use_cache", True) else position_ids
         masks = {
-            window: _causal_mask(attention_mask, position_ids, window)
+            window: _causal_mask(attention_mask, packed, L, window)
             for window in set(self.sliding_windows)
         }
         for layer, window in zip(self.layers, self.sliding_windows, strict=True):
