@@ -69,6 +69,23 @@ class LlamaConfig(PretrainedConfig):
         (16, 4, {'rope_theta': 500000.0, 'rope_type': 'default'})
     """
 
+    # the keys the blocks read (set from ``defaults`` and config.json by ``__init__``)
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    hidden_act: str
+    rms_norm_eps: float
+    pad_token_id: int | None
+    tie_word_embeddings: bool
+    rope_parameters: dict[str, Any]
+    attention_bias: bool
+    mlp_bias: bool
+    use_cache: bool
+
     model_type: ClassVar[str] = "llama"
     defaults: ClassVar[dict[str, Any]] = {
         "vocab_size": 32000,
@@ -122,6 +139,11 @@ class Qwen2Config(LlamaConfig):
         >>> Qwen2Config(num_hidden_layers=2).layer_types
         ['full_attention', 'full_attention']
     """
+
+    use_sliding_window: bool
+    sliding_window: int | None
+    max_window_layers: int
+    layer_types: list[str]
 
     model_type: ClassVar[str] = "qwen2"
     defaults: ClassVar[dict[str, Any]] = {
@@ -194,6 +216,8 @@ class MistralConfig(LlamaConfig):
         >>> MistralConfig().sliding_window, MistralConfig().num_key_value_heads
         (4096, 8)
     """
+
+    sliding_window: int | None
 
     model_type: ClassVar[str] = "mistral"
     defaults: ClassVar[dict[str, Any]] = {
