@@ -187,6 +187,22 @@ def test_config_defaults_match_transformers(transformers, name):
     assert getattr(llama, name)().to_dict() == expected
 
 
+def test_family_default_class_builds_qwen2(transformers, tmp_path):
+    """A Qwen2 folder without "architectures" reaches LlamaForCausalLM (the family default):
+    it builds Qwen2's blocks, and saves as Qwen2ForCausalLM."""
+    reference = _reference(transformers, "qwen2", tmp_path / "hf")
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    del config["architectures"]
+    (tmp_path / "hf" / "config.json").write_text(json.dumps(config))
+    model = load_js(llama.LlamaForCausalLM, tmp_path / "hf")
+    assert type(model.config) is llama.Qwen2Config
+    logits, _ = _js_outputs(model, IDS, attention_mask=MASK)
+    assert relative_error(logits, _torch_outputs(reference, IDS, attention_mask=MASK)[0]) < 1e-4
+    save_js(model, tmp_path / "js")
+    written = json.loads((tmp_path / "js" / "config.json").read_text())
+    assert written["architectures"] == ["Qwen2ForCausalLM"] and written["model_type"] == "qwen2"
+
+
 def test_tied_head_is_one_parameter():
     _, cls, keys = CASES["qwen2"]
     model = cls(cls.config_class(**TINY, **keys), rngs=js.Rngs(params=0))

@@ -26,6 +26,7 @@ position) gets a zero attention output, as PyTorch's ``scaled_dot_product_attent
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import jax
@@ -118,6 +119,15 @@ class LlamaConfig(PretrainedConfig):
         if self.num_key_value_heads is None:
             self.num_key_value_heads = self.num_attention_heads
         self.rope_parameters = _standard_rope_parameters(vars(self))
+
+    @classmethod
+    def from_dict(cls, config: Mapping[str, Any]) -> LlamaConfig:
+        """The config of a ``config.json`` mapping. ``LlamaConfig.from_dict`` returns the
+        config class of the file's ``model_type`` (a Qwen2 or Mistral file without
+        ``architectures`` reaches the family's default class, ``LlamaForCausalLM``, which then
+        builds Qwen2's or Mistral's blocks)."""
+        kind = _CONFIG_CLASSES.get(config.get("model_type", ""), cls) if cls is LlamaConfig else cls
+        return kind(**dict(config))
 
     def projection_biases(self) -> tuple[bool, bool, bool]:
         """Whether (q/k/v projections, o projection, MLP projections) have a bias."""
@@ -249,6 +259,13 @@ class MistralConfig(LlamaConfig):
     def sliding_windows(self) -> list[int | None]:
         """``sliding_window`` (or None) for every layer."""
         return [self.sliding_window] * self.num_hidden_layers
+
+
+_CONFIG_CLASSES: dict[str, type[LlamaConfig]] = {
+    "llama": LlamaConfig,
+    "qwen2": Qwen2Config,
+    "mistral": MistralConfig,
+}
 
 
 def _standard_rope_parameters(values: dict[str, Any]) -> dict[str, Any]:
@@ -521,6 +538,10 @@ class LlamaModel(PreTrainedModel):
         self.norm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.rotary_emb = LlamaRotaryEmbedding(config)
 
+    def _config_json(self) -> dict[str, Any]:
+        """config.json's keys, ``architectures`` named after the config's ``model_type``."""
+        return {**self.config.to_dict(), "architectures": [_architecture(self)]}
+
     def forward(
         self,
         input_ids: jax.Array | None = None,
@@ -597,6 +618,10 @@ class LlamaForCausalLM(PreTrainedModel):
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 
+    def _config_json(self) -> dict[str, Any]:
+        """config.json's keys, ``architectures`` named after the config's ``model_type``."""
+        return {**self.config.to_dict(), "architectures": [_architecture(self)]}
+
     def forward(
         self,
         input_ids: jax.Array | None = None,
@@ -638,6 +663,15 @@ class MistralForCausalLM(LlamaForCausalLM):
 
     config_class: ClassVar[type[PretrainedConfig]] = MistralConfig
     base_model_class: ClassVar[type[LlamaModel]] = MistralModel
+
+
+def _architecture(model: LlamaModel | LlamaForCausalLM) -> str:
+    """transformers' class name for ``model``'s ``model_type`` ("Qwen2ForCausalLM" for a
+    ``LlamaForCausalLM`` built from a ``Qwen2Config``)."""
+    family = {"llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral"}.get(
+        model.config.model_type, "Llama"
+    )
+    return family + ("ForCausalLM" if isinstance(model, LlamaForCausalLM) else "Model")
 
 
 ARCHITECTURES: dict[str, type[PreTrainedModel]] = {
