@@ -149,8 +149,9 @@ def test_packed_sequences_without_cache(transformers, tmp_path):
     logits = np.asarray(model(jnp.asarray(IDS), position_ids=jnp.asarray(PACKED)))
     assert relative_error(logits, ref.logits.numpy()) < 1e-4
     # the second sequence of row 0 sees nothing of the first: as if it were alone
-    alone = np.asarray(model(jnp.asarray(IDS[:1, 3:])))
-    assert relative_error(logits[0, 3:], alone[0]) < 1e-5
+    with torch.no_grad():
+        alone = reference(torch.tensor(IDS[:1, 3:])).logits.numpy()
+    assert relative_error(logits[0, 3:], alone[0]) < 1e-4
 
 
 def test_base_model_from_causal_lm_folder(transformers, tmp_path):
@@ -201,6 +202,14 @@ def test_family_default_class_builds_qwen2(transformers, tmp_path):
     save_js(model, tmp_path / "js")
     written = json.loads((tmp_path / "js" / "config.json").read_text())
     assert written["architectures"] == ["Qwen2ForCausalLM"] and written["model_type"] == "qwen2"
+
+
+def test_jit_matches_eager():
+    _, cls, keys = CASES["mistral"]
+    model = cls(cls.config_class(**TINY, **keys), rngs=js.Rngs(params=0)).eval()
+    ids, mask = jnp.asarray(IDS), jnp.asarray(MASK)
+    step = js.jit(lambda model, ids, mask: model(ids, attention_mask=mask))
+    assert relative_error(step(model, ids, mask), model(ids, attention_mask=mask)) < 1e-5
 
 
 def test_tied_head_is_one_parameter():

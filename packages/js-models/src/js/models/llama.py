@@ -528,7 +528,7 @@ class LlamaModel(PreTrainedModel):
 
     def __init__(self, config: LlamaConfig, *, rngs: Rngs):
         super().__init__(config)
-        self.sliding_windows = config.sliding_windows()
+        self.sliding_windows = tuple(config.sliding_windows())
         self.embed_tokens = nn.Embedding(
             config.vocab_size, config.hidden_size, config.pad_token_id, rngs=rngs
         )
