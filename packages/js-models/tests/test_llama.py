@@ -46,7 +46,7 @@ CASES = {
     "llama_linear": (
         "LlamaForCausalLM",
         llama.LlamaForCausalLM,
-        dict(rope_scaling={"rope_type": "linear", "factor": 2.0}, rope_theta=1000.0),
+        dict(rope_scaling={"rope_type": "linear", "factor": 2.0}, rope_theta=1000.0, head_dim=32),
     ),
     "llama3": (
         "LlamaForCausalLM",
