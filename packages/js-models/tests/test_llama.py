@@ -260,3 +260,11 @@ def test_bad_inputs():
         model()
     with pytest.raises(ValueError, match=r"attention_mask must be \[B, L\] = \[2, 7\]"):
         model(jnp.asarray(IDS), attention_mask=jnp.ones((2, 6)))
+    with pytest.raises(ValueError, match=r"input_ids must be \[B, L\].*Fix: add the batch axis"):
+        model(jnp.asarray(IDS[0]))
+    with pytest.raises(ValueError, match=r"inputs_embeds must be \[B, L, hidden\]"):
+        model(inputs_embeds=jnp.ones((7, 64)))
+    with pytest.raises(ValueError, match=r"position_ids must be \[B, L\], \[1, L\] or \[L\]"):
+        model(jnp.asarray(IDS), position_ids=jnp.arange(6))
+    embeds = model.embed_tokens(jnp.asarray(IDS))
+    assert relative_error(model(inputs_embeds=embeds), model(jnp.asarray(IDS))) == 0

@@ -542,6 +542,27 @@ class LlamaModel(PreTrainedModel):
         """config.json's keys, ``architectures`` named after the config's ``model_type``."""
         return {**self.config.to_dict(), "architectures": [_architecture(self)]}
 
+    def _embed(self, input_ids: jax.Array | None, inputs_embeds: jax.Array | None) -> jax.Array:
+        name = type(self).__name__
+        both = f"{name}: give exactly one of input_ids and inputs_embeds"
+        if inputs_embeds is not None:
+            if input_ids is not None:
+                raise ValueError(both)
+            if jnp.ndim(inputs_embeds) != 3:
+                raise ValueError(
+                    f"{name}: inputs_embeds must be [B, L, hidden], got shape "
+                    f"{list(jnp.shape(inputs_embeds))}"
+                )
+            return inputs_embeds
+        if input_ids is None:
+            raise ValueError(both)
+        if jnp.ndim(input_ids) != 2:
+            raise ValueError(
+                f"{name}: input_ids must be [B, L] (a batch of sequences), got shape "
+                f"{list(jnp.shape(input_ids))}. Fix: add the batch axis, e.g. ids[None]"
+            )
+        return self.embed_tokens(input_ids)
+
     def forward(
         self,
         input_ids: jax.Array | None = None,
@@ -562,20 +583,20 @@ class LlamaModel(PreTrainedModel):
                 transformers' forward does then (with its default ``use_cache=True`` it
                 does not look for them).
         """
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError(
-                f"{type(self).__name__}: give exactly one of input_ids and inputs_embeds"
-            )
-        hidden = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
+        hidden = self._embed(input_ids, inputs_embeds)  # [B, L, hidden]
         B, L = hidden.shape[:2]
         if attention_mask is not None and tuple(jnp.shape(attention_mask)) != (B, L):
             raise ValueError(
                 f"{type(self).__name__}: attention_mask must be [B, L] = {[B, L]} (1 for real "
                 f"tokens, 0 for padding), got shape {list(jnp.shape(attention_mask))}"
             )
-        if position_ids is None:
-            position_ids = jnp.arange(L)
-        position_ids = jnp.broadcast_to(jnp.asarray(position_ids).reshape(-1, L), (B, L))
+        position_ids = jnp.arange(L) if position_ids is None else jnp.asarray(position_ids)
+        if position_ids.shape not in ((L,), (1, L), (B, L)):
+            raise ValueError(
+                f"{type(self).__name__}: position_ids must be [B, L], [1, L] or [L] with "
+                f"[B, L] = {[B, L]}, got shape {list(position_ids.shape)}"
+            )
+        position_ids = jnp.broadcast_to(position_ids, (B, L))
         cos, sin = self.rotary_emb(position_ids, hidden.dtype)  # [B, L, head_dim]
         # transformers looks for packed sequences only when called without a cache
         # (use_cache False, which defaults to config.use_cache)
