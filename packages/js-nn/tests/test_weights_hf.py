@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
 import js
 import js.nn as nn
 from js.nn._keys import LoadPlan, compile_key_mapping, plan_load, rename_key
+
+
+@pytest.fixture(autouse=True)
+def _no_torchvision(monkeypatch):
+    # The torchvision wheel here cannot be imported beside the CPU torch (FACTS.md), and
+    # transformers imports it when it is installed: None in sys.modules reads as not installed.
+    monkeypatch.setitem(sys.modules, "torchvision", None)
 
 
 class Attention(js.Module):
@@ -265,6 +274,23 @@ def test_a_torch_model_with_tied_weights_saved_once_loads_strictly(tmp_path):
         TorchGPT().load_state_dict(st_torch.load_file(str(tmp_path / "gpt.safetensors")))
 
 
+def test_hugging_face_gpt2_files_omit_the_tied_head_which_wte_supplies(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(
+        vocab_size=10, n_positions=8, n_embd=4, n_layer=1, n_head=1, bos_token_id=0, eos_token_id=0
+    )
+    hf = transformers.GPT2LMHeadModel(config)
+    hf.save_pretrained(tmp_path)
+    written = nn.weights_info(tmp_path / "model.safetensors").tensors
+    assert "lm_head.weight" not in written and "transformer.wte.weight" in written
+    model = TinyGPT(js.Rngs(params=1))
+    # TinyGPT holds only wte and ln_f of GPT-2's trunk: the blocks and wpe are unexpected
+    keys = nn.load_weights(model, tmp_path / "model.safetensors", layout="torch", strict=False)
+    assert keys.missing_keys == []  # lm_head.weight is supplied by transformer.wte.weight
+    assert "transformer.h.0.attn.c_attn.weight" in keys.unexpected_keys
+    np.testing.assert_array_equal(model.lm_head.weight.value, hf.lm_head.weight.detach().numpy())
+
+
 # -- plan_load ------------------------------------------------------------------------------
 
 
@@ -287,8 +313,8 @@ def test_plan_load_resolves_names_without_reading_tensors():
     assert plan.tied == {} and plan.dropped == [] and plan.strict and plan.owner == "Encoder"
     with pytest.raises(ValueError, match=r"load_state_dict for Encoder failed; nothing"):
         plan.check()
-    assert plan.keys() == (["blocks.0.attn.k.bias"], ["vit.pooler.dense.weight"])
-    assert plan.keys().ignored_keys == plan.ignored
+    assert plan.incompatible_keys() == (["blocks.0.attn.k.bias"], ["vit.pooler.dense.weight"])
+    assert plan.incompatible_keys().ignored_keys == plan.ignored
     lenient = plan_load(model, file_keys, prefix="vit.", key_mapping=HF_VIT, strict=False)
     lenient.check()  # missing and unexpected are not errors without strict
     with pytest.raises(ValueError, match=r"mismatched entries: 'x': expected"):

@@ -146,9 +146,28 @@ class Module(_Tracked, _hooks.Hookable, nnx.Module):
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, _as_container(value))
 
-    def register_buffer(self, name: str, array: ArrayLike) -> None:
-        """Add a ``Buffer`` attribute, as PyTorch's ``register_buffer`` does."""
-        setattr(self, name, Buffer(array))
+    def register_buffer(self, name: str, array: ArrayLike, persistent: bool = True) -> None:
+        """Add a ``Buffer`` attribute, as PyTorch's ``register_buffer`` does.
+
+        Args:
+            name: the attribute name (no ``'.'``).
+            array: the buffer's array.
+            persistent: ``False`` keeps the buffer out of ``state_dict`` (and so out of weight
+                files and checkpoints), as in PyTorch; it stays module state.
+
+        Example:
+            >>> import jax.numpy as jnp, js
+            >>> m = js.Module()
+            >>> m.register_buffer("mask", jnp.ones((2, 2), bool), persistent=False)
+            >>> m.register_buffer("count", jnp.zeros(()))
+            >>> list(m.state_dict()), m.mask.persistent
+            (['count'], False)
+        """
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(
+                f"register_buffer: name must be a non-empty string without '.', got {name!r}"
+            )
+        setattr(self, name, Buffer(array, persistent=persistent))
 
     # -- traversal ---------------------------------------------------------------------------
 
@@ -263,9 +282,11 @@ class Module(_Tracked, _hooks.Hookable, nnx.Module):
     # -- state dicts -------------------------------------------------------------------------
 
     def _state_variables(self) -> dict[str, Parameter | Buffer]:
-        # Like PyTorch, every path of a shared tensor is a key of the state dict. One plain
-        # recursion in _named_variables' order (a module's own variables, then each child's):
-        # its nested generators took twice as long, and a checkpoint load walks the model twice.
+        # What state_dict holds and load_state_dict expects: Parameters and persistent Buffers
+        # (a non-persistent Buffer is module state but, as in PyTorch, never saved). Like
+        # PyTorch, every path of a shared tensor is a key of the state dict. One plain recursion
+        # in _named_variables' order (a module's own variables, then each child's): its nested
+        # generators took twice as long, and a checkpoint load walks the model twice.
         found: dict[str, Parameter | Buffer] = {}
         self._collect_state("", found)
         return found
@@ -273,14 +294,16 @@ class Module(_Tracked, _hooks.Hookable, nnx.Module):
     def _collect_state(self, prefix: str, found: dict) -> None:
         members = list(self._named_members())
         for name, value in members:
-            if not isinstance(value, Module) and isinstance(value, (Parameter, Buffer)):
+            if isinstance(value, Parameter) or (isinstance(value, Buffer) and value.persistent):
                 found[prefix + name] = value
         for name, value in members:
             if isinstance(value, Module):
                 value._collect_state(f"{prefix}{name}.", found)
 
     def state_dict(self, *, as_numpy: bool = True) -> dict[str, np.ndarray]:
-        """Independent NumPy copies of every Parameter and Buffer, keyed by dotted path.
+        """Independent NumPy copies of every Parameter and persistent Buffer, by dotted path.
+
+        A buffer made with ``persistent=False`` is left out, as in PyTorch.
 
         With ``as_numpy=False``, the live ``jax.Array`` of each entry instead (no copy, on its
         devices and sharding): what a sharded checkpoint saves.

@@ -102,7 +102,7 @@ class LoadPlan:
         if error is not None:
             raise error
 
-    def keys(self) -> IncompatibleKeys:
+    def incompatible_keys(self) -> IncompatibleKeys:
         """``IncompatibleKeys(missing, unexpected)`` with ``ignored_keys``: what a load returns."""
         return IncompatibleKeys(list(self.missing), list(self.unexpected), list(self.ignored))
 

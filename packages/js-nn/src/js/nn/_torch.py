@@ -84,7 +84,7 @@ def load_planned(
     _, differing = tie_state(variables, named)
     plan.check(mismatched, differing)
     model.load_state_dict(named, strict=False)  # checks again (cheap) and copies
-    return plan.keys()
+    return plan.incompatible_keys()
 
 
 def load_torch_state_dict(
