@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 
-from js import Module, Parameter, Rngs, nn
+from js import Module, Rngs, nn
 from js.nn import functional as F
 
 from ._base import PretrainedConfig, PreTrainedModel
@@ -293,7 +293,7 @@ def _rope_inv_freq(config: LlamaConfig) -> tuple[jax.Array, float]:
             f"{', '.join(SUPPORTED_ROPE_TYPES)}. Fix: use a model with one of those"
         )
     dim = _head_dim(config)
-    inv_freq = 1.0 / (rope["rope_theta"] ** (jnp.arange(0, dim, 2, dtype=jnp.float32) / dim))
+    inv_freq = F.rope_inv_freq(dim, float(rope["rope_theta"]))
     if kind == "linear":
         inv_freq = inv_freq / _rope_key(config, "factor")
     elif kind == "llama3":
@@ -334,28 +334,6 @@ def _head_dim(config: LlamaConfig) -> int:
 # Blocks
 
 
-class LlamaRMSNorm(Module):
-    """``weight * x / sqrt(mean(x^2) + eps)`` over the last dimension, computed in float32
-    and cast back before the weight, as transformers' ``LlamaRMSNorm``.
-
-    Args:
-        hidden_size: H, the last dimension. eps: added to the mean square.
-
-    Shape:
-        ``[..., H] -> [..., H]``. Weights: ``weight`` ``[H]`` ones.
-    """
-
-    def __init__(self, hidden_size: int, eps: float = 1e-6):
-        super().__init__()
-        self.weight = Parameter(jnp.ones((hidden_size,), jnp.float32))
-        self.variance_epsilon = float(eps)
-
-    def forward(self, hidden_states: jax.Array) -> jax.Array:
-        x = hidden_states.astype(jnp.float32)
-        x = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + self.variance_epsilon)
-        return self.weight.value * x.astype(hidden_states.dtype)
-
-
 class LlamaRotaryEmbedding(Module):
     """``(cos, sin)`` ``[B, L, head_dim]`` for ``position_ids`` ``[B, L]`` (HF's duplicated-half
     layout), from ``config.rope_parameters``. Holds no arrays: the inverse frequencies are
@@ -368,33 +346,8 @@ class LlamaRotaryEmbedding(Module):
         _rope_inv_freq(config)  # an unsupported rope type fails when the model is built
 
     def forward(self, position_ids: jax.Array, dtype: Any = jnp.float32) -> tuple[jax.Array, ...]:
-        inv_freq, scaling = _rope_inv_freq(self.config)
-        freqs = position_ids[..., None].astype(jnp.float32) * inv_freq  # [B, L, D/2]
-        emb = jnp.concatenate([freqs, freqs], axis=-1)  # [B, L, D]
-        return (jnp.cos(emb) * scaling).astype(dtype), (jnp.sin(emb) * scaling).astype(dtype)
-
-
-def _rotate_half(x: jax.Array) -> jax.Array:
-    half = x.shape[-1] // 2
-    return jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
-
-
-def _apply_rotary(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
-    """``x`` [B, H, L, D] rotated by ``cos``/``sin`` [B, L, D] (HF's ``apply_rotary_pos_emb``)."""
-    cos, sin = cos[:, None], sin[:, None]  # [B, 1, L, D]
-    return x * cos + _rotate_half(x) * sin
-
-
-def _attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
-    """``softmax(q k^T / sqrt(D), mask) v``: q [B, H, L, D], k/v [B, KV, L, D] (each kv head
-    serves ``H // KV`` consecutive query heads), mask [B, 1, L, L] bool (True = allowed); a
-    row with no allowed key gives zeros, as torch's ``scaled_dot_product_attention``."""
-    groups = q.shape[1] // k.shape[1]
-    k, v = jnp.repeat(k, groups, axis=1), jnp.repeat(v, groups, axis=1)  # [B, H, L, D]
-    scores = (q @ jnp.swapaxes(k, -1, -2)) * q.shape[-1] ** -0.5  # [B, H, L, L]
-    scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
-    weights = jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(q.dtype)
-    return jnp.where(jnp.any(mask, axis=-1, keepdims=True), weights @ v, 0)
+        inv_freq, scaling = _rope_inv_freq(self.config)  # [head_dim / 2]
+        return F.rotary_cos_sin(position_ids, inv_freq, attention_scaling=scaling, dtype=dtype)
 
 
 class LlamaMLP(Module):
@@ -451,10 +404,11 @@ class LlamaAttention(Module):
         def heads(x: jax.Array) -> jax.Array:  # [B, L, n * D] -> [B, n, L, D]
             return x.reshape(B, L, -1, self.head_dim).transpose(0, 2, 1, 3)
 
-        q = _apply_rotary(heads(self.q_proj(hidden_states)), cos, sin)  # [B, H, L, D]
-        k = _apply_rotary(heads(self.k_proj(hidden_states)), cos, sin)  # [B, KV, L, D]
+        q = F.apply_rotary_pos_emb(heads(self.q_proj(hidden_states)), cos, sin)  # [B, H, L, D]
+        k = F.apply_rotary_pos_emb(heads(self.k_proj(hidden_states)), cos, sin)  # [B, KV, L, D]
         v = heads(self.v_proj(hidden_states))  # [B, KV, L, D]
-        out = _attention(q, k, v, mask)  # [B, H, L, D]
+        # query head h reads kv head h // (H / KV); a row with no allowed key gives zeros
+        out = F.scaled_dot_product_attention(q, k, v, mask, enable_gqa=True)  # [B, H, L, D]
         return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, L, -1))
 
 
@@ -466,8 +420,8 @@ class LlamaDecoderLayer(Module):
         super().__init__()
         self.self_attn = LlamaAttention(config, layer_idx, rngs=rngs)
         self.mlp = LlamaMLP(config, rngs=rngs)
-        self.input_layernorm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
-        self.post_attention_layernorm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.input_layernorm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_attention_layernorm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
 
     def forward(
         self, hidden_states: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array
@@ -535,7 +489,7 @@ class LlamaModel(PreTrainedModel):
         self.layers = nn.ModuleList(
             [LlamaDecoderLayer(config, i, rngs=rngs) for i in range(config.num_hidden_layers)]
         )
-        self.norm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.norm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.rotary_emb = LlamaRotaryEmbedding(config)
 
     def _config_json(self) -> dict[str, Any]:
