@@ -98,6 +98,21 @@ def load_js(cls, folder: Path):
     return model.eval()
 
 
+def load_folder(folder: Path):
+    """``js.models.from_pretrained(folder)`` (the class chosen from config.json); until
+    js.models reads folders, the same choice by hand."""
+    import js.models
+    from js.models import llama
+
+    try:
+        return js.models.from_pretrained(folder)
+    except NotImplementedError:
+        pass
+    config = json.loads((folder / "config.json").read_text())
+    name = (config.get("architectures") or [llama.DEFAULT_ARCHITECTURE])[0]
+    return load_js(llama.ARCHITECTURES[name], folder)
+
+
 def relative_error(got, expected) -> float:
     """``max|got - expected| / max|expected|``."""
     got, expected = np.asarray(got, np.float64), np.asarray(expected, np.float64)

@@ -15,6 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from llama_support import (  # noqa: E402
     TINY,
+    load_folder,
     load_js,
     perturb_js,
     perturb_torch,
@@ -195,8 +196,8 @@ def test_family_default_class_builds_qwen2(transformers, tmp_path):
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
     del config["architectures"]
     (tmp_path / "hf" / "config.json").write_text(json.dumps(config))
-    model = load_js(llama.LlamaForCausalLM, tmp_path / "hf")
-    assert type(model.config) is llama.Qwen2Config
+    model = load_folder(tmp_path / "hf")
+    assert type(model) is llama.LlamaForCausalLM and type(model.config) is llama.Qwen2Config
     logits, _ = _js_outputs(model, IDS, attention_mask=MASK)
     assert relative_error(logits, _torch_outputs(reference, IDS, attention_mask=MASK)[0]) < 1e-4
     save_js(model, tmp_path / "js")
