@@ -17,10 +17,11 @@ them in a non-persistent float32 buffer: they are in no weight file, and casting
 dtype cannot round them here).
 
 Masks follow transformers' ``create_causal_mask``: a 2D ``attention_mask`` [B, L] (nonzero =
-a real token) hides padded keys; without one, ``position_ids`` that restart (packed
-sequences) keep each sequence to itself. A query row with no allowed key (a left-padded
-position) gets a zero attention output, as PyTorch's ``scaled_dot_product_attention``
-(transformers' default) gives it.
+a real token) hides padded keys; without one and with ``config.use_cache`` false,
+``position_ids`` that restart (packed sequences) keep each sequence to itself. A query row
+with no allowed key (a left-padded position) gets a zero attention output, as PyTorch's
+``scaled_dot_product_attention`` (transformers' default attention) gives it, so padded
+positions match transformers too. Inference only: ``attention_dropout`` is not applied.
 """
 
 from __future__ import annotations
