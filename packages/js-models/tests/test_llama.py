@@ -122,7 +122,7 @@ def test_loads_transformers_folder(transformers, tmp_path, case):
         assert logits_error < 1e-4 and hidden_error < 1e-4, (label, figures)
 
 
-@pytest.mark.parametrize("case", ["llama_bias", "qwen2", "mistral"])
+@pytest.mark.parametrize("case", list(CASES))
 def test_transformers_loads_js_folder(transformers, tmp_path, case):
     hf_name, cls, keys = CASES[case]
     model = cls(cls.config_class(**TINY, **keys), rngs=js.Rngs(params=1)).eval()
@@ -132,6 +132,7 @@ def test_transformers_loads_js_folder(transformers, tmp_path, case):
     assert written["model_type"] == cls.config_class.model_type
     assert written["architectures"] == [hf_name]
     reference = getattr(transformers, hf_name).from_pretrained(tmp_path).eval()
+    assert reference.config.rope_parameters == model.config.rope_parameters
     logits, hidden = _js_outputs(model, IDS, attention_mask=MASK)
     ref_logits, ref_hidden = _torch_outputs(reference, IDS, attention_mask=MASK)
     figures = relative_error(logits, ref_logits), relative_error(hidden, ref_hidden)
