@@ -15,21 +15,39 @@ from ._pretrained import LoadingInfo as LoadingInfo  # noqa: E402
 from ._pretrained import from_pretrained as from_pretrained  # noqa: E402
 from ._pretrained import loading_info as loading_info  # noqa: E402
 
-# Each family adds its import lines below (one block per family).
 # GPT-2
 from .gpt2 import GPT2Config as GPT2Config  # noqa: E402
 from .gpt2 import GPT2LMHeadModel as GPT2LMHeadModel  # noqa: E402
 from .gpt2 import GPT2Model as GPT2Model  # noqa: E402
+# Llama, Qwen2, Mistral
+from .llama import LlamaConfig as LlamaConfig  # noqa: E402
+from .llama import LlamaForCausalLM as LlamaForCausalLM  # noqa: E402
+from .llama import LlamaModel as LlamaModel  # noqa: E402
+from .llama import MistralConfig as MistralConfig  # noqa: E402
+from .llama import MistralForCausalLM as MistralForCausalLM  # noqa: E402
+from .llama import MistralModel as MistralModel  # noqa: E402
+from .llama import Qwen2Config as Qwen2Config  # noqa: E402
+from .llama import Qwen2ForCausalLM as Qwen2ForCausalLM  # noqa: E402
+from .llama import Qwen2Model as Qwen2Model  # noqa: E402
 
 __all__ = [
     "GPT2Config",
     "GPT2LMHeadModel",
     "GPT2Model",
+    "LlamaConfig",
+    "LlamaForCausalLM",
+    "LlamaModel",
     "LoadingInfo",
+    "MistralConfig",
+    "MistralForCausalLM",
+    "MistralModel",
     "PreTrainedModel",
     "PretrainedConfig",
-    "__interface__",
-    "__version__",
+    "Qwen2Config",
+    "Qwen2ForCausalLM",
+    "Qwen2Model",
     "from_pretrained",
     "loading_info",
+    "__interface__",
+    "__version__",
 ]
