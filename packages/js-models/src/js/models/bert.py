@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from js import Rngs, nn
+from js import Buffer, Rngs, nn
 
 from ._base import PreTrainedModel
 from ._hf import LabelledConfig, activation, attend, split_heads
@@ -87,6 +87,9 @@ class BertEmbeddings(nn.Module):
         ``input_ids``, ``token_type_ids``, ``position_ids`` ``[B, L]`` ints -> ``[B, L, H]``.
     """
 
+    position_ids: Buffer  # [1, max_position_embeddings] int, 0..max-1 (not saved)
+    token_type_ids: Buffer  # [1, max_position_embeddings] int, zeros (not saved)
+
     def __init__(self, config: BertConfig, *, rngs: Rngs):
         super().__init__()
         H = config.hidden_size
@@ -111,9 +114,8 @@ class BertEmbeddings(nn.Module):
         *,
         rngs: Rngs | None = None,
     ) -> jax.Array:
-        if inputs_embeds is None:
-            inputs_embeds = self.word_embeddings(input_ids)  # [B, L, H]
-        B, L = inputs_embeds.shape[:2]
+        embeds = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds
+        B, L = embeds.shape[:2]  # embeds [B, L, H]
         if L > self.max_positions:
             raise ValueError(
                 f"BertModel: sequence length {L} exceeds max_position_embeddings="
@@ -123,7 +125,7 @@ class BertEmbeddings(nn.Module):
             position_ids = self.position_ids.value[:, :L]  # [1, L]
         if token_type_ids is None:  # transformers gathers its zero buffer at position_ids
             token_type_ids = jnp.broadcast_to(self.token_type_ids.value[:, :L], (B, L))
-        embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids)
+        embeddings = embeds + self.token_type_embeddings(token_type_ids)
         embeddings = embeddings + self.position_embeddings(position_ids)
         return self.dropout(self.LayerNorm(embeddings), rngs=rngs)
 
@@ -273,6 +275,7 @@ def _padding_mask(attention_mask: Any, shape: tuple[int, int]) -> jax.Array | No
 class BertPreTrainedModel(PreTrainedModel):
     """What every BERT model shares: its config class, prefix and file-name rules."""
 
+    config: BertConfig
     config_class = BertConfig
     base_model_prefix = "bert"
     # transformers' "legacy" renamings (conversion_mapping.py), still applied on load in 5.23
@@ -344,8 +347,18 @@ class BertModel(BertPreTrainedModel):
                 "BertModel: give exactly one of input_ids and inputs_embeds. Fix: pass "
                 "input_ids=[batch, seq_len] token ids"
             )
-        shape = (input_ids if inputs_embeds is None else inputs_embeds).shape[:2]
-        mask = _padding_mask(attention_mask, tuple(shape))
+        if inputs_embeds is None:
+            name, given, layout = "input_ids", input_ids, "[batch, seq_len]"
+        else:
+            name, given, layout = "inputs_embeds", inputs_embeds, "[batch, seq_len, hidden]"
+        shape = jnp.shape(given)  # type: ignore[arg-type]  (exactly one is given)
+        if len(shape) != layout.count(",") + 1:
+            raise ValueError(
+                f"BertModel: {name} must be {layout}, got shape {list(shape)}. Fix: add the "
+                f"batch axis, e.g. {name}[None]"
+            )
+        B, L = shape[:2]
+        mask = _padding_mask(attention_mask, (B, L))
         hidden = self.embeddings(
             input_ids, token_type_ids, position_ids, inputs_embeds, rngs=rngs
         )  # [B, L, H]

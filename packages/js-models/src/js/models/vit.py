@@ -267,6 +267,7 @@ _NEW_NAMES = {
 class ViTPreTrainedModel(PreTrainedModel):
     """What every ViT model shares: its config class, prefix and file-name rules."""
 
+    config: ViTConfig
     config_class = ViTConfig
     base_model_prefix = "vit"
     key_mapping: ClassVar[dict[str, str]] = {
