@@ -8,12 +8,10 @@ truth (JSON's string keys become ints), ``num_labels`` is its length, and a conf
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
 from js import Rngs
 from js.nn import functional as F
@@ -106,31 +104,26 @@ def attend(
     training: bool,
     rngs: Rngs | None,
 ) -> jax.Array:
-    """transformers' eager attention: ``softmax(q k^T / sqrt(D) + mask) v``, heads merged back.
+    """transformers' attention (its default, PyTorch's ``scaled_dot_product_attention``):
+    ``softmax(q k^T / sqrt(D), masked) v``, heads merged back.
 
     Args:
         query, key, value: ``[B, heads, L, D]``.
-        mask: None, or boolean ``[B, 1, 1, L]``, True = attend (the padding mask). A masked
-            key gets the dtype's lowest value before the softmax, as transformers' additive
-            mask does, so a row with no valid key attends uniformly (transformers' eager
-            numbers) instead of giving NaN.
+        mask: None, or boolean ``[B, 1, 1, L]``, True = attend (the padding mask). A row with
+            no valid key gives zeros, as transformers' default (sdpa) attention does.
         dropout: the probability of dropping attention weights, applied in training only.
         training: the owning layer's mode. rngs: its ``dropout`` stream (training only).
 
     Returns:
         ``[B, L, heads * D]``.
     """
-    scores = query @ jnp.swapaxes(key, -1, -2) / math.sqrt(query.shape[-1])  # [B, h, L, L]
-    if mask is not None:
-        scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
-    weights = jax.nn.softmax(scores, axis=-1)
-    if training and dropout > 0:
-        if rngs is None:
-            raise ValueError(
-                "attention dropout in training needs a dropout stream. Fix: call the model "
-                "with rngs=js.Rngs(dropout=0), or model.eval() for inference"
-            )
-        weights = F.dropout(weights, dropout, True, key=rngs.next("dropout"))
-    output = weights @ value  # [B, heads, L, D]
-    B, _, L, _ = output.shape
+    p = dropout if training else 0.0
+    if p > 0 and rngs is None:
+        raise ValueError(
+            "attention dropout in training needs a dropout stream. Fix: call the model "
+            "with rngs=js.Rngs(dropout=0), or model.eval() for inference"
+        )
+    draw = rngs.next("dropout") if p > 0 and rngs is not None else None
+    output = F.scaled_dot_product_attention(query, key, value, mask, p, dropout_key=draw)
+    B, _, L, _ = output.shape  # [B, heads, L, D]
     return output.transpose(0, 2, 1, 3).reshape(B, L, -1)  # [B, L, heads * D]
