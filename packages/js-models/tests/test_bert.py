@@ -65,6 +65,11 @@ def test_base_model_hidden_state_and_pooled_output(tmp_path):
     hidden, pooled = model(jnp.asarray(IDS), **_jnp(ARGS))
     assert rel(hidden, out.last_hidden_state, MASK.astype(bool)) < TOL
     assert rel(pooled, out.pooler_output) < TOL
+    # a row of padding only: zeros from attention, as transformers' default (sdpa) attention
+    empty = MASK.copy()
+    empty[1] = 0
+    hidden, _ = model(jnp.asarray(IDS), **_jnp({**ARGS, "attention_mask": empty}))
+    assert rel(hidden, bert_outputs(ref, mask=empty).last_hidden_state) < TOL
     # defaults: no mask (every token attends), token types all 0, positions 0..L-1
     out = bert_outputs(ref, mask=None, types=None)
     hidden, pooled = model(jnp.asarray(IDS))
