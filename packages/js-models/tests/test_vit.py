@@ -36,6 +36,8 @@ def test_classifier_folder_matches_transformers(classifier_folder):
     logits = model(jnp.asarray(PIXELS))
     assert logits.shape == (2, 5)
     assert rel(logits, vit_outputs(ref).logits) < TOL
+    compiled = js.jit(lambda model, pixels: model(pixels))(model, jnp.asarray(PIXELS))
+    assert rel(compiled, vit_outputs(ref).logits) < TOL
 
 
 def test_base_model_hidden_state_and_pooled_output(tmp_path):
