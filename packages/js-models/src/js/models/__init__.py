@@ -29,8 +29,18 @@ from .llama import MistralModel as MistralModel  # noqa: E402
 from .llama import Qwen2Config as Qwen2Config  # noqa: E402
 from .llama import Qwen2ForCausalLM as Qwen2ForCausalLM  # noqa: E402
 from .llama import Qwen2Model as Qwen2Model  # noqa: E402
+# BERT and ViT
+from .bert import BertConfig as BertConfig  # noqa: E402
+from .bert import BertForSequenceClassification as BertForSequenceClassification  # noqa: E402
+from .bert import BertModel as BertModel  # noqa: E402
+from .vit import ViTConfig as ViTConfig  # noqa: E402
+from .vit import ViTForImageClassification as ViTForImageClassification  # noqa: E402
+from .vit import ViTModel as ViTModel  # noqa: E402
 
 __all__ = [
+    "BertConfig",
+    "BertForSequenceClassification",
+    "BertModel",
     "GPT2Config",
     "GPT2LMHeadModel",
     "GPT2Model",
@@ -46,6 +56,9 @@ __all__ = [
     "Qwen2Config",
     "Qwen2ForCausalLM",
     "Qwen2Model",
+    "ViTConfig",
+    "ViTForImageClassification",
+    "ViTModel",
     "from_pretrained",
     "loading_info",
     "__interface__",
