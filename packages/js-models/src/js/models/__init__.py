@@ -14,8 +14,17 @@ from ._base import PreTrainedModel as PreTrainedModel  # noqa: E402
 from ._pretrained import from_pretrained as from_pretrained  # noqa: E402
 
 # Each family adds its import lines below (one block per family).
+# timm: ResNet, ConvNeXt
+from .convnext import ConvNeXtConfig as ConvNeXtConfig  # noqa: E402
+from .convnext import ConvNeXtModel as ConvNeXtModel  # noqa: E402
+from .resnet import ResNetConfig as ResNetConfig  # noqa: E402
+from .resnet import ResNetModel as ResNetModel  # noqa: E402
 
 __all__ = [
+    "ConvNeXtConfig",
+    "ConvNeXtModel",
+    "ResNetConfig",
+    "ResNetModel",
     "PreTrainedModel",
     "PretrainedConfig",
     "__interface__",
