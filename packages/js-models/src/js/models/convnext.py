@@ -10,12 +10,9 @@ conv ``downsample`` from the second on, then ``blocks``: 7x7 depthwise ``conv_dw
 holds. Eval mode: drop path and head dropout are training-only and not built.
 
 Example:
-    >>> import jax.numpy as jnp, js
     >>> from js.models.convnext import ConvNeXtConfig, ConvNeXtModel
-    >>> config = ConvNeXtConfig(architecture="convnext_atto", num_classes=10,
-    ...                         model_args={"depths": [1, 1, 1, 1], "dims": [8, 16, 32, 64]})
-    >>> ConvNeXtModel(config, rngs=js.Rngs(params=0)).eval()(jnp.ones((1, 3, 32, 32))).shape
-    (1, 10)
+    >>> ConvNeXtConfig(architecture="convnext_atto").arch_args()["dims"]
+    [40, 80, 160, 320]
 """
 
 from __future__ import annotations
@@ -308,11 +305,11 @@ class ConvNeXtModel(PreTrainedModel):
 
         Example:
             >>> import jax.numpy as jnp, js
-            >>> config = ConvNeXtConfig(architecture="convnext_atto", num_classes=0,
-            ...                         model_args={"depths": [1, 1, 1, 1]})
+            >>> config = ConvNeXtConfig(architecture="convnext_atto", num_classes=0, model_args={
+            ...     "depths": [1, 1, 1, 1], "dims": [8, 8, 8, 8]})
             >>> ConvNeXtModel(config, rngs=js.Rngs(params=0)).eval()(
             ...     jnp.ones((2, 3, 32, 32))).shape
-            (2, 320)
+            (2, 8)
         """
         return self.forward_head(self.forward_features(pixel_values))
 

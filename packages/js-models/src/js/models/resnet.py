@@ -8,13 +8,9 @@ The plain ResNet / ResNeXt / Wide ResNet variants: a 7x7 stem, max pooling, Basi
 mode (BatchNorm with running statistics; drop rates are training-only and not built).
 
 Example:
-    >>> import jax.numpy as jnp, js
     >>> from js.models.resnet import ResNetConfig, ResNetModel
-    >>> config = ResNetConfig(architecture="resnet18", num_classes=10,
-    ...                       model_args={"channels": [8, 16, 32, 64]})
-    >>> model = ResNetModel(config, rngs=js.Rngs(params=0)).eval()
-    >>> model(jnp.ones((1, 3, 32, 32))).shape
-    (1, 10)
+    >>> ResNetConfig(architecture="resnet18", num_classes=10).arch_args()["layers"]
+    [2, 2, 2, 2]
 """
 
 from __future__ import annotations
@@ -299,11 +295,11 @@ class ResNetModel(PreTrainedModel):
 
         Example:
             >>> import jax.numpy as jnp, js
-            >>> config = ResNetConfig(architecture="resnet18", num_classes=0,
-            ...                       model_args={"layers": [1, 1, 1, 1]})
+            >>> config = ResNetConfig(architecture="resnet18", num_classes=10, model_args={
+            ...     "layers": [1, 1, 1, 1], "channels": [8, 8, 8, 8]})
             >>> ResNetModel(config, rngs=js.Rngs(params=0)).eval()(
             ...     jnp.ones((2, 3, 32, 32))).shape
-            (2, 512)
+            (2, 10)
         """
         return self.forward_head(self.forward_features(pixel_values))
 
