@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 
-from ._base import PretrainedConfig
+from ._base import PretrainedConfig, PreTrainedModel
 
 IMAGENET_DEFAULT_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_DEFAULT_STD = [0.229, 0.224, 0.225]
@@ -137,6 +137,21 @@ class TimmConfig(PretrainedConfig):
         return cls(**config)
 
 
+class TimmModel(PreTrainedModel):
+    """A timm family's model: no base-model prefix, timm's ``config.json`` layout on save, and
+    BatchNorm's ``num_batches_tracked`` counters (which js does not keep; PyTorch sets them to
+    0 when a file lacks them) skipped on load."""
+
+    base_model_prefix: ClassVar[str] = ""
+    ignore_on_load: ClassVar[tuple[str, ...]] = (r"(^|\.)num_batches_tracked$",)
+    config: TimmConfig
+
+    def _config_json(self) -> dict[str, Any]:
+        """timm's ``config.json`` (``architecture``, ``num_classes``, ``num_features``,
+        ``global_pool``, ``model_args``, ``pretrained_cfg``), not transformers' layout."""
+        return self.config.to_dict()
+
+
 def global_pool(x: jax.Array, pool_type: str) -> jax.Array:
     """timm's ``SelectAdaptivePool2d(pool_type, flatten=True)`` on ``[B, C, H, W]``: ``[B, C]``
     (``[B, 2C]`` for ``'catavgmax'``); ``''`` keeps the map as it is."""
@@ -150,4 +165,10 @@ def global_pool(x: jax.Array, pool_type: str) -> jax.Array:
     return pooled[pool_type]
 
 
-__all__ = ["IMAGENET_DEFAULT_MEAN", "IMAGENET_DEFAULT_STD", "TimmConfig", "global_pool"]
+__all__ = [
+    "IMAGENET_DEFAULT_MEAN",
+    "IMAGENET_DEFAULT_STD",
+    "TimmConfig",
+    "TimmModel",
+    "global_pool",
+]

@@ -26,7 +26,7 @@ import js
 from js import nn
 
 from ._base import PreTrainedModel
-from ._timm import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, TimmConfig
+from ._timm import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, TimmConfig, TimmModel
 from ._timm import global_pool as _global_pool
 
 
@@ -232,7 +232,7 @@ class NormMlpClassifierHead(nn.Module):
         return x if pre_logits else self.fc(x)
 
 
-class ConvNeXtModel(PreTrainedModel):
+class ConvNeXtModel(TimmModel):
     """timm's ``ConvNeXt`` (patch stem, ``head_norm_first=False``).
 
     ``num_classes=0`` builds no ``head.fc``: the output is the pooled, normalised features
@@ -248,7 +248,6 @@ class ConvNeXtModel(PreTrainedModel):
     """
 
     config_class: ClassVar[type[ConvNeXtConfig]] = ConvNeXtConfig
-    base_model_prefix: ClassVar[str] = ""
     config: ConvNeXtConfig
 
     def __init__(self, config: ConvNeXtConfig, *, rngs: js.Rngs):

@@ -24,7 +24,7 @@ import js
 from js import nn
 
 from ._base import PreTrainedModel
-from ._timm import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, POOL_TYPES, TimmConfig
+from ._timm import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, POOL_TYPES, TimmConfig, TimmModel
 from ._timm import global_pool as _global_pool
 
 
@@ -212,7 +212,7 @@ def _make_stage(
     return nn.Sequential(*blocks)
 
 
-class ResNetModel(PreTrainedModel):
+class ResNetModel(TimmModel):
     """timm's ``ResNet``: ``logits = fc(pool(layer4(...layer1(maxpool(act1(bn1(conv1(x))))))))``.
 
     ``num_classes=0`` builds no ``fc`` (``fc`` is ``Identity``): the output is the pooled
@@ -228,7 +228,6 @@ class ResNetModel(PreTrainedModel):
     """
 
     config_class: ClassVar[type[ResNetConfig]] = ResNetConfig
-    base_model_prefix: ClassVar[str] = ""
     config: ResNetConfig
 
     def __init__(self, config: ResNetConfig, *, rngs: js.Rngs):
