@@ -154,12 +154,44 @@ def test_num_classes_zero_gives_pooled_features(timm, tmp_path, architecture, kw
     assert _relative(_js_forward(model, images), expected, figure) < TOLERANCE
 
 
+TINY_RESNET = {"layers": (1, 1, 1, 1), "channels": (8, 8, 8, 8)}
+
+
+@pytest.mark.parametrize(
+    ("architecture", "kwargs", "shape"),
+    [
+        ("resnet18", {"global_pool": "max", "in_chans": 1, **TINY_RESNET}, (2, 4)),
+        ("resnet18", {"global_pool": "", "num_classes": 0, **TINY_RESNET}, (2, 8, 1, 1)),
+        pytest.param(
+            "resnet18", {"global_pool": "catavgmax", **TINY_RESNET}, (2, 4), marks=pytest.mark.slow
+        ),
+        pytest.param(
+            "convnext_atto",
+            {"global_pool": "avgmax", "depths": (1, 1, 1, 1)},
+            (2, 4),
+            marks=pytest.mark.slow,
+        ),
+    ],
+    ids=["resnet-max-1-channel", "resnet-no-pool", "resnet-catavgmax", "convnext-avgmax"],
+)
+def test_pooling_and_input_channels_follow_timm(timm, tmp_path, architecture, kwargs, shape):
+    kwargs = {"num_classes": 4, **kwargs}
+    reference, model, folder = _from_timm(timm, tmp_path, architecture, 32, **kwargs)
+    images = _images(32)[:, : kwargs.get("in_chans", 3)]
+    expected = _timm_forward(reference, images)
+    assert expected.shape == shape
+    figure = f"{architecture} pool {kwargs['global_pool']!r}"
+    assert _relative(_js_forward(model, images), expected, figure) < TOLERANCE
+
+
 @pytest.mark.parametrize(
     ("config", "size"),
     [
         (
             ResNetConfig(
-                architecture="resnet18", num_classes=5, model_args={"layers": [1, 1, 2, 1]}
+                architecture="resnet18",
+                num_classes=5,
+                model_args={"layers": [1, 1, 2, 1], "channels": [16, 16, 32, 32]},
             ),
             32,
         ),
