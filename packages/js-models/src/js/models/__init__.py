@@ -36,11 +36,18 @@ from .bert import BertModel as BertModel  # noqa: E402
 from .vit import ViTConfig as ViTConfig  # noqa: E402
 from .vit import ViTForImageClassification as ViTForImageClassification  # noqa: E402
 from .vit import ViTModel as ViTModel  # noqa: E402
+# timm: ResNet, ConvNeXt
+from .convnext import ConvNeXtConfig as ConvNeXtConfig  # noqa: E402
+from .convnext import ConvNeXtModel as ConvNeXtModel  # noqa: E402
+from .resnet import ResNetConfig as ResNetConfig  # noqa: E402
+from .resnet import ResNetModel as ResNetModel  # noqa: E402
 
 __all__ = [
     "BertConfig",
     "BertForSequenceClassification",
     "BertModel",
+    "ConvNeXtConfig",
+    "ConvNeXtModel",
     "GPT2Config",
     "GPT2LMHeadModel",
     "GPT2Model",
@@ -56,6 +63,8 @@ __all__ = [
     "Qwen2Config",
     "Qwen2ForCausalLM",
     "Qwen2Model",
+    "ResNetConfig",
+    "ResNetModel",
     "ViTConfig",
     "ViTForImageClassification",
     "ViTModel",

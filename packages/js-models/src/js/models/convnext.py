@@ -1,0 +1,330 @@
+"""timm's ConvNeXt (``timm/models/convnext.py``, timm 1.0.31) in js.nn, with timm's module names,
+so that timm's files load as they are and js writes folders timm reads.
+
+The patch-stem ConvNeXt: ``stem`` (4x4 conv, LayerNorm2d), four ``stages`` (a LayerNorm2d + 2x2
+conv ``downsample`` from the second on, then ``blocks``: 7x7 depthwise ``conv_dw``, ``norm``,
+``mlp.fc1`` / GELU / ``mlp.fc2``, layer scale ``gamma``, residual) and ``head`` (pool,
+``head.norm``, ``head.fc``). The small timm variants (atto, femto, pico, nano) use
+``conv_mlp=True`` (LayerNorm2d and 1x1 convs over ``[B, C, H, W]``); tiny and up use
+``conv_mlp=False`` (channels-last LayerNorm and Linear layers): each builds the layers its file
+holds. Eval mode: drop path and head dropout are training-only and not built.
+
+Example:
+    >>> from js.models.convnext import ConvNeXtConfig, ConvNeXtModel
+    >>> ConvNeXtConfig(architecture="convnext_atto").arch_args()["dims"]
+    [40, 80, 160, 320]
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+
+import js
+from js import nn
+
+from ._base import PreTrainedModel
+from ._timm import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, TimmConfig, TimmModel
+from ._timm import global_pool as _global_pool
+
+
+def _arch(depths: tuple[int, ...], dims: tuple[int, ...], **extra: Any) -> dict[str, Any]:
+    return {"depths": list(depths), "dims": list(dims), "conv_mlp": False, **extra}
+
+
+_SMALL = {"conv_mlp": True}
+
+
+class ConvNeXtConfig(TimmConfig):
+    """timm's ``config.json`` for a ConvNeXt (see ``js.models._timm.TimmConfig``).
+
+    ``architecture`` picks ``depths``, ``dims`` and ``conv_mlp`` as timm registers them;
+    ``model_args`` may override those and ``kernel_sizes``, ``patch_size``, ``ls_init_value``
+    (``None``: no layer scale), ``norm_eps``, ``conv_bias`` (as ``timm.create_model`` keyword
+    arguments).
+
+    Example:
+        >>> ConvNeXtConfig(architecture="convnext_atto").to_dict()["num_features"]
+        320
+    """
+
+    architectures: ClassVar[dict[str, dict[str, Any]]] = {
+        "convnext_atto": _arch((2, 2, 6, 2), (40, 80, 160, 320), **_SMALL),
+        "convnext_femto": _arch((2, 2, 6, 2), (48, 96, 192, 384), **_SMALL),
+        "convnext_pico": _arch((2, 2, 6, 2), (64, 128, 256, 512), **_SMALL),
+        "convnext_nano": _arch((2, 2, 8, 2), (80, 160, 320, 640), **_SMALL),
+        "convnext_tiny": _arch((3, 3, 9, 3), (96, 192, 384, 768)),
+        "convnext_small": _arch((3, 3, 27, 3), (96, 192, 384, 768)),
+        "convnext_base": _arch((3, 3, 27, 3), (128, 256, 512, 1024)),
+        "convnext_large": _arch((3, 3, 27, 3), (192, 384, 768, 1536)),
+        "convnext_xlarge": _arch((3, 3, 27, 3), (256, 512, 1024, 2048)),
+        "convnext_xxlarge": _arch((3, 4, 30, 3), (384, 768, 1536, 3072), norm_eps=1e-5),
+    }
+    default_architecture: ClassVar[str] = "convnext_tiny"
+    model_arg_names: ClassVar[tuple[str, ...]] = (
+        *TimmConfig.model_arg_names,
+        "depths",
+        "dims",
+        "conv_mlp",
+        "kernel_sizes",
+        "patch_size",
+        "ls_init_value",
+        "norm_eps",
+        "conv_bias",
+    )
+    pretrained_defaults: ClassVar[dict[str, Any]] = {
+        "input_size": [3, 224, 224],
+        "pool_size": [7, 7],
+        "crop_pct": 0.875,
+        "interpolation": "bicubic",
+        "mean": IMAGENET_DEFAULT_MEAN,
+        "std": IMAGENET_DEFAULT_STD,
+        "first_conv": "stem.0",
+        "classifier": "head.fc",
+    }
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        if self.global_pool == "catavgmax":
+            raise ValueError(
+                "ConvNeXtConfig: global_pool 'catavgmax' doubles the pooled width, which timm's "
+                "ConvNeXt head refuses. Fix: pass global_pool='avg'"
+            )
+
+    def feature_count(self) -> int:
+        """``dims[-1]`` (320 for convnext_atto, 768 for convnext_tiny)."""
+        return int(self.arch_args()["dims"][-1])
+
+
+class LayerNorm2d(nn.LayerNorm):
+    """timm's ``LayerNorm2d``: LayerNorm over the channels of ``[B, C, H, W]`` (eps 1e-6)."""
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        """Normalise each position's ``C`` values; ``[B, C, H, W]`` in and out."""
+        return jnp.transpose(super().forward(jnp.transpose(x, (0, 2, 3, 1))), (0, 3, 1, 2))
+
+
+class Mlp(nn.Module):
+    """timm's ``Mlp``: ``fc2(gelu(fc1(x)))``, 1x1 convs (``use_conv``) or Linear layers."""
+
+    def __init__(self, features: int, hidden: int, use_conv: bool, *, rngs: js.Rngs):
+        super().__init__()
+        if use_conv:
+            self.fc1 = nn.Conv2d(features, hidden, 1, rngs=rngs)
+            self.fc2 = nn.Conv2d(hidden, features, 1, rngs=rngs)
+        else:
+            self.fc1 = nn.Linear(features, hidden, rngs=rngs)
+            self.fc2 = nn.Linear(hidden, features, rngs=rngs)
+        self.act = nn.GELU()
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        """``[B, C, H, W]`` (convs) or ``[..., C]`` (Linear) in and out."""
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class ConvNeXtBlock(nn.Module):
+    """timm's ``ConvNeXtBlock``: ``x + gamma * mlp(norm(conv_dw(x)))`` (channels kept)."""
+
+    def __init__(
+        self,
+        dim: int,
+        kernel_size: int,
+        conv_mlp: bool,
+        ls_init_value: float | None,
+        eps: float,
+        conv_bias: bool,
+        *,
+        rngs: js.Rngs,
+    ):
+        super().__init__()
+        self.use_conv_mlp = conv_mlp
+        padding = kernel_size // 2
+        self.conv_dw = nn.Conv2d(
+            dim, dim, kernel_size, padding=padding, groups=dim, bias=conv_bias, rngs=rngs
+        )
+        self.norm = LayerNorm2d(dim, eps=eps) if conv_mlp else nn.LayerNorm(dim, eps=eps)
+        self.mlp = Mlp(dim, 4 * dim, conv_mlp, rngs=rngs)
+        has_gamma = ls_init_value is not None
+        self.gamma = nn.Parameter(jnp.full((dim,), ls_init_value or 0.0)) if has_gamma else None
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        """``[B, C, H, W]`` in and out."""
+        shortcut = x
+        x = self.conv_dw(x)
+        if self.use_conv_mlp:
+            x = self.mlp(self.norm(x))
+        else:  # channels last for LayerNorm and Linear, as timm
+            x = jnp.transpose(self.mlp(self.norm(jnp.transpose(x, (0, 2, 3, 1)))), (0, 3, 1, 2))
+        if self.gamma is not None:
+            x = x * self.gamma.value.reshape(1, -1, 1, 1)
+        return x + shortcut
+
+
+class ConvNeXtStage(nn.Module):
+    """timm's ``ConvNeXtStage``: ``downsample`` (LayerNorm2d, 2x2 stride-2 conv) then ``blocks``."""
+
+    def __init__(
+        self,
+        in_chs: int,
+        out_chs: int,
+        stride: int,
+        depth: int,
+        args: dict[str, Any],
+        kernel_size: int,
+        *,
+        rngs: js.Rngs,
+    ):
+        super().__init__()
+        eps, bias = args["norm_eps"], args["conv_bias"]
+        if in_chs != out_chs or stride > 1:
+            kernel = 2 if stride > 1 else 1
+            self.downsample = nn.Sequential(
+                LayerNorm2d(in_chs, eps=eps),
+                nn.Conv2d(in_chs, out_chs, kernel, stride, bias=bias, rngs=rngs),
+            )
+        else:
+            self.downsample = nn.Identity()
+        self.blocks = nn.Sequential(
+            *(
+                ConvNeXtBlock(
+                    out_chs,
+                    kernel_size,
+                    args["conv_mlp"],
+                    args["ls_init_value"],
+                    eps,
+                    bias,
+                    rngs=rngs,
+                )
+                for _ in range(depth)
+            )
+        )
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        """``[B, in_chs, H, W]`` -> ``[B, out_chs, H / stride, W / stride]``."""
+        return self.blocks(self.downsample(x))
+
+
+class NormMlpClassifierHead(nn.Module):
+    """timm's ``NormMlpClassifierHead`` without a hidden layer: pool, ``norm``, ``fc``."""
+
+    def __init__(
+        self, features: int, num_classes: int, pool_type: str, eps: float, *, rngs: js.Rngs
+    ):
+        super().__init__()
+        self.pool_type = pool_type
+        self.norm = LayerNorm2d(features, eps=eps)
+        if num_classes <= 0:
+            self.fc = nn.Identity()
+        elif pool_type:
+            self.fc = nn.Linear(features, num_classes, rngs=rngs)
+        else:  # timm's head on an unpooled map is a 1x1 conv
+            self.fc = nn.Conv2d(features, num_classes, 1, rngs=rngs)
+
+    def forward(self, x: jax.Array, pre_logits: bool = False) -> jax.Array:
+        """``[B, C, H, W]`` -> ``[B, num_classes]`` (``[B, C]`` features with ``pre_logits``)."""
+        x = _global_pool(x, self.pool_type)
+        if self.pool_type:  # the pooled [B, C] as a 1x1 map, for LayerNorm2d
+            x = self.norm(x[:, :, None, None])[:, :, 0, 0]
+        else:
+            x = self.norm(x)
+        return x if pre_logits else self.fc(x)
+
+
+class ConvNeXtModel(TimmModel):
+    """timm's ``ConvNeXt`` (patch stem, ``head_norm_first=False``).
+
+    ``num_classes=0`` builds no ``head.fc``: the output is the pooled, normalised features
+    ``[B, num_features]``.
+
+    Args:
+        config: a ``ConvNeXtConfig`` (timm's ``config.json``).
+        rngs: ``js.Rngs`` with ``params`` (timm's init: truncated normal std 0.02 for convs and
+            Linear layers, zero biases, ``gamma`` = ``ls_init_value``).
+
+    Shape:
+        input ``[B, in_chans, H, W]`` with H, W multiples of 32; output ``[B, num_classes]``.
+    """
+
+    config_class: ClassVar[type[ConvNeXtConfig]] = ConvNeXtConfig
+    config: ConvNeXtConfig
+
+    def __init__(self, config: ConvNeXtConfig, *, rngs: js.Rngs):
+        super().__init__(config)
+        args = {"ls_init_value": 1e-6, "norm_eps": 1e-6, "conv_bias": True, **config.arch_args()}
+        args["norm_eps"] = 1e-6 if args["norm_eps"] is None else args["norm_eps"]
+        dims, depths = list(args["dims"]), list(args["depths"])
+        kernel_sizes = args.get("kernel_sizes", 7)
+        if isinstance(kernel_sizes, int):
+            kernel_sizes = [kernel_sizes] * len(depths)
+        if not len(dims) == len(depths) == len(kernel_sizes) == 4:
+            raise ValueError(
+                f"ConvNeXtModel: expected 4 stages, got depths {depths}, dims {dims}, "
+                f"kernel_sizes {kernel_sizes}. Fix: give four of each"
+            )
+        patch = args.get("patch_size", 4)
+        self.num_classes = args["num_classes"]
+        self.stem = nn.Sequential(
+            nn.Conv2d(args["in_chans"], dims[0], patch, patch, bias=args["conv_bias"], rngs=rngs),
+            LayerNorm2d(dims[0], eps=args["norm_eps"]),
+        )
+        stages, previous = [], dims[0]
+        for index in range(4):
+            stride = 1 if index == 0 else 2
+            stages.append(
+                ConvNeXtStage(
+                    previous, dims[index], stride, depths[index], args, kernel_sizes[index],
+                    rngs=rngs,
+                )
+            )  # fmt: skip
+            previous = dims[index]
+        self.stages = nn.Sequential(*stages)
+        self.num_features = previous
+        self.head = NormMlpClassifierHead(
+            previous, self.num_classes, args["global_pool"], args["norm_eps"], rngs=rngs
+        )
+        self._init_weights(rngs)
+
+    def _init_weights(self, rngs: js.Rngs) -> None:
+        for module in self.modules():
+            if isinstance(module, (nn.Conv2d, nn.Linear)):
+                nn.init.trunc_normal_(module.weight, std=0.02, rngs=rngs)
+
+    def forward_features(self, x: jax.Array) -> jax.Array:
+        """The last feature map ``[B, num_features, H / 32, W / 32]``."""
+        return self.stages(self.stem(x))
+
+    def forward_head(self, x: jax.Array, pre_logits: bool = False) -> jax.Array:
+        """Pool, ``head.norm``, then ``head.fc`` unless ``pre_logits``."""
+        return self.head(x, pre_logits=pre_logits)
+
+    def forward(self, pixel_values: jax.Array) -> jax.Array:
+        """Logits ``[B, num_classes]`` of images ``[B, C, H, W]`` (features if no head).
+
+        Example:
+            >>> import jax.numpy as jnp, js
+            >>> config = ConvNeXtConfig(architecture="convnext_atto", num_classes=0, model_args={
+            ...     "depths": [1, 1, 1, 1], "dims": [8, 8, 8, 8]})
+            >>> ConvNeXtModel(config, rngs=js.Rngs(params=0)).eval()(
+            ...     jnp.ones((2, 3, 32, 32))).shape
+            (2, 8)
+        """
+        return self.forward_head(self.forward_features(pixel_values))
+
+
+ARCHITECTURES: dict[str, type[PreTrainedModel]] = dict.fromkeys(
+    ConvNeXtConfig.architectures, ConvNeXtModel
+)
+DEFAULT_ARCHITECTURE: str = "convnext_tiny"
+
+__all__ = [
+    "ARCHITECTURES",
+    "DEFAULT_ARCHITECTURE",
+    "ConvNeXtBlock",
+    "ConvNeXtConfig",
+    "ConvNeXtModel",
+    "ConvNeXtStage",
+    "LayerNorm2d",
+    "Mlp",
+]
