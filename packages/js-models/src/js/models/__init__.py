@@ -15,11 +15,15 @@ from ._pretrained import LoadingInfo as LoadingInfo  # noqa: E402
 from ._pretrained import from_pretrained as from_pretrained  # noqa: E402
 from ._pretrained import loading_info as loading_info  # noqa: E402
 
-# GPT-2
+# The families (js/models/_registry.py says which folder goes to which).
+from .bert import BertConfig as BertConfig  # noqa: E402
+from .bert import BertForSequenceClassification as BertForSequenceClassification  # noqa: E402
+from .bert import BertModel as BertModel  # noqa: E402
+from .convnext import ConvNeXtConfig as ConvNeXtConfig  # noqa: E402
+from .convnext import ConvNeXtModel as ConvNeXtModel  # noqa: E402
 from .gpt2 import GPT2Config as GPT2Config  # noqa: E402
 from .gpt2 import GPT2LMHeadModel as GPT2LMHeadModel  # noqa: E402
 from .gpt2 import GPT2Model as GPT2Model  # noqa: E402
-# Llama, Qwen2, Mistral
 from .llama import LlamaConfig as LlamaConfig  # noqa: E402
 from .llama import LlamaForCausalLM as LlamaForCausalLM  # noqa: E402
 from .llama import LlamaModel as LlamaModel  # noqa: E402
@@ -29,18 +33,11 @@ from .llama import MistralModel as MistralModel  # noqa: E402
 from .llama import Qwen2Config as Qwen2Config  # noqa: E402
 from .llama import Qwen2ForCausalLM as Qwen2ForCausalLM  # noqa: E402
 from .llama import Qwen2Model as Qwen2Model  # noqa: E402
-# BERT and ViT
-from .bert import BertConfig as BertConfig  # noqa: E402
-from .bert import BertForSequenceClassification as BertForSequenceClassification  # noqa: E402
-from .bert import BertModel as BertModel  # noqa: E402
+from .resnet import ResNetConfig as ResNetConfig  # noqa: E402
+from .resnet import ResNetModel as ResNetModel  # noqa: E402
 from .vit import ViTConfig as ViTConfig  # noqa: E402
 from .vit import ViTForImageClassification as ViTForImageClassification  # noqa: E402
 from .vit import ViTModel as ViTModel  # noqa: E402
-# timm: ResNet, ConvNeXt
-from .convnext import ConvNeXtConfig as ConvNeXtConfig  # noqa: E402
-from .convnext import ConvNeXtModel as ConvNeXtModel  # noqa: E402
-from .resnet import ResNetConfig as ResNetConfig  # noqa: E402
-from .resnet import ResNetModel as ResNetModel  # noqa: E402
 
 __all__ = [
     "BertConfig",
