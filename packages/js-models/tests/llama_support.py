@@ -5,14 +5,12 @@ reference models, and folder round trips through js.models (with a stand-in for
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
 import js
-import js.nn as nn
 
 # Every config shares these sizes (so eager ops compile once): 2 layers, width 64, 4 query
 # heads sharing 2 key/value heads.
@@ -67,50 +65,20 @@ def perturb_js(model: js.Module, seed: int = 0) -> None:
 
 
 def save_js(model, folder: Path) -> None:
-    """``model.save_pretrained(folder)``; until js.models writes folders, the same by hand."""
-    try:
-        model.save_pretrained(folder)
-        return
-    except NotImplementedError:
-        pass
-    folder.mkdir(parents=True, exist_ok=True)
-    config = model._config_json()
-    (folder / "config.json").write_text(json.dumps(config, indent=2))
-    state = model.state_dict()
-    if getattr(model.config, "tie_word_embeddings", False):
-        state.pop("lm_head.weight", None)  # transformers writes a tied weight once
-    nn.save_weights(state, folder / "model.safetensors", metadata={"format": "pt"})
+    """``model.save_pretrained(folder)``."""
+    model.save_pretrained(folder)
 
 
 def load_js(cls, folder: Path):
-    """``cls.from_pretrained(folder)``; until js.models reads folders, the same by hand."""
-    try:
-        return cls.from_pretrained(folder)
-    except NotImplementedError:
-        pass
-    config = cls.config_class.from_dict(json.loads((folder / "config.json").read_text()))
-    model = cls(config, rngs=js.Rngs(params=0))
-    prefix = ""
-    if cls.__name__.endswith("Model"):  # a base model from a folder with a head
-        prefix = cls.base_model_prefix + "."
-    result = nn.load_weights(model, folder / "model.safetensors", strict=False, prefix=prefix)
-    assert result.missing_keys == [], result  # a tied lm_head.weight is filled by its other name
-    return model.eval()
+    """``cls.from_pretrained(folder)``."""
+    return cls.from_pretrained(folder)
 
 
 def load_folder(folder: Path):
-    """``js.models.from_pretrained(folder)`` (the class chosen from config.json); until
-    js.models reads folders, the same choice by hand."""
+    """``js.models.from_pretrained(folder)``: the class chosen from config.json."""
     import js.models
-    from js.models import llama
 
-    try:
-        return js.models.from_pretrained(folder)
-    except NotImplementedError:
-        pass
-    config = json.loads((folder / "config.json").read_text())
-    name = (config.get("architectures") or [llama.DEFAULT_ARCHITECTURE])[0]
-    return load_js(llama.ARCHITECTURES[name], folder)
+    return js.models.from_pretrained(folder)
 
 
 def relative_error(got, expected) -> float:

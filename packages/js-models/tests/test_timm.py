@@ -80,23 +80,11 @@ def _relative(got: np.ndarray, expected: np.ndarray, figure: str) -> float:
 
 def _load_js(folder: Path) -> js.Module:
     """The js model of a timm folder: ``js.models.from_pretrained`` (eval mode)."""
-    try:
-        return js.models.from_pretrained(folder)
-    except NotImplementedError:  # until js.models.from_pretrained lands: the same by hand
-        config = json.loads((folder / "config.json").read_text())
-        family = ConvNeXtModel if config["architecture"].startswith("convnext") else ResNetModel
-        model = family(family.config_class.from_dict(config), rngs=js.Rngs(params=0))
-        nn.load_weights(model, folder / "model.safetensors", layout="torch")
-        return model.eval()
+    return js.models.from_pretrained(folder)
 
 
 def _save_js(model: js.models.PreTrainedModel, folder: Path) -> None:
-    try:
-        model.save_pretrained(folder)
-    except NotImplementedError:  # until save_pretrained lands: the same by hand
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "config.json").write_text(json.dumps(model.config.to_dict(), indent=2))
-        nn.save_weights(model, folder / "model.safetensors", layout="torch")
+    model.save_pretrained(folder)
 
 
 def _from_timm(timm, tmp_path: Path, architecture: str, size: int, **kwargs):
