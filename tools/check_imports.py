@@ -94,6 +94,8 @@ COMPUTED = {
     "packages/js-core/src/js/__init__.py": "js.__getattr__ imports js.<name> for a sibling the "
     "user asked for by attribute (from js import optim), so that a missing distribution "
     "raises the install hint; js-core itself never uses it",
+    "packages/js-models/src/js/models/_pretrained.py": "from_pretrained imports the family "
+    "module js.models.<name> that _registry.py names for a folder: js-models' own modules",
 }
 COMPUTED_NAME = "<computed name>"
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
