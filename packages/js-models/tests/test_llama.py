@@ -241,6 +241,11 @@ def _tiny(cls=llama.LlamaConfig, **keys):
             "rope_type 'dynamic' is not supported; supported: default, linear, llama3",
         ),
         (dict(rope_parameters={"rope_type": "linear"}), KeyError, "needs 'factor'"),
+        (
+            dict(partial_rotary_factor=0.5),
+            NotImplementedError,
+            r"partial_rotary_factor=0.5 \(rotary on part of each head\) is not supported",
+        ),
         (dict(num_key_value_heads=3), ValueError, r"num_attention_heads \(4\) must be a multiple"),
         (dict(hidden_act="mish"), ValueError, "hidden_act 'mish' is not supported"),
     ],

@@ -293,6 +293,12 @@ def _rope_inv_freq(config: LlamaConfig) -> tuple[jax.Array, float]:
             f"{type(config).__name__}: rope_type {kind!r} is not supported; supported: "
             f"{', '.join(SUPPORTED_ROPE_TYPES)}. Fix: use a model with one of those"
         )
+    partial = rope.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0))
+    if partial not in (None, 1, 1.0):
+        raise NotImplementedError(
+            f"{type(config).__name__}: partial_rotary_factor={partial!r} (rotary on part of "
+            "each head) is not supported; only 1.0 is. Fix: use a model without it"
+        )
     dim = _head_dim(config)
     inv_freq = F.rope_inv_freq(dim, float(rope["rope_theta"]))
     if kind == "linear":
