@@ -153,12 +153,13 @@ class BertSelfAttention(nn.Module):
         return attend(q, k, v, mask, dropout=p, training=training, rngs=rngs)  # [B, L, H]
 
 
-class BertSelfOutput(nn.Module):
-    """``LayerNorm(dropout(dense(x)) + residual)`` after attention."""
+class BertOutput(nn.Module):
+    """``LayerNorm(dropout(dense(x)) + residual)``, intermediate -> hidden size."""
 
-    def __init__(self, config: BertConfig, *, rngs: Rngs):
+    def __init__(self, config: BertConfig, *, rngs: Rngs, in_features: int | None = None):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size, rngs=rngs)
+        in_features = config.intermediate_size if in_features is None else in_features
+        self.dense = nn.Linear(in_features, config.hidden_size, rngs=rngs)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
@@ -167,6 +168,13 @@ class BertSelfOutput(nn.Module):
     ) -> jax.Array:
         hidden_states = self.dropout(self.dense(hidden_states), rngs=rngs)
         return self.LayerNorm(hidden_states + input_tensor)
+
+
+class BertSelfOutput(BertOutput):
+    """``LayerNorm(dropout(dense(x)) + residual)`` after attention (hidden -> hidden)."""
+
+    def __init__(self, config: BertConfig, *, rngs: Rngs):
+        super().__init__(config, rngs=rngs, in_features=config.hidden_size)
 
 
 class BertAttention(nn.Module):
@@ -194,22 +202,6 @@ class BertIntermediate(nn.Module):
 
     def forward(self, hidden_states: jax.Array) -> jax.Array:
         return self.intermediate_act_fn(self.dense(hidden_states))
-
-
-class BertOutput(nn.Module):
-    """``LayerNorm(dropout(dense(x)) + residual)``, intermediate -> hidden size."""
-
-    def __init__(self, config: BertConfig, *, rngs: Rngs):
-        super().__init__()
-        self.dense = nn.Linear(config.intermediate_size, config.hidden_size, rngs=rngs)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    def forward(
-        self, hidden_states: jax.Array, input_tensor: jax.Array, *, rngs: Rngs | None = None
-    ) -> jax.Array:
-        hidden_states = self.dropout(self.dense(hidden_states), rngs=rngs)
-        return self.LayerNorm(hidden_states + input_tensor)
 
 
 class BertLayer(nn.Module):

@@ -35,6 +35,19 @@ def _check_eps(layer: str, eps) -> float:
     return float(eps)
 
 
+def _check_normalized_shape(layer: str, normalized_shape) -> tuple[int, ...]:
+    """``normalized_shape`` (an int or a sequence of ints >= 1) as a tuple of ints."""
+    if is_int(normalized_shape):
+        normalized_shape = (normalized_shape,)
+    if not isinstance(normalized_shape, (tuple, list)) or not all(map(is_int, normalized_shape)):
+        raise TypeError(
+            f"{layer}: normalized_shape must be an int or a tuple of ints, got {normalized_shape!r}"
+        )
+    if not all(n >= 1 for n in normalized_shape):
+        raise ValueError(f"{layer}: normalized_shape must hold ints >= 1, got {normalized_shape!r}")
+    return tuple(int(n) for n in normalized_shape)
+
+
 def _affine(layer: Module, shape, affine: bool, dtype, bias: bool = True) -> None:
     """``weight`` (ones) and ``bias`` (zeros) of ``shape``, or None where not learnt."""
     layer.weight = Parameter(ones(shape, dtype)) if affine else None
@@ -240,20 +253,7 @@ class LayerNorm(Module):
         dtype: DTypeLike | None = None,
     ):
         super().__init__()
-        if is_int(normalized_shape):
-            normalized_shape = (normalized_shape,)
-        if not isinstance(normalized_shape, (tuple, list)) or not all(
-            map(is_int, normalized_shape)
-        ):
-            raise TypeError(
-                "LayerNorm: normalized_shape must be an int or a tuple of ints, "
-                f"got {normalized_shape!r}"
-            )
-        if not all(n >= 1 for n in normalized_shape):
-            raise ValueError(
-                f"LayerNorm: normalized_shape must hold ints >= 1, got {normalized_shape!r}"
-            )
-        self.normalized_shape = tuple(int(n) for n in normalized_shape)
+        self.normalized_shape = _check_normalized_shape("LayerNorm", normalized_shape)
         self.eps = _check_eps("LayerNorm", eps)
         affine = check_bool("LayerNorm", "elementwise_affine", elementwise_affine)
         has_bias = check_bool("LayerNorm", "bias", bias)
@@ -317,20 +317,7 @@ class RMSNorm(Module):
         dtype: DTypeLike | None = None,
     ):
         super().__init__()
-        if is_int(normalized_shape):
-            normalized_shape = (normalized_shape,)
-        if not isinstance(normalized_shape, (tuple, list)) or not all(
-            map(is_int, normalized_shape)
-        ):
-            raise TypeError(
-                "RMSNorm: normalized_shape must be an int or a tuple of ints, "
-                f"got {normalized_shape!r}"
-            )
-        if not all(n >= 1 for n in normalized_shape):
-            raise ValueError(
-                f"RMSNorm: normalized_shape must hold ints >= 1, got {normalized_shape!r}"
-            )
-        self.normalized_shape = tuple(int(n) for n in normalized_shape)
+        self.normalized_shape = _check_normalized_shape("RMSNorm", normalized_shape)
         self.eps = None if eps is None else _check_eps("RMSNorm", eps)
         affine = check_bool("RMSNorm", "elementwise_affine", elementwise_affine)
         dtype = float_dtype("RMSNorm", dtype)
