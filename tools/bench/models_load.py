@@ -17,16 +17,20 @@ Part 1, ``load``: per round (the order alternating between rounds) one process r
 ``js.models.from_pretrained(folder)`` and waits until every array is ready, one runs
 ``transformers.GPT2LMHeadModel.from_pretrained(folder)``. Each reports its imports (for js
 including the start of XLA's CPU backend, which jax defers to first use), the load's seconds,
-its RSS just before the load, and its peak RSS (``ru_maxrss``, which counts the safetensors
-file's pages mapped into the process too). Both run on the same cores: ``--cores N`` pins this
+its RSS just before the load and its peak RSS (``ru_maxrss``) after it; then it reads every
+weight once (a sum over each array's host memory, no copy) and reports the seconds and the
+peak RSS again. The second peak is the one to compare: a loader may return weights that are
+still pages of the memory-mapped safetensors file, not yet read in (transformers 5 does), and
+RSS counts such pages only once they are read. Both run on the same cores: ``--cores N`` pins this
 process (children inherit the affinity, which sizes XLA's thread pool) and torch is given one
 thread per core (``_cores.match_torch``).
 
 Part 2, ``sharded``: the same folder loaded with ``mesh=`` and ``rules=`` (every matrix split
 over its columns on a 4-device mesh, ``RULES``) by two processes on loopback that form one JAX
 job (2 CPU devices each, gloo collectives), against one process with 4 CPU devices loading with
-the same rules, and one loading without a mesh. Each process reports its peak RSS and RSS
-before the load, and checks that it holds only its own shards (each addressable shard of the
+the same rules, and one loading without a mesh. Each process reports its RSS before the load
+and its peaks after it and after reading its shards, and checks that it holds only its own
+shards (each addressable shard of the
 sharding's shard shape; the fraction of the model's bytes held by this process's devices).
 
 Prints a markdown table per part (medians over the rounds; the js/transformers ratios are the
@@ -98,14 +102,17 @@ def _child_transformers(folder: Path) -> None:
 
     imported, rss, peak_before = time.perf_counter(), _rss_mib(), _peak_mib()
     model = GPT2LMHeadModel.from_pretrained(folder)
-    loaded = time.perf_counter()
+    loaded, peak = time.perf_counter(), _peak_mib()
     params = list(model.parameters())
+    _touch([p.detach().numpy() for p in params])
     _report(
         imports_s=imported - start,
         load_s=loaded - imported,
+        touch_s=time.perf_counter() - loaded,
         rss_before_mib=rss,
         peak_before_mib=peak_before,
-        peak_mib=_peak_mib(),
+        peak_mib=peak,
+        touched_peak_mib=_peak_mib(),
         params=sum(p.numel() for p in params),
         dtype=str(params[0].dtype).removeprefix("torch."),
         torch_threads=threads,
@@ -113,10 +120,16 @@ def _child_transformers(folder: Path) -> None:
     )
 
 
-def _arrays(model) -> list:
-    """Every parameter's and buffer's array, each once (a tied parameter has two names)."""
+def _touch(host_arrays: list) -> None:
+    """Read every byte once (a loader may leave weights as file pages not yet read in)."""
+    for array in host_arrays:
+        array.sum()
+
+
+def _arrays(variables) -> list:
+    """The arrays of ``variables``, each once (a tied parameter has two names)."""
     seen, arrays = set(), []
-    for variable in [*model.parameters(), *model.buffers()]:
+    for variable in variables:
         if id(variable) not in seen:
             seen.add(id(variable))
             arrays.append(variable.value)
@@ -161,30 +174,41 @@ def _child_js(folder: Path, sharded: bool, port: int | None, process_id: int) ->
             shutdown_timeout_seconds=10,
         )
         init_s = time.perf_counter() - begin
+    import numpy as np
     from jax.sharding import AxisType, PartitionSpec
 
     import js.models
 
     jax.devices()  # XLA's backend starts here, not inside the timed load
-    imported = time.perf_counter()
+    imports_s = time.perf_counter() - start - init_s
     options = {}
     if sharded:
         mesh = jax.make_mesh((MESH_DEVICES,), ("model",), axis_types=(AxisType.Auto,))
         rules = [(pattern, PartitionSpec(*spec)) for pattern, spec in RULES]
         options = {"mesh": mesh, "rules": rules}
     rss, peak_before = _rss_mib(), _peak_mib()
+    begin = time.perf_counter()
     model = js.models.from_pretrained(folder, **options)
-    arrays = _arrays(model)
+    arrays = _arrays([*model.parameters(), *model.buffers()])
     jax.block_until_ready(arrays)
-    loaded = time.perf_counter()
+    loaded, peak = time.perf_counter(), _peak_mib()
+    # each distinct shard on this process's devices, as host memory (a view on CPU, no copy)
+    shards = {
+        (id(a), tuple((s.start, s.stop) for s in d.index)): d
+        for a in arrays
+        for d in a.addressable_shards
+    }
+    _touch([np.asarray(d.data) for d in shards.values()])
     _report(
-        imports_s=imported - start - init_s,
+        imports_s=imports_s,
         init_s=init_s,
-        load_s=loaded - imported,
+        load_s=loaded - begin,
+        touch_s=time.perf_counter() - loaded,
         rss_before_mib=rss,
         peak_before_mib=peak_before,
-        peak_mib=_peak_mib(),
-        params=sum(p.size for p in arrays),  # buffers too (GPT-2 has no persistent ones)
+        peak_mib=peak,
+        touched_peak_mib=_peak_mib(),
+        params=sum(p.size for p in _arrays(model.parameters())),
         dtype=str(arrays[0].dtype),
         process=jax.process_index(),
         processes=jax.process_count(),
@@ -306,8 +330,8 @@ def _median(rows: list[dict], key: str) -> float:
 
 
 def _own(row: dict) -> float:
-    """The load's own peak: peak RSS above the RSS just before the load."""
-    return row["peak_mib"] - row["rss_before_mib"]
+    """The model's own peak: peak RSS once every weight was read, above the RSS before the load."""
+    return row["touched_peak_mib"] - row["rss_before_mib"]
 
 
 def load_table(runs: dict[str, list[dict]]) -> str:
@@ -318,9 +342,11 @@ def load_table(runs: dict[str, list[dict]]) -> str:
     columns = (
         ("imports_s", "imports s", "{:.2f}"),
         ("load_s", "load s", "{:.2f}"),
+        ("touch_s", "read every weight s", "{:.2f}"),
         ("rss_before_mib", "RSS before load MiB", "{:.0f}"),
-        ("peak_mib", "peak RSS MiB", "{:.0f}"),
-        ("own_mib", "peak - RSS before MiB", "{:.0f}"),
+        ("peak_mib", "peak RSS after load MiB", "{:.0f}"),
+        ("touched_peak_mib", "peak RSS after reading MiB", "{:.0f}"),
+        ("own_mib", "peak after reading - RSS before MiB", "{:.0f}"),
     )
     js, hf = runs["js"], runs["transformers"]
     params = js[0]["params"]
@@ -346,9 +372,10 @@ def load_table(runs: dict[str, list[dict]]) -> str:
 def sharded_table(runs: dict[str, list[list[dict]]]) -> str:
     """Part 2's medians per run and process; each process's share of the model."""
     lines = [
-        "| load | process | devices here | init s | load s | RSS before MiB | peak RSS MiB | "
-        "peak - RSS before MiB | arrays split | model bytes held here |",
-        "|---" * 10 + "|",
+        "| load | process | devices here | init s | load s | RSS before MiB | peak RSS after "
+        "load MiB | peak RSS after reading MiB | peak after reading - RSS before MiB | "
+        "arrays split | model bytes held here |",
+        "|---" * 11 + "|",
     ]
     own: dict[str, float] = {}
     for name, job_runs in runs.items():
@@ -359,13 +386,15 @@ def sharded_table(runs: dict[str, list[list[dict]]]) -> str:
             lines.append(
                 f"| {name} | {rank} | {rows[0]['local_devices']} | {_median(rows, 'init_s'):.2f} "
                 f"| {_median(rows, 'load_s'):.2f} | {_median(rows, 'rss_before_mib'):.0f} | "
-                f"{_median(rows, 'peak_mib'):.0f} | {own_mib:.0f} | {rows[0]['split_arrays']} | "
+                f"{_median(rows, 'peak_mib'):.0f} | {_median(rows, 'touched_peak_mib'):.0f} | "
+                f"{own_mib:.0f} | {rows[0]['split_arrays']} | "
                 f"{100 * rows[0]['held_fraction']:.0f}% |"
             )
     two, one, plain = own
     lines += [
         "",
-        f"Per-process load peak (peak - RSS before, the larger process): {two} "
+        f"Per-process peak (after reading every weight, above the RSS before the load; the "
+        f"larger process): {two} "
         f"{own[two]:.0f} MiB = {own[two] / own[one]:.2f}x of {one} ({own[one]:.0f} MiB), "
         f"{own[two] / own[plain]:.2f}x of {plain} ({own[plain]:.0f} MiB).",
     ]

@@ -27,7 +27,8 @@ def test_load_part_reports_js_and_transformers(folder, tmp_path, capsys):
     assert js["params"] == hf["params"] > 3_000_000  # GPT-2's 50257-row embedding is there
     for row in (js, hf):
         assert row["load_s"] > 0 and row["imports_s"] > 0
-        assert row["peak_mib"] >= row["rss_before_mib"] > 0
+        assert row["touched_peak_mib"] >= row["peak_mib"] >= row["rss_before_mib"] > 0
+        assert row["touch_s"] > 0
     text = capsys.readouterr().out
     assert "| js | " in text and "| transformers | " in text and "| js / transformers | " in text
 
@@ -43,7 +44,7 @@ def test_sharded_part_two_processes_hold_only_their_shards(folder, tmp_path):
     assert [row["process"] for row in two] == [0, 1]
     for row in two:
         assert row["local_devices"] == 2 and row["split_arrays"] > 0
-        assert row["held_fraction"] < 0.75 and row["peak_mib"] > 0
+        assert row["held_fraction"] < 0.75 and row["touched_peak_mib"] > 0
     assert one[0]["held_fraction"] == plain[0]["held_fraction"] == 1.0
 
 
@@ -55,7 +56,8 @@ def _row(process: int, before: float, peak: float, held: float, devices: int) ->
         "init_s": 0.5,
         "load_s": 1.0,
         "rss_before_mib": before,
-        "peak_mib": peak,
+        "peak_mib": peak - 50,
+        "touched_peak_mib": peak,
         "split_arrays": 3 if devices != 1 else 0,
         "held_fraction": held,
         "wrong_shards": [],
@@ -70,7 +72,7 @@ def test_sharded_table_compares_the_larger_process_with_one_process():
     }
     text = models_load.sharded_table(runs)
     assert (
-        "| 2 processes, mesh 4, rules | 1 | 2 | 0.50 | 1.00 | 200 | 310 | 110 | 3 | 50% |" in text
+        "| 2 processes, mesh 4, rules | 1 | 2 | 0.50 | 1.00 | 200 | 260 | 310 | 110 | 3 | 50% |" in text
     )
     assert "110 MiB = 0.50x of 1 process, mesh 4, rules (220 MiB)" in text
     assert models_load.check_shards(runs) == []
