@@ -35,10 +35,26 @@ class PretrainedConfig:
 
     model_type: ClassVar[str] = ""
     defaults: ClassVar[dict[str, Any]] = {}
+    # transformers' aliases: a read or write of the alias goes to the key (GPT-2's
+    # ``hidden_size`` is its ``n_embd``).
+    attribute_map: ClassVar[dict[str, str]] = {}
 
     def __init__(self, **kwargs: Any):
         for key, value in {**copy.deepcopy(self.defaults), **kwargs}.items():
             setattr(self, key, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(type(self).attribute_map.get(name, name), value)
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached when ``name`` is not an attribute: an alias, or an unknown key
+        target = type(self).attribute_map.get(name)
+        if target is None:
+            raise AttributeError(
+                f"{type(self).__name__} has no key {name!r}. Fix: add it to config.json, or "
+                f"pass it to {type(self).__name__}({name}=...)"
+            )
+        return getattr(self, target)
 
     @classmethod
     def from_dict(cls, config: Mapping[str, Any]) -> Self:
@@ -63,6 +79,12 @@ class PreTrainedModel(nn.Module):
     config_class: ClassVar[type[PretrainedConfig]] = PretrainedConfig
     base_model_prefix: ClassVar[str] = ""
     key_mapping: ClassVar[dict[str, str]] = {}
+    # The reverse of ``key_mapping`` for ``save_pretrained`` (module-name regex -> file name),
+    # for families whose files keep older names than their modules (ViT).
+    save_key_mapping: ClassVar[dict[str, str]] = {}
+    # Regexes (``re.search``) of file names to skip silently on load: buffers older files carry
+    # that the model computes instead (transformers' ``_keys_to_ignore_on_load_unexpected``).
+    ignore_on_load: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: PretrainedConfig):
         super().__init__()
@@ -85,6 +107,11 @@ class PreTrainedModel(nn.Module):
         from ._pretrained import load_pretrained
 
         return load_pretrained(path, cls, dtype=dtype, strict=strict, mesh=mesh, rules=rules)
+
+    def _config_json(self) -> dict[str, Any]:
+        """What ``save_pretrained`` writes as ``config.json``: transformers' layout (the config's
+        keys and ``architectures``). timm families override it with timm's layout."""
+        return {**self.config.to_dict(), "architectures": [type(self).__name__]}
 
     def save_pretrained(self, path: str | os.PathLike) -> None:
         """Write ``config.json`` and ``model.safetensors`` to ``path`` in the source library's

@@ -1,0 +1,368 @@
+"""GPT-2 (OpenAI's decoder-only transformer), as transformers 5.23 writes and reads it.
+
+Module names follow transformers' ``modeling_gpt2.py`` (``transformer.h.0.attn.c_attn``), so a
+Hugging Face GPT-2 folder loads without renaming. GPT-2's projections are ``Conv1D`` layers:
+a weight ``[in, out]`` applied as ``x @ weight + bias`` (the transpose of ``nn.Linear``).
+
+Example:
+    >>> import jax.numpy as jnp, js
+    >>> from js.models import GPT2Config, GPT2LMHeadModel
+    >>> config = GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=100, n_positions=16)
+    >>> model = GPT2LMHeadModel(config, rngs=js.Rngs(params=0)).eval()
+    >>> model(input_ids=jnp.array([[1, 2, 3]])).shape
+    (1, 3, 100)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+
+from js import Module, Parameter, Rngs, nn
+
+from ._base import PretrainedConfig, PreTrainedModel
+
+__all__ = [
+    "ARCHITECTURES",
+    "DEFAULT_ARCHITECTURE",
+    "GPT2Config",
+    "GPT2LMHeadModel",
+    "GPT2Model",
+    "GPT2PreTrainedModel",
+]
+
+
+def _gelu_new(x: jax.Array) -> jax.Array:
+    return jax.nn.gelu(x, approximate=True)
+
+
+def _gelu(x: jax.Array) -> jax.Array:
+    return jax.nn.gelu(x, approximate=False)
+
+
+def _quick_gelu(x: jax.Array) -> jax.Array:
+    return x * jax.nn.sigmoid(1.702 * x)
+
+
+# transformers' ACT2FN names that GPT-2 configs use.
+ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "gelu": _gelu,
+    "gelu_new": _gelu_new,
+    "gelu_fast": _gelu_new,
+    "gelu_pytorch_tanh": _gelu_new,
+    "quick_gelu": _quick_gelu,
+    "relu": jax.nn.relu,
+    "silu": jax.nn.silu,
+    "swish": jax.nn.silu,
+    "tanh": jnp.tanh,
+    "sigmoid": jax.nn.sigmoid,
+}
+
+
+class GPT2Config(PretrainedConfig):
+    """GPT-2's ``config.json``, with transformers 5.23's defaults (the 124M model).
+
+    ``hidden_size``, ``max_position_embeddings``, ``num_attention_heads`` and
+    ``num_hidden_layers`` are aliases of ``n_embd``, ``n_positions``, ``n_head``, ``n_layer``.
+
+    Example:
+        >>> GPT2Config(n_layer=2).num_hidden_layers
+        2
+    """
+
+    model_type = "gpt2"
+    attribute_map = {
+        "hidden_size": "n_embd",
+        "max_position_embeddings": "n_positions",
+        "num_attention_heads": "n_head",
+        "num_hidden_layers": "n_layer",
+    }
+    defaults = {
+        "vocab_size": 50257,
+        "n_positions": 1024,
+        "n_embd": 768,
+        "n_layer": 12,
+        "n_head": 12,
+        "n_inner": None,
+        "activation_function": "gelu_new",
+        "resid_pdrop": 0.1,
+        "embd_pdrop": 0.1,
+        "attn_pdrop": 0.1,
+        "layer_norm_epsilon": 1e-5,
+        "initializer_range": 0.02,
+        "summary_type": "cls_index",
+        "summary_use_proj": True,
+        "summary_activation": None,
+        "summary_proj_to_labels": True,
+        "summary_first_dropout": 0.1,
+        "scale_attn_weights": True,
+        "use_cache": True,
+        "bos_token_id": 50256,
+        "eos_token_id": 50256,
+        "pad_token_id": None,
+        "scale_attn_by_inverse_layer_idx": False,
+        "reorder_and_upcast_attn": False,
+        "add_cross_attention": False,
+        "tie_word_embeddings": True,
+    }
+
+
+def _normal(rngs: Rngs, shape: tuple[int, ...], std: float) -> jax.Array:
+    return nn._factory.normal(rngs.next("params"), shape) * std
+
+
+class Conv1D(Module):
+    """GPT-2's projection: ``x @ weight + bias`` with ``weight`` ``[nx, nf]`` (transformers'
+    ``Conv1D(nf, nx)``, a linear layer stored transposed).
+
+    Args:
+        nf: output features.
+        nx: input features.
+        rngs: ``js.Rngs`` with a ``params`` stream.
+        std: the weight's initial standard deviation (bias zeros).
+
+    Shape:
+        input ``[..., nx]``, output ``[..., nf]``.
+    """
+
+    def __init__(self, nf: int, nx: int, *, rngs: Rngs, std: float = 0.02):
+        super().__init__()
+        self.nf, self.nx = nf, nx
+        self.weight = Parameter(_normal(rngs, (nx, nf), std))
+        self.bias = Parameter(jnp.zeros((nf,), jnp.float32))
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        return x @ self.weight.value + self.bias.value
+
+    def extra_repr(self) -> str:
+        return f"nf={self.nf}, nx={self.nx}"
+
+
+class GPT2Attention(Module):
+    """Causal multi-head self-attention with a fused ``c_attn`` (query, key, value)."""
+
+    def __init__(self, config: GPT2Config, layer_idx: int, *, rngs: Rngs):
+        super().__init__()
+        embed_dim = config.n_embd
+        self.num_heads = config.n_head
+        self.head_dim = embed_dim // self.num_heads
+        if self.head_dim * self.num_heads != embed_dim:
+            raise ValueError(
+                f"GPT2Config: n_embd ({embed_dim}) must be divisible by n_head "
+                f"({self.num_heads}). Fix: choose n_head dividing n_embd"
+            )
+        self.scaling = self.head_dim**-0.5 if config.scale_attn_weights else 1.0
+        if config.scale_attn_by_inverse_layer_idx:
+            self.scaling /= float(layer_idx + 1)
+        std = config.initializer_range
+        self.c_attn = Conv1D(3 * embed_dim, embed_dim, rngs=rngs, std=std)
+        self.c_proj = Conv1D(
+            embed_dim, embed_dim, rngs=rngs, std=std / math.sqrt(2 * config.n_layer)
+        )
+        self.attn_dropout = nn.Dropout(config.attn_pdrop)
+        self.resid_dropout = nn.Dropout(config.resid_pdrop)
+
+    def forward(
+        self, hidden_states: jax.Array, mask: jax.Array, *, rngs: Rngs | None = None
+    ) -> jax.Array:
+        batch, length, width = hidden_states.shape
+        qkv = self.c_attn(hidden_states).reshape(batch, length, 3, self.num_heads, self.head_dim)
+        query, key, value = (jnp.moveaxis(qkv[:, :, i], 1, 2) for i in range(3))  # [B, H, L, D]
+        scores = jnp.einsum("bhqd,bhkd->bhqk", query, key) * jnp.asarray(self.scaling, query.dtype)
+        # A query whose keys are all masked (a left-padded position) gets uniform weights,
+        # as transformers' additive minimum does, never NaN.
+        scores = jnp.where(mask, scores.astype(jnp.float32), jnp.finfo(jnp.float32).min)
+        weights = jax.nn.softmax(scores, axis=-1).astype(value.dtype)
+        weights = self.attn_dropout(weights, rngs=rngs)
+        out = jnp.einsum("bhqk,bhkd->bqhd", weights, value).reshape(batch, length, width)
+        return self.resid_dropout(self.c_proj(out), rngs=rngs)
+
+
+class GPT2MLP(Module):
+    """``c_proj(act(c_fc(x)))`` with GPT-2's activation."""
+
+    def __init__(self, intermediate_size: int, config: GPT2Config, *, rngs: Rngs):
+        super().__init__()
+        std = config.initializer_range
+        self.c_fc = Conv1D(intermediate_size, config.n_embd, rngs=rngs, std=std)
+        self.c_proj = Conv1D(
+            config.n_embd, intermediate_size, rngs=rngs, std=std / math.sqrt(2 * config.n_layer)
+        )
+        if config.activation_function not in ACTIVATIONS:
+            raise ValueError(
+                f"GPT2Config: activation_function {config.activation_function!r} is not "
+                f"supported. Fix: one of {sorted(ACTIVATIONS)}"
+            )
+        self.activation_function = config.activation_function
+        self.dropout = nn.Dropout(config.resid_pdrop)
+
+    def forward(self, hidden_states: jax.Array, *, rngs: Rngs | None = None) -> jax.Array:
+        act = ACTIVATIONS[self.activation_function]
+        return self.dropout(self.c_proj(act(self.c_fc(hidden_states))), rngs=rngs)
+
+
+class GPT2Block(Module):
+    """Pre-norm block: ``x + attn(ln_1(x))``, then ``x + mlp(ln_2(x))``."""
+
+    def __init__(self, config: GPT2Config, layer_idx: int, *, rngs: Rngs):
+        super().__init__()
+        inner = config.n_inner if config.n_inner is not None else 4 * config.n_embd
+        self.ln_1 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+        self.attn = GPT2Attention(config, layer_idx, rngs=rngs)
+        self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+        self.mlp = GPT2MLP(inner, config, rngs=rngs)
+
+    def forward(
+        self, hidden_states: jax.Array, mask: jax.Array, *, rngs: Rngs | None = None
+    ) -> jax.Array:
+        hidden_states = hidden_states + self.attn(self.ln_1(hidden_states), mask, rngs=rngs)
+        return hidden_states + self.mlp(self.ln_2(hidden_states), rngs=rngs)
+
+
+class GPT2PreTrainedModel(PreTrainedModel):
+    """What every GPT-2 class shares: its config class, prefix and ignored file keys."""
+
+    config_class = GPT2Config
+    base_model_prefix = "transformer"
+    # Files written by older transformers carry the causal mask as buffers; the mask is
+    # computed in forward here (transformers' _keys_to_ignore_on_load_unexpected).
+    ignore_on_load: ClassVar[tuple[str, ...]] = (
+        r"(^|\.)attn\.bias$",
+        r"(^|\.)attn\.masked_bias$",
+        r"(^|\.)crossattention\.(masked_)?bias$",
+    )
+
+
+class GPT2Model(GPT2PreTrainedModel):
+    """The GPT-2 transformer without a head: returns the last hidden state ``[B, L, n_embd]``.
+
+    Args:
+        config: a ``GPT2Config``.
+        rngs: ``js.Rngs`` with a ``params`` stream.
+
+    Example:
+        >>> import jax.numpy as jnp, js
+        >>> config = GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=10, n_positions=8)
+        >>> GPT2Model(config, rngs=js.Rngs(params=0))(input_ids=jnp.array([[1, 2]])).shape
+        (1, 2, 16)
+    """
+
+    def __init__(self, config: GPT2Config, *, rngs: Rngs):
+        super().__init__(config)
+        if getattr(config, "add_cross_attention", False):
+            raise NotImplementedError(
+                "GPT2Model: add_cross_attention=True (GPT-2 as an encoder-decoder's decoder) is "
+                "not supported. Fix: set add_cross_attention=False in the config"
+            )
+        std = config.initializer_range
+        self.embed_dim = config.n_embd
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd, rngs=rngs)
+        self.wte.weight = Parameter(_normal(rngs, (config.vocab_size, config.n_embd), std))
+        self.wpe = nn.Embedding(config.n_positions, config.n_embd, rngs=rngs)
+        self.wpe.weight = Parameter(_normal(rngs, (config.n_positions, config.n_embd), std))
+        self.drop = nn.Dropout(config.embd_pdrop)
+        self.h = nn.ModuleList([GPT2Block(config, i, rngs=rngs) for i in range(config.n_layer)])
+        self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+
+    def forward(
+        self,
+        input_ids: jax.Array | None = None,
+        attention_mask: jax.Array | None = None,
+        token_type_ids: jax.Array | None = None,
+        position_ids: jax.Array | None = None,
+        inputs_embeds: jax.Array | None = None,
+        *,
+        rngs: Rngs | None = None,
+    ) -> jax.Array:
+        """The last hidden state ``[B, L, n_embd]``.
+
+        Args:
+            input_ids: token ids ``[B, L]`` (or pass ``inputs_embeds`` ``[B, L, n_embd]``).
+            attention_mask: ``[B, L]``, 1 for tokens and 0 for padding (left or right).
+            token_type_ids: ``[B, L]`` ids embedded with ``wte`` and added, as transformers.
+            position_ids: ``[B, L]`` or ``[1, L]`` (default ``0..L-1``).
+            inputs_embeds: instead of ``input_ids``.
+            rngs: ``js.Rngs`` with a ``dropout`` stream, for dropout in training mode.
+        """
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError(
+                "GPT2Model: pass exactly one of input_ids and inputs_embeds. Fix: "
+                "model(input_ids=ids)"
+            )
+        if inputs_embeds is None:
+            inputs_embeds = self.wte(jnp.asarray(input_ids))
+        batch, length = inputs_embeds.shape[:2]
+        if length > self.wpe.weight.value.shape[0]:
+            raise ValueError(
+                f"GPT2Model: the sequence has {length} positions, the model "
+                f"{self.wpe.weight.value.shape[0]} (n_positions). Fix: shorten the input"
+            )
+        if position_ids is None:
+            position_ids = jnp.arange(length)[None, :]
+        hidden_states = inputs_embeds + self.wpe(jnp.asarray(position_ids)).astype(
+            inputs_embeds.dtype
+        )
+        if token_type_ids is not None:
+            hidden_states = hidden_states + self.wte(jnp.asarray(token_type_ids))
+        hidden_states = self.drop(hidden_states, rngs=rngs)
+        mask = jnp.tril(jnp.ones((length, length), bool))[None, None]
+        if attention_mask is not None:
+            mask = mask & (jnp.asarray(attention_mask).reshape(batch, 1, 1, length) != 0)
+        for block in self.h:
+            hidden_states = block(hidden_states, mask, rngs=rngs)
+        return self.ln_f(hidden_states)
+
+
+class GPT2LMHeadModel(GPT2PreTrainedModel):
+    """GPT-2 with its language-modelling head: returns logits ``[B, L, vocab_size]``.
+
+    With ``tie_word_embeddings`` (the default) ``lm_head.weight`` is the same Parameter as
+    ``transformer.wte.weight``, and a saved folder holds it once, as transformers writes it.
+
+    Args:
+        config: a ``GPT2Config``.
+        rngs: ``js.Rngs`` with a ``params`` stream.
+    """
+
+    def __init__(self, config: GPT2Config, *, rngs: Rngs):
+        super().__init__(config)
+        self.transformer = GPT2Model(config, rngs=rngs)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False, rngs=rngs)
+        if config.tie_word_embeddings:
+            self.lm_head.weight = self.transformer.wte.weight
+        else:
+            self.lm_head.weight = Parameter(
+                _normal(rngs, (config.vocab_size, config.n_embd), config.initializer_range)
+            )
+
+    def forward(
+        self,
+        input_ids: jax.Array | None = None,
+        attention_mask: jax.Array | None = None,
+        token_type_ids: jax.Array | None = None,
+        position_ids: jax.Array | None = None,
+        inputs_embeds: jax.Array | None = None,
+        *,
+        rngs: Rngs | None = None,
+    ) -> jax.Array:
+        """Logits ``[B, L, vocab_size]``; arguments as ``GPT2Model.forward``."""
+        hidden_states = self.transformer(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            rngs=rngs,
+        )
+        return self.lm_head(hidden_states)
+
+
+ARCHITECTURES: dict[str, Any] = {
+    "GPT2Model": GPT2Model,
+    "GPT2LMHeadModel": GPT2LMHeadModel,
+}
+DEFAULT_ARCHITECTURE = "GPT2LMHeadModel"
