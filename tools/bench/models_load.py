@@ -26,12 +26,15 @@ process (children inherit the affinity, which sizes XLA's thread pool) and torch
 thread per core (``_cores.match_torch``).
 
 Part 2, ``sharded``: the same folder loaded with ``mesh=`` and ``rules=`` (every matrix split
-over its columns on a 4-device mesh, ``RULES``) by two processes on loopback that form one JAX
-job (2 CPU devices each, gloo collectives), against one process with 4 CPU devices loading with
-the same rules, and one loading without a mesh. Each process reports its RSS before the load
-and its peaks after it and after reading its shards, and checks that it holds only its own
-shards (each addressable shard of the
-sharding's shard shape; the fraction of the model's bytes held by this process's devices).
+over a 4-device mesh, by rows where 4 divides them: ``RULES``) by two processes on loopback
+that form one JAX job (2 CPU devices each, gloo collectives), against one process with 4 CPU
+devices loading with the same rules, and one loading without a mesh. Each process reports its
+RSS before the load and its peaks after it and after reading its shards, and checks that it
+holds only its own shards (each addressable shard of the sharding's shard shape; the fraction
+of the model's bytes held by this process's devices).
+
+Every process also reports its RSS at the end split into anonymous memory (its arrays) and
+mapped file pages (the safetensors file, while the loader keeps it mapped).
 
 Prints a markdown table per part (medians over the rounds; the js/transformers ratios are the
 medians of each round's ratio); ``--json PATH`` also writes every measurement.
@@ -56,10 +59,19 @@ from tools.bench import _cores
 ROOT = Path(__file__).resolve().parents[2]
 # GPT-2's own vocabulary: the embedding's 50257 rows, which no mesh of 4 divides, are there too
 SMOKE_CONFIG = {"n_layer": 2, "n_embd": 64, "n_head": 4, "n_positions": 128}
-# Layer norms replicated; every other weight (GPT-2's Conv1D [in, out] matrices, the embedding
-# tables wte [vocab, 768] and wpe [1024, 768]) split over its columns, which 4 divides in every
-# GPT-2 size (50257 rows do not). Biases match no rule: replicated.
-RULES = (("*ln_*", ()), ("*.weight", (None, "model")))
+# Split every matrix over the mesh, by rows where 4 divides them: a row block of a row-major
+# tensor is one contiguous range of the file, so a process that reads only its rows maps in
+# only those pages (a column block touches every page of the tensor). GPT-2's Conv1D weights
+# [in, out] and wpe [1024, 768] go by rows; the token embedding (wte, or lm_head, the name the
+# tied pair is listed under) has 50257 rows, which 4 does not divide: by columns. Biases and
+# layer norms are replicated. The first matching rule wins.
+RULES = (
+    ("*.bias", ()),
+    ("*ln_*", ()),
+    ("*.c_*.weight", ("model", None)),
+    ("*.wpe.weight", ("model", None)),
+    ("*.weight", (None, "model")),
+)
 MESH_DEVICES = 4
 PROCESSES = 2
 
@@ -74,6 +86,16 @@ def _rss_mib() -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def _rss_now() -> dict[str, float]:
+    """This process's resident set now, MiB: anonymous memory and mapped file pages apart."""
+    with open("/proc/self/status") as status:
+        fields = dict(line.split(":", 1) for line in status if line.startswith("Rss"))
+    return {
+        f"rss_{name.removeprefix('Rss').lower()}_after_mib": int(value.split()[0]) / 1024
+        for name, value in fields.items()
+    }
 
 
 def _peak_mib() -> float:
@@ -113,6 +135,7 @@ def _child_transformers(folder: Path) -> None:
         peak_before_mib=peak_before,
         peak_mib=peak,
         touched_peak_mib=_peak_mib(),
+        **_rss_now(),
         params=sum(p.numel() for p in params),
         dtype=str(params[0].dtype).removeprefix("torch."),
         torch_threads=threads,
@@ -208,6 +231,7 @@ def _child_js(folder: Path, sharded: bool, port: int | None, process_id: int) ->
         peak_before_mib=peak_before,
         peak_mib=peak,
         touched_peak_mib=_peak_mib(),
+        **_rss_now(),
         params=sum(p.size for p in _arrays(model.parameters())),
         dtype=str(arrays[0].dtype),
         process=jax.process_index(),
@@ -347,6 +371,8 @@ def load_table(runs: dict[str, list[dict]]) -> str:
         ("peak_mib", "peak RSS after load MiB", "{:.0f}"),
         ("touched_peak_mib", "peak RSS after reading MiB", "{:.0f}"),
         ("own_mib", "peak after reading - RSS before MiB", "{:.0f}"),
+        ("rss_anon_after_mib", "RSS at the end: anon MiB", "{:.0f}"),
+        ("rss_file_after_mib", "file MiB", "{:.0f}"),
     )
     js, hf = runs["js"], runs["transformers"]
     params = js[0]["params"]
@@ -374,8 +400,8 @@ def sharded_table(runs: dict[str, list[list[dict]]]) -> str:
     lines = [
         "| load | process | devices here | init s | load s | RSS before MiB | peak RSS after "
         "load MiB | peak RSS after reading MiB | peak after reading - RSS before MiB | "
-        "arrays split | model bytes held here |",
-        "|---" * 11 + "|",
+        "RSS at the end: anon MiB | file MiB | arrays split | model bytes held here |",
+        "|---" * 13 + "|",
     ]
     own: dict[str, float] = {}
     for name, job_runs in runs.items():
@@ -387,7 +413,8 @@ def sharded_table(runs: dict[str, list[list[dict]]]) -> str:
                 f"| {name} | {rank} | {rows[0]['local_devices']} | {_median(rows, 'init_s'):.2f} "
                 f"| {_median(rows, 'load_s'):.2f} | {_median(rows, 'rss_before_mib'):.0f} | "
                 f"{_median(rows, 'peak_mib'):.0f} | {_median(rows, 'touched_peak_mib'):.0f} | "
-                f"{own_mib:.0f} | {rows[0]['split_arrays']} | "
+                f"{own_mib:.0f} | {_median(rows, 'rss_anon_after_mib'):.0f} | "
+                f"{_median(rows, 'rss_file_after_mib'):.0f} | {rows[0]['split_arrays']} | "
                 f"{100 * rows[0]['held_fraction']:.0f}% |"
             )
     two, one, plain = own

@@ -58,6 +58,8 @@ def _row(process: int, before: float, peak: float, held: float, devices: int) ->
         "rss_before_mib": before,
         "peak_mib": peak - 50,
         "touched_peak_mib": peak,
+        "rss_anon_after_mib": peak - 100,
+        "rss_file_after_mib": 20,
         "split_arrays": 3 if devices != 1 else 0,
         "held_fraction": held,
         "wrong_shards": [],
@@ -71,9 +73,8 @@ def test_sharded_table_compares_the_larger_process_with_one_process():
         "1 process, no mesh": [[_row(0, 200, 400, 1.0, 1)]],
     }
     text = models_load.sharded_table(runs)
-    assert (
-        "| 2 processes, mesh 4, rules | 1 | 2 | 0.50 | 1.00 | 200 | 260 | 310 | 110 | 3 | 50% |" in text
-    )
+    row = "| 2 processes, mesh 4, rules | 1 | 2 | 0.50 | 1.00 | 200 | 260 | 310 | 110 | 210 | 20 |"
+    assert row + " 3 | 50% |" in text
     assert "110 MiB = 0.50x of 1 process, mesh 4, rules (220 MiB)" in text
     assert models_load.check_shards(runs) == []
     runs["2 processes, mesh 4, rules"][0][1]["held_fraction"] = 1.0
