@@ -55,10 +55,18 @@ def test_base_model_loads_the_head_folder(ref, folder):
     assert rel(model(input_ids=IDS), hidden, mask=None) < TOL
 
 
-def test_tied_head_is_one_parameter(folder):
+def test_tied_head_is_one_parameter(folder, tmp_path):
     model = js.models.from_pretrained(folder)
     assert model.lm_head.weight is model.transformer.wte.weight
     assert len(list(model.named_parameters())) == len(model.state_dict()) - 1
+    # the same traversal order as a model built eagerly: the tie's canonical path is wte's
+    eager = GPT2LMHeadModel(model.config, rngs=js.Rngs(params=0))
+    assert list(model.state_dict()) == list(eager.state_dict())
+    assert [n for n, _ in model.named_parameters()] == [n for n, _ in eager.named_parameters()]
+    model.save_pretrained(tmp_path)
+    with safe_open(str(tmp_path / "model.safetensors"), framework="numpy") as file:
+        keys = set(file.keys())
+    assert "lm_head.weight" not in keys and "transformer.wte.weight" in keys
 
 
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16, "bfloat16"])

@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -389,7 +389,28 @@ _ST_DTYPES = {
 
 
 def _build_abstract(cls: type[PreTrainedModel], config: Any) -> Any:
-    return nnx.eval_shape(lambda: cls(config, rngs=js.Rngs(params=0)))
+    """The model with a ``jax.ShapeDtypeStruct`` in every variable: its constructor traced,
+    nothing drawn or allocated.
+
+    ``nnx.eval_shape`` rebuilds each module with its attributes in sorted order, while js's
+    traversal (``state_dict``, ``named_parameters``, the canonical path of a tied Parameter)
+    follows assignment order: each module's attributes are put back in the constructor's order.
+    """
+    orders: dict[str, list[str]] = {}
+
+    def build() -> Any:
+        model = cast(Any, cls)(config, rngs=js.Rngs(params=0))
+        orders.update({path: list(vars(m)) for path, m in model.named_modules()})
+        return model
+
+    model = nnx.eval_shape(build)
+    for path, module in model.named_modules():
+        attributes = vars(module)
+        ordered = {k: attributes[k] for k in orders.get(path, ()) if k in attributes}
+        ordered.update(attributes)
+        attributes.clear()
+        attributes.update(ordered)
+    return model
 
 
 def _initial_values(
@@ -400,7 +421,7 @@ def _initial_values(
     wanted_set = set(wanted)
 
     def build() -> list:
-        model = cls(config, rngs=js.Rngs(params=0))
+        model = cast(Any, cls)(config, rngs=js.Rngs(params=0))
         flat = nnx.flatten(model, with_paths=True)[1]
         return [v.get_raw_value() for p, v in flat if p in wanted_set]
 

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from js import Module, Parameter, Rngs, nn
+from js.nn import _factory
 
 from ._base import PretrainedConfig, PreTrainedModel
 
@@ -112,7 +113,7 @@ class GPT2Config(PretrainedConfig):
 
 
 def _normal(rngs: Rngs, shape: tuple[int, ...], std: float) -> jax.Array:
-    return nn._factory.normal(rngs.next("params"), shape) * std
+    return _factory.normal(rngs.next("params"), shape) * std
 
 
 class Conv1D(Module):
@@ -293,19 +294,18 @@ class GPT2Model(GPT2PreTrainedModel):
                 "GPT2Model: pass exactly one of input_ids and inputs_embeds. Fix: "
                 "model(input_ids=ids)"
             )
-        if inputs_embeds is None:
-            inputs_embeds = self.wte(jnp.asarray(input_ids))
-        batch, length = inputs_embeds.shape[:2]
-        if length > self.wpe.weight.value.shape[0]:
+        embeds: jax.Array = (
+            self.wte(jnp.asarray(input_ids)) if inputs_embeds is None else inputs_embeds
+        )
+        batch, length = embeds.shape[:2]
+        if length > self.config.n_positions:
             raise ValueError(
                 f"GPT2Model: the sequence has {length} positions, the model "
-                f"{self.wpe.weight.value.shape[0]} (n_positions). Fix: shorten the input"
+                f"{self.config.n_positions} (n_positions). Fix: shorten the input"
             )
         if position_ids is None:
             position_ids = jnp.arange(length)[None, :]
-        hidden_states = inputs_embeds + self.wpe(jnp.asarray(position_ids)).astype(
-            inputs_embeds.dtype
-        )
+        hidden_states = embeds + self.wpe(jnp.asarray(position_ids)).astype(embeds.dtype)
         if token_type_ids is not None:
             hidden_states = hidden_states + self.wte(jnp.asarray(token_type_ids))
         hidden_states = self.drop(hidden_states, rngs=rngs)
