@@ -363,10 +363,12 @@ def load_table(runs: dict[str, list[dict]]) -> str:
     for rows in runs.values():
         for row in rows:
             row["own_mib"] = _own(row)
+            row["load_read_s"] = row["load_s"] + row["touch_s"]
     columns = (
         ("imports_s", "imports s", "{:.2f}"),
         ("load_s", "load s", "{:.2f}"),
         ("touch_s", "read every weight s", "{:.2f}"),
+        ("load_read_s", "load + read s", "{:.2f}"),
         ("rss_before_mib", "RSS before load MiB", "{:.0f}"),
         ("peak_mib", "peak RSS after load MiB", "{:.0f}"),
         ("touched_peak_mib", "peak RSS after reading MiB", "{:.0f}"),

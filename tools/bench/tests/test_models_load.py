@@ -79,3 +79,31 @@ def test_sharded_table_compares_the_larger_process_with_one_process():
     assert models_load.check_shards(runs) == []
     runs["2 processes, mesh 4, rules"][0][1]["held_fraction"] = 1.0
     assert "process 1: holds 100% of the model" in models_load.check_shards(runs)[0]
+
+
+def _load_row(load_s: float, before: float, touched: float, **extra) -> dict:
+    return {
+        "imports_s": 2.0,
+        "load_s": load_s,
+        "touch_s": 0.5,
+        "rss_before_mib": before,
+        "peak_mib": before + 10,
+        "touched_peak_mib": touched,
+        "rss_anon_after_mib": 100.0,
+        "rss_file_after_mib": 50.0,
+        "params": 124_439_808,
+        "dtype": "float32",
+        "cores": 2,
+        **extra,
+    }
+
+
+def test_load_table_gives_medians_and_per_round_ratios():
+    runs = {
+        "js": [_load_row(1.0, 200, 700), _load_row(3.0, 200, 700), _load_row(2.0, 200, 700)],
+        "transformers": [_load_row(1.0, 400, 900, torch_threads=2)] * 3,
+    }
+    text = models_load.load_table(runs)
+    assert text.startswith("GPT-2 124.4M parameters (float32; transformers 124.4M, float32)")
+    assert "| js | 2.00 | 2.00 | 0.50 | 2.50 | 200 | 210 | 700 | 500 | 100 | 50 |" in text
+    assert "| js / transformers | 1.00x | 2.00x | 1.00x | 1.67x | 0.50x |" in text
