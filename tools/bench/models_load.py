@@ -2,9 +2,10 @@
 sharded load by two processes against a load by one.
 
 Usage, from the repository root, with the bench environment's Python (js-models and
-transformers installed)::
+transformers installed: ``hatch run bench:python -m tools.bench.models_load ...``)::
 
     python -m tools.bench.models_load                         # 124M GPT-2, 3 rounds, both parts
+    python -m tools.bench.models_load --part load             # part 1 only (or --part sharded)
     python -m tools.bench.models_load --cores 2 --rounds 5 --folder /tmp/gpt2-124m
     python -m tools.bench.models_load --smoke --rounds 1      # a 2-layer width-64 GPT-2
 
