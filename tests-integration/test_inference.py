@@ -1,11 +1,11 @@
 """From training to inference, end to end: the digits CNN trained with the full js, then run
-in an environment with only js-core + js-nn (weight file, checkpoint directory, a file PyTorch
-wrote) and in one with only JAX (the exported artifact).
+in an environment with only js-core + js-nn + js-models (weight file, checkpoint directory, a
+file PyTorch wrote, a Hugging Face folder) and in one with only JAX (the exported artifact).
 
 Three venvs, each built once for the module: ``full`` (the js metapackage and scikit-learn, for
-the digits data), ``inference`` (js-core + js-nn) and ``jax`` (jax, jaxlib, numpy and the
-flatbuffers that jax.export's deserializer needs; no js, no flax). torch is used only in this
-test process, to write the PyTorch fixture.
+the digits data), ``inference`` (js-core + js-nn + js-models) and ``jax`` (jax, jaxlib, numpy and
+the flatbuffers that jax.export's deserializer needs; no js, no flax). torch and transformers are
+used only in this test process, to write the PyTorch and Hugging Face fixtures.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def inference(wheelhouse, tmp_path_factory, third_party_constraints):
     from support import THIRD_PARTY
 
     venv = _venv(tmp_path_factory, "inference", third_party_constraints, THIRD_PARTY)
-    venv.install("js-core", "js-nn", find_links=[wheelhouse])
+    venv.install("js-core", "js-nn", "js-models", find_links=[wheelhouse])
     return venv
 
 
@@ -250,3 +250,45 @@ def test_d_a_file_pytorch_wrote_loads_with_the_torch_layout(work, inference):
     output = inference.python_code(script.format(work=str(work))).stdout
     print(output)
     assert float(output.split("d: max diff ")[1]) < 1e-5, output
+
+
+def test_e_a_hugging_face_folder_runs_without_orbax_torch_optim_or_train(work, inference):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=97, n_positions=64)
+    reference = transformers.GPT2LMHeadModel(config).eval()
+    with torch.no_grad():  # biases and norms away from their initial zeros and ones
+        for name, param in reference.named_parameters():
+            if name.endswith(("bias", "ln_1.weight", "ln_2.weight", "ln_f.weight")):
+                param.add_(0.1 * torch.randn_like(param))
+    reference.save_pretrained(work / "gpt2")
+    ids = np.random.default_rng(1).integers(0, 97, (2, 9))
+    mask = np.ones((2, 9), np.int64)
+    mask[1, :3] = 0  # the second row is left-padded
+    with torch.no_grad():
+        out = reference(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask))
+    np.save(work / "gpt2_ids.npy", ids)
+    np.save(work / "gpt2_mask.npy", mask)
+    np.save(work / "gpt2_logits.npy", out.logits.numpy())
+    script = INFERENCE_PROLOGUE + textwrap.dedent(
+        """
+        import js.models
+        model = js.models.from_pretrained({work!r} + "/gpt2")
+        ids, mask = np.load({work!r} + "/gpt2_ids.npy"), np.load({work!r} + "/gpt2_mask.npy")
+        logits = np.asarray(model(ids, attention_mask=mask))
+        loaded = sorted(
+            m for m in sys.modules
+            if m.split(".")[0] in ("orbax", "torch") or m.startswith(("js.optim", "js.training"))
+        )
+        assert not loaded, loaded
+        expected = np.load({work!r} + "/gpt2_logits.npy")
+        valid = mask.astype(bool)
+        diff = np.abs(logits - expected)[valid].max() / np.abs(expected).max()
+        print("e:", type(model).__name__, "relative diff", float(diff))
+        """
+    )
+    output = inference.python_code(script.format(work=str(work))).stdout
+    print(output)
+    assert "e: GPT2LMHeadModel" in output, output
+    assert float(output.split("relative diff ")[1]) < 1e-4, output

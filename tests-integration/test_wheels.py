@@ -103,7 +103,7 @@ def test_core_and_nn_alone(wheelhouse, new_venv):
 
 
 def test_metapackage_installs_everything_and_trains(wheelhouse, new_venv, write_constraints):
-    """(b) the js metapackage brings all five; a compiled step with nn, losses and optim runs."""
+    """(b) the js metapackage brings all six; a compiled step with nn, losses and optim runs."""
     venv = new_venv()
     venv.install("js", find_links=[wheelhouse])
     script = textwrap.dedent(
@@ -114,7 +114,7 @@ def test_metapackage_installs_everything_and_trains(wheelhouse, new_venv, write_
         from js import losses, nn, optim, training
 
         print({d: version(d) for d in ("js", "js-core", "js-nn", "js-losses", "js-optim",
-                                       "js-train")})
+                                       "js-train", "js-models")})
 
         class Net(nn.Module):
             def __init__(self, *, rngs):
@@ -147,7 +147,7 @@ def test_metapackage_installs_everything_and_trains(wheelhouse, new_venv, write_
     )
     output = venv.python_code(script).stdout
     assert "trained" in output
-    for distribution in ("js-core", "js-nn", "js-losses", "js-optim", "js-train"):
+    for distribution in ("js-core", "js-nn", "js-losses", "js-optim", "js-train", "js-models"):
         assert f"'{distribution}': " in output
     write_constraints(venv)
 

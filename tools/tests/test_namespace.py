@@ -35,7 +35,9 @@ def test_the_view_joins_core_and_every_sibling(tmp_path):
     package = namespace.lay_out_namespace(tmp_path, tmp_path / "view")
     assert package == tmp_path / "view" / "js"
     names = sorted(p.name for p in package.iterdir())
-    assert names == sorted(["__init__.py", "_jit.py", "losses", "models", "nn", "optim", "training"])
+    assert names == sorted(
+        ["__init__.py", "_jit.py", "losses", "models", "nn", "optim", "training"]
+    )
     assert (package / "nn").resolve() == tmp_path / "packages" / "js-nn" / "src" / "js" / "nn"
     assert (package / "_jit.py").resolve() == tmp_path / "packages/js-core/src/js/_jit.py"
 

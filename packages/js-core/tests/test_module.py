@@ -320,3 +320,73 @@ def test_load_state_dict_of_many_arrays_of_one_shape_places_and_copies_each_one(
         value[...] = -1  # the model holds copies, not the caller's buffers
     for key, value in model.state_dict().items():
         np.testing.assert_array_equal(value, np.full(value.shape, list(state).index(key)))
+
+
+class TiedLM(js.Module):
+    """GPT-2's tie: the output layer's weight is the embedding's Parameter, under two paths."""
+
+    def __init__(self, rngs):
+        super().__init__()
+        self.wte = Linear(3, 5, rngs=rngs)  # weight [5, 3]
+        self.head = Linear(3, 5, rngs=rngs)
+        self.head.weight = self.wte.weight  # one Parameter, paths wte.weight and head.weight
+
+
+def _values(model):
+    return {key: np.array(value) for key, value in model.state_dict().items()}
+
+
+def test_a_tied_parameter_is_supplied_by_any_of_its_paths():
+    source, model = TiedLM(js.Rngs(params=0)), TiedLM(js.Rngs(params=1))
+    assert model.head.weight is model.wte.weight
+    state = source.state_dict()
+    assert list(state) == ["wte.weight", "wte.bias", "head.weight", "head.bias"]  # as torch
+    for dropped in ("head.weight", "wte.weight"):  # a file may keep either name
+        given = {k: v for k, v in state.items() if k != dropped}
+        assert model.load_state_dict(given) == js.IncompatibleKeys([], [])
+        np.testing.assert_array_equal(model.head.weight.value, state["wte.weight"])
+        assert model.head.weight is model.wte.weight  # still tied
+    assert model.load_state_dict(state) == js.IncompatibleKeys([], [])  # both names, equal values
+    del state["wte.weight"], state["head.weight"]
+    with pytest.raises(ValueError, match=r"missing keys: 'wte\.weight', 'head\.weight'"):
+        model.load_state_dict(state)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert missing == ["wte.weight", "head.weight"] and unexpected == []
+
+
+def test_a_tied_parameter_given_two_different_values_is_an_error_naming_both():
+    model = TiedLM(js.Rngs(params=1))
+    before = _values(model)
+    state = TiedLM(js.Rngs(params=0)).state_dict()
+    state["head.weight"] = state["head.weight"] + 1.0
+    for strict in (True, False):
+        with pytest.raises(
+            ValueError,
+            match=r"(?s)nothing was loaded.*tied entries that differ: 'wte\.weight' and "
+            r"'head\.weight' \(one tied variable\) hold different values.*Fix: give one value",
+        ):
+            model.load_state_dict(state, strict=strict)
+    for key, value in _values(model).items():
+        np.testing.assert_array_equal(value, before[key], err_msg=key)
+
+
+def test_torch_lists_a_tied_parameter_under_both_names_as_js_does():
+    torch = pytest.importorskip("torch")
+    t_model = torch.nn.Module()
+    t_model.wte, t_model.head = torch.nn.Linear(3, 5), torch.nn.Linear(3, 5)
+    t_model.head.weight = t_model.wte.weight
+    assert list(t_model.state_dict()) == list(TiedLM(js.Rngs(params=0)).state_dict())
+
+
+def test_incompatible_keys_is_a_named_pair_with_ignored_keys_beside_it():
+    import copy
+    import pickle
+
+    keys = js.IncompatibleKeys(["a"], ["b"], ignored_keys=["head.weight"])
+    missing, unexpected = keys
+    assert (missing, unexpected, len(keys)) == (["a"], ["b"], 2)
+    assert keys == js.IncompatibleKeys(["a"], ["b"]) == (["a"], ["b"])
+    assert repr(keys) == "IncompatibleKeys(missing_keys=['a'], unexpected_keys=['b'])"
+    assert js.IncompatibleKeys([], []).ignored_keys == []
+    for twin in (copy.copy(keys), copy.deepcopy(keys), pickle.loads(pickle.dumps(keys))):
+        assert twin == keys and twin.ignored_keys == ["head.weight"]

@@ -16,8 +16,7 @@ from jax.sharding import PartitionSpec as P
 
 import js
 import js.models
-from js.models import GPT2Config, GPT2LMHeadModel
-from js.models import _pretrained
+from js.models import GPT2Config, GPT2LMHeadModel, _pretrained
 
 RULES = [
     ("transformer.wte.weight", P("model", None)),
@@ -66,7 +65,9 @@ def main(root: Path) -> None:
         want = np.asarray(single(input_ids=ids, attention_mask=mask))
         reads.clear()
         sharded = js.models.from_pretrained(root / layout, mesh=mesh, rules=RULES)
-        got = np.asarray(js.jit(lambda m, i, a: m(input_ids=i, attention_mask=a))(sharded, ids, mask))
+        got = np.asarray(
+            js.jit(lambda m, i, a: m(input_ids=i, attention_mask=a))(sharded, ids, mask)
+        )
         diff = float(np.abs(got - want).max() / np.abs(want).max())
         assert diff < 1e-5, diff
         assert sharded.lm_head.weight is sharded.transformer.wte.weight
@@ -78,7 +79,9 @@ def main(root: Path) -> None:
             sizes = {s.data.size for s in shards}
             assert sizes == {value.size // 8 if ruled else value.size}, (path, sizes)
         ruled_reads = [s for k, s in reads if "c_fc.weight" in k or "wte" in k]
-        assert ruled_reads and all(int(np.prod(s)) in (32 * 128 // 8, 64 * 32 // 8) for s in ruled_reads), ruled_reads
+        assert ruled_reads and all(
+            int(np.prod(s)) in (32 * 128 // 8, 64 * 32 // 8) for s in ruled_reads
+        ), ruled_reads
         print(f"{layout}: same outputs ({diff:.1e}), 1/8 per device")
 
 

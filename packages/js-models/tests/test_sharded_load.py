@@ -17,8 +17,7 @@ def test_gpt2_loads_onto_8_devices(tmp_path):
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(HERE), *SRC]),
-        "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")
-        + " --xla_force_host_platform_device_count=8",
+        "XLA_FLAGS": os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8",
     }
     done = subprocess.run(
         [sys.executable, str(HERE / "sharded_load_script.py"), str(tmp_path)],

@@ -167,6 +167,8 @@ CASES = [
     ),
     Case("BatchNorm1d-noaffine", lambda r: nn.BatchNorm1d(3, affine=False), _normal(6, 3), (6, 3)),
     Case("LayerNorm-nobias", lambda r: nn.LayerNorm(8, bias=False), _normal(2, 8), (2, 8)),
+    Case("RMSNorm", lambda r: nn.RMSNorm(8), _normal(2, 5, 8), (2, 5, 8)),
+    Case("RMSNorm-2d", lambda r: nn.RMSNorm((5, 8), eps=1e-6), _normal(2, 5, 8), (2, 5, 8)),
     Case("GroupNorm", lambda r: nn.GroupNorm(2, 4), _normal(2, 4, 3, 3), (2, 4, 3, 3)),
     Case(
         "Embedding-padding",

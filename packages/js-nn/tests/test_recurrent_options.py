@@ -284,11 +284,6 @@ def test_parameters_are_float32_under_x64_unless_given_dtype():
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        (
-            {"bidirectional": True},
-            NotImplementedError,
-            r"GRU: bidirectional=True is not implemented. Fix: pass bidirectional=False",
-        ),
         ({"batch_first": 1}, TypeError, r"GRU: batch_first must be True or False, got 1"),
         ({"bias": None}, TypeError, r"GRU: bias must be True or False, got None"),
         ({"bidirectional": "no"}, TypeError, r"GRU: bidirectional must be True or False, got 'no'"),

@@ -87,15 +87,16 @@ def test_prefix_is_added_on_save_and_stripped_on_load(tmp_path):
         nn.load_weights(fresh, path, prefix="encoder.")
 
 
-def test_names_outside_the_prefix_are_unexpected(tmp_path):
-    sd = {f"model.{k}": v for k, v in _trained().state_dict().items()}
+def test_names_outside_the_prefix_are_ignored_and_reported(tmp_path):
+    model = _trained()
+    sd = {f"model.{k}": v for k, v in model.state_dict().items()}
     sd["lm_head.weight"] = np.zeros((2, 2), np.float32)
     nn.save_weights(sd, tmp_path / "hf.safetensors")
     fresh = Net(js.Rngs(params=1))
-    with pytest.raises(ValueError, match=r"unexpected keys: 'lm_head\.weight'"):
-        nn.load_weights(fresh, tmp_path / "hf.safetensors", prefix="model.")
-    keys = nn.load_weights(fresh, tmp_path / "hf.safetensors", prefix="model.", strict=False)
-    assert keys == js.IncompatibleKeys([], ["lm_head.weight"])
+    keys = nn.load_weights(fresh, tmp_path / "hf.safetensors", prefix="model.")  # strict
+    assert keys == js.IncompatibleKeys([], [])
+    assert keys.ignored_keys == ["lm_head.weight"]
+    _same_state(model, fresh)
     sd["head.bias"] = np.zeros(3, np.float32)  # both 'model.head.bias' and 'head.bias'
     nn.save_weights(sd, tmp_path / "both.safetensors")
     with pytest.raises(ValueError, match=r"holds both 'model\.head\.bias' and 'head\.bias'"):

@@ -110,13 +110,9 @@ def test_hugging_face_style_prefix_both_ways(tmp_path):
     t_model = _torch_model()
     st_torch.save_file(Wrapper(t_model).state_dict(), tmp_path / "hf.safetensors")
     model = Net(js.Rngs(params=0)).eval()
-    keys = nn.load_weights(
-        model, tmp_path / "hf.safetensors", layout="torch", prefix="model.", strict=False
-    )
-    assert keys.missing_keys == [] and sorted(keys.unexpected_keys) == [
-        "lm_head.bias",
-        "lm_head.weight",
-    ]
+    keys = nn.load_weights(model, tmp_path / "hf.safetensors", layout="torch", prefix="model.")
+    assert keys == js.IncompatibleKeys([], [])  # strict: the head outside the prefix is ignored
+    assert sorted(keys.ignored_keys) == ["lm_head.bias", "lm_head.weight"]
     with torch.no_grad():
         expected = t_model(torch.from_numpy(X)).numpy()
     assert _diff(model(X), expected) < 1e-5

@@ -1,7 +1,8 @@
 """js: a PyTorch-style deep-learning library on JAX and Flax NNX.
 
-js-core owns this namespace. The other distributions (js-nn, js-losses, js-optim, js-train)
-install sibling portions of it (``js.nn``, ``js.losses``, ``js.optim``, ``js.training``);
+js-core owns this namespace. The other distributions (js-nn, js-losses, js-optim, js-train,
+js-models) install sibling portions of it (``js.nn``, ``js.losses``, ``js.optim``,
+``js.training``, ``js.models``);
 ``pkgutil.extend_path`` finds them in wheel and editable installs alike.
 """
 

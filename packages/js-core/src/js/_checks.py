@@ -30,13 +30,16 @@ The functions:
   value.
 - :func:`compare_state` — what keeps a ``{key: array}`` dict from loading into another: missing,
   unexpected and mis-shaped keys.
+- :func:`tie_state` — the paths of a shared (tied) variable that one given path of it fills, and
+  the tied entries given twice with different values.
+- :func:`load_error` — the one strict ``load_state_dict`` error, built from those lists.
 - :func:`flatten_state` — ``{dotted.path: leaf}`` of a nested dict or an ``nnx.State``.
 """
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TypeGuard
 
 import jax
@@ -173,6 +176,84 @@ def compare_state(current: Mapping, given: Mapping) -> tuple[list, list, list]:
             if want != found:
                 mismatched.append(f"{key!r}: expected {want}, got {found}")
     return missing, unexpected, mismatched
+
+
+def _same_values(a, b) -> bool:
+    if a is b:
+        return True
+    a, b = np.asarray(a), np.asarray(b)
+    if (a.shape, a.dtype) != (b.shape, b.dtype):
+        return True  # compare_state reports the entry whose shape or dtype is wrong
+    return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+
+
+def tie_state(variables: Mapping[str, Any], given: Collection[str]) -> tuple[dict, list]:
+    """How the tied entries of ``variables`` ``{path: variable}`` load from ``given``.
+
+    A model may hold one variable under several paths (``lm_head.weight`` is
+    ``embed.weight``): every path is a state-dict key, as in PyTorch, and any one of them
+    supplies the variable. Returns ``(filled, differing)``: ``{path: given path}`` for each
+    path of a tied variable that ``given`` lacks while it holds another path of the same
+    variable (the first, in ``variables``' order), and, when ``given`` is a mapping of arrays,
+    one ``"'a' and 'b' (one tied variable) hold different values"`` line per two given paths
+    of one variable whose values differ (equal values load once). Variables are told apart by
+    identity. Every ``load_state_dict`` of a module, and js-nn's ``plan_load``, resolve ties
+    with it.
+    """
+    if len({id(variable) for variable in variables.values()}) == len(variables):
+        return {}, []  # nothing tied: the common case, one pass
+    groups: dict[int, list[str]] = {}
+    for path, variable in variables.items():
+        groups.setdefault(id(variable), []).append(path)
+    filled: dict[str, str] = {}
+    differing: list[str] = []
+    values = given if isinstance(given, Mapping) else None
+    for paths in groups.values():
+        present = [path for path in paths if path in given]
+        if len(paths) < 2 or not present:
+            continue
+        filled.update({path: present[0] for path in paths if path not in given})
+        for other in present[1:]:
+            if values is not None and not _same_values(values[present[0]], values[other]):
+                differing.append(
+                    f"{present[0]!r} and {other!r} (one tied variable) hold different values"
+                )
+    return filled, differing
+
+
+def load_error(
+    owner: str,
+    missing: Sequence[str],
+    unexpected: Sequence[str],
+    mismatched: Sequence[str],
+    *,
+    strict: bool,
+    differing: Sequence[str] = (),
+) -> ValueError | None:
+    """The one error of a ``load_state_dict`` of ``owner`` (a class name), or None when it
+    loads: missing and unexpected keys count only when ``strict``; ``mismatched`` (from
+    :func:`compare_state`) and ``differing`` (from :func:`tie_state`) always do. A module's
+    ``load_state_dict`` and js-nn's ``load_weights`` (before it reads a tensor) raise it."""
+    problems = []
+    if strict and missing:
+        problems.append("missing keys: " + ", ".join(map(repr, missing)))
+    if strict and unexpected:
+        problems.append("unexpected keys: " + ", ".join(map(repr, unexpected)))
+    if mismatched:
+        problems.append("mismatched entries: " + "; ".join(mismatched))
+    if differing:
+        problems.append("tied entries that differ: " + "; ".join(differing))
+    if not problems:
+        return None
+    fix = "build the same architecture as the saved one"
+    if differing:
+        fix = "give one value per tied variable (drop all but one of its keys), or " + fix
+    return ValueError(
+        f"load_state_dict for {owner} failed; nothing was loaded.\n  "
+        + "\n  ".join(problems)
+        + f"\nFix: {fix}"
+        + (" or pass strict=False to skip missing/unexpected keys." if strict else ".")
+    )
 
 
 def flatten_state(tree) -> dict[str, Any]:

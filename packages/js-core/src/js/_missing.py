@@ -11,6 +11,7 @@ DISTRIBUTIONS = {
     "js.losses": "js-losses",
     "js.optim": "js-optim",
     "js.training": "js-train",
+    "js.models": "js-models",
 }
 
 

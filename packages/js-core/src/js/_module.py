@@ -11,7 +11,7 @@ from flax import nnx
 from jax.typing import ArrayLike
 
 from . import _hooks
-from ._checks import compare_state
+from ._checks import compare_state, load_error, tie_state
 from ._flax import is_flax_attribute
 from ._hooks import EVAL_TRACE, TRACE_CTX
 from ._stateful import instance_test
@@ -26,11 +26,42 @@ from ._variables import (
 )
 
 
-class IncompatibleKeys(NamedTuple):
-    """What a non-strict ``load_state_dict`` skipped, as in PyTorch."""
-
+class _Keys(NamedTuple):
     missing_keys: list[str]
     unexpected_keys: list[str]
+
+
+class IncompatibleKeys(_Keys):
+    """What a non-strict ``load_state_dict`` skipped, as in PyTorch: ``(missing_keys,
+    unexpected_keys)``, a named 2-tuple (``missing, unexpected = model.load_state_dict(...)``).
+
+    ``ignored_keys``, outside the tuple (so unpacking, equality and the repr stay PyTorch's),
+    lists the entries a load left aside on purpose, never an error: js-nn's ``load_weights``
+    puts there the file keys outside its ``prefix=`` (a classifier head next to the backbone
+    asked for). Empty for ``load_state_dict`` itself.
+
+    Example:
+        >>> import js
+        >>> keys = js.IncompatibleKeys([], ["head.bias"], ignored_keys=["pooler.dense.bias"])
+        >>> missing, unexpected = keys
+        >>> keys, keys.ignored_keys
+        (IncompatibleKeys(missing_keys=[], unexpected_keys=['head.bias']), ['pooler.dense.bias'])
+    """
+
+    ignored_keys: list[str]
+
+    def __new__(
+        cls,
+        missing_keys: list[str],
+        unexpected_keys: list[str],
+        ignored_keys: list[str] | None = None,
+    ) -> IncompatibleKeys:
+        self = super().__new__(cls, missing_keys, unexpected_keys)
+        self.ignored_keys = list(ignored_keys or [])
+        return self
+
+    def __getnewargs__(self) -> tuple:  # copy and pickle keep ignored_keys
+        return (*self, self.ignored_keys)
 
 
 # A traversal of 10,000 variables spent half its time in isinstance's metaclass hook.
@@ -115,9 +146,28 @@ class Module(_Tracked, _hooks.Hookable, nnx.Module):
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, _as_container(value))
 
-    def register_buffer(self, name: str, array: ArrayLike) -> None:
-        """Add a ``Buffer`` attribute, as PyTorch's ``register_buffer`` does."""
-        setattr(self, name, Buffer(array))
+    def register_buffer(self, name: str, array: ArrayLike, persistent: bool = True) -> None:
+        """Add a ``Buffer`` attribute, as PyTorch's ``register_buffer`` does.
+
+        Args:
+            name: the attribute name (no ``'.'``).
+            array: the buffer's array.
+            persistent: ``False`` keeps the buffer out of ``state_dict`` (and so out of weight
+                files and checkpoints), as in PyTorch; it stays module state.
+
+        Example:
+            >>> import jax.numpy as jnp, js
+            >>> m = js.Module()
+            >>> m.register_buffer("mask", jnp.ones((2, 2), bool), persistent=False)
+            >>> m.register_buffer("count", jnp.zeros(()))
+            >>> list(m.state_dict()), m.mask.persistent
+            (['count'], False)
+        """
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(
+                f"register_buffer: name must be a non-empty string without '.', got {name!r}"
+            )
+        setattr(self, name, Buffer(array, persistent=persistent))
 
     # -- traversal ---------------------------------------------------------------------------
 
@@ -232,9 +282,11 @@ class Module(_Tracked, _hooks.Hookable, nnx.Module):
     # -- state dicts -------------------------------------------------------------------------
 
     def _state_variables(self) -> dict[str, Parameter | Buffer]:
-        # Like PyTorch, every path of a shared tensor is a key of the state dict. One plain
-        # recursion in _named_variables' order (a module's own variables, then each child's):
-        # its nested generators took twice as long, and a checkpoint load walks the model twice.
+        # What state_dict holds and load_state_dict expects: Parameters and persistent Buffers
+        # (a non-persistent Buffer is module state but, as in PyTorch, never saved). Like
+        # PyTorch, every path of a shared tensor is a key of the state dict. One plain recursion
+        # in _named_variables' order (a module's own variables, then each child's): its nested
+        # generators took twice as long, and a checkpoint load walks the model twice.
         found: dict[str, Parameter | Buffer] = {}
         self._collect_state("", found)
         return found
@@ -242,14 +294,16 @@ class Module(_Tracked, _hooks.Hookable, nnx.Module):
     def _collect_state(self, prefix: str, found: dict) -> None:
         members = list(self._named_members())
         for name, value in members:
-            if not isinstance(value, Module) and isinstance(value, (Parameter, Buffer)):
+            if isinstance(value, Parameter) or (isinstance(value, Buffer) and value.persistent):
                 found[prefix + name] = value
         for name, value in members:
             if isinstance(value, Module):
                 value._collect_state(f"{prefix}{name}.", found)
 
     def state_dict(self, *, as_numpy: bool = True) -> dict[str, np.ndarray]:
-        """Independent NumPy copies of every Parameter and Buffer, keyed by dotted path.
+        """Independent NumPy copies of every Parameter and persistent Buffer, by dotted path.
+
+        A buffer made with ``persistent=False`` is left out, as in PyTorch.
 
         With ``as_numpy=False``, the live ``jax.Array`` of each entry instead (no copy, on its
         devices and sharding): what a sharded checkpoint saves.
@@ -268,26 +322,45 @@ class Module(_Tracked, _hooks.Hookable, nnx.Module):
         problem. With ``strict=False`` missing and unexpected keys are skipped and returned;
         shape and dtype mismatches are still errors. A ``jax.Array`` entry is not copied
         through the host; every array lands on its variable's current devices and sharding.
+
+        A Parameter held under several paths (tied weights: ``lm_head.weight`` is
+        ``embed.weight``) is supplied by any one of them; the others are not missing, as
+        Hugging Face files store a tied weight once. Given under two paths, the values must be
+        equal (an error names both otherwise).
+
+        Example:
+            >>> import jax.numpy as jnp, js
+            >>> class Tied(js.Module):
+            ...     def __init__(self):
+            ...         super().__init__()
+            ...         self.embed = js.Parameter(jnp.zeros(2))
+            ...         self.head = self.embed
+            >>> model = Tied()
+            >>> list(model.state_dict())
+            ['embed', 'head']
+            >>> model.load_state_dict({"embed": jnp.ones(2)})
+            IncompatibleKeys(missing_keys=[], unexpected_keys=[])
+            >>> model.head.value.tolist()
+            [1.0, 1.0]
         """
-        arrays = check_state_dict(state_dict, type(self).__name__)
+        owner = type(self).__name__
+        arrays = check_state_dict(state_dict, owner)
         targets = self._state_variables()
         current = {path: variable.get_raw_value() for path, variable in targets.items()}
         missing, unexpected, mismatched = compare_state(current, arrays)
-        problems = []
-        if strict and missing:
-            problems.append("missing keys: " + ", ".join(map(repr, missing)))
-        if strict and unexpected:
-            problems.append("unexpected keys: " + ", ".join(map(repr, unexpected)))
-        if mismatched:
-            problems.append("mismatched entries: " + "; ".join(mismatched))
-        if problems:
-            raise ValueError(
-                f"load_state_dict for {type(self).__name__} failed; nothing was loaded.\n  "
-                + "\n  ".join(problems)
-                + "\nFix: build the same architecture as the saved one"
-                + (" or pass strict=False to skip missing/unexpected keys." if strict else ".")
-            )
-        paths = [path for path in targets if path in arrays]
+        filled, differing = tie_state(targets, arrays)
+        if filled:
+            missing = [path for path in missing if path not in filled]
+        error = load_error(
+            owner, missing, unexpected, mismatched, strict=strict, differing=differing
+        )
+        if error is not None:
+            raise error
+        paths, loaded = [], set()
+        for path, variable in targets.items():
+            if path in arrays and id(variable) not in loaded:  # a tied variable loads once
+                loaded.add(id(variable))
+                paths.append(path)
         values = placed_like([arrays[path] for path in paths], [current[path] for path in paths])
         for path, value in zip(paths, values, strict=True):
             targets[path].value = value

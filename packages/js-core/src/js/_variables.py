@@ -255,9 +255,41 @@ class Parameter(_ValueMixin, nnx.Param):
 class Buffer(_ValueMixin, nnx.Variable):
     """A non-differentiable array owned by a module (running statistics, counters).
 
-    Buffers are saved in ``state_dict`` and updated in place by compiled steps, but never
-    differentiated or touched by an optimizer.
+    Buffers are updated in place by compiled steps, but never differentiated or touched by an
+    optimizer. A persistent buffer (the default) is saved in ``state_dict``, weight files and
+    checkpoints. With ``persistent=False`` (PyTorch's ``register_buffer(..., persistent=False)``)
+    it is still module state (``js.jit`` threads it, ``named_buffers`` lists it) but it is
+    neither saved nor expected by ``load_state_dict``: for arrays the constructor recomputes,
+    such as rotary frequencies or a causal mask.
+
+    Args:
+        value: the array.
+        persistent: whether ``state_dict`` (and so weight files and checkpoints) holds it.
+
+    Example:
+        >>> import jax.numpy as jnp, js
+        >>> class Rope(js.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.inv_freq = js.Buffer(jnp.ones(4), persistent=False)
+        ...         self.steps = js.Buffer(jnp.zeros((), jnp.int32))
+        >>> list(Rope().state_dict()), [name for name, _ in Rope().named_buffers()]
+        (['steps'], ['inv_freq', 'steps'])
     """
+
+    def __init__(self, value: Any, persistent: bool = True, **metadata: Any) -> None:
+        if not isinstance(persistent, (bool, np.bool_)):
+            raise TypeError(
+                f"Buffer persistent must be True or False, got {type(persistent).__name__} "
+                f"{persistent!r}"
+            )
+        # Kept as variable metadata, so that it survives nnx.split/merge (js.jit's copies).
+        super().__init__(value, persistent=bool(persistent), **metadata)
+
+    @property
+    def persistent(self) -> bool:
+        """Whether ``state_dict`` holds this buffer (``False``: module state only)."""
+        return bool(self.get_metadata("persistent", True))
 
 
 class TrackedList(_Tracked, nnx.List):

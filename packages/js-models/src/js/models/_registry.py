@@ -20,5 +20,7 @@ MODEL_TYPES: dict[str, str] = {
 # timm architecture names by prefix ("resnet18", "convnext_atto") -> module.
 TIMM_PREFIXES: dict[str, str] = {
     "resnet": "resnet",
+    "wide_resnet": "resnet",
+    "resnext": "resnet",
     "convnext": "convnext",
 }

@@ -42,6 +42,7 @@ from ._normalization import BatchNorm1d as BatchNorm1d  # noqa: E402
 from ._normalization import BatchNorm2d as BatchNorm2d  # noqa: E402
 from ._normalization import GroupNorm as GroupNorm  # noqa: E402
 from ._normalization import LayerNorm as LayerNorm  # noqa: E402
+from ._normalization import RMSNorm as RMSNorm  # noqa: E402
 from ._pooling import AdaptiveAvgPool1d as AdaptiveAvgPool1d  # noqa: E402
 from ._pooling import AdaptiveAvgPool2d as AdaptiveAvgPool2d  # noqa: E402
 from ._pooling import AvgPool1d as AvgPool1d  # noqa: E402
@@ -105,6 +106,7 @@ __all__ = [
     "RNN",
     "ReLU",
     "ReLU6",
+    "RMSNorm",
     "Sequential",
     "SiLU",
     "Sigmoid",

@@ -1,9 +1,10 @@
 """The LSTM layer kernel with a hand-written backward pass (``lstm_scan``).
 
-``_recurrent_scan.recurrent`` calls ``lstm_scan`` for an unmasked LSTM layer when the layer's
-``fused_backward`` is on and no forward-mode derivative is being taken (``forward_mode``):
-a ``jax.custom_vjp`` has a reverse rule only, so ``jax.jvp``/``jacfwd``/``hessian`` need the
-plain scan, which autodiff differentiates both ways.
+``_recurrent_scan.recurrent`` calls ``lstm_scan`` for each direction of an unmasked LSTM layer
+(a reverse direction over the time-reversed projection) when the layer's ``fused_backward`` is
+on and no forward-mode derivative is being taken (``forward_mode``): a ``jax.custom_vjp`` has a
+reverse rule only, so ``jax.jvp``/``jacfwd``/``hessian`` need the plain scan, which autodiff
+differentiates both ways.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Normalization layers: BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm."""
+"""Normalization layers: BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm, GroupNorm."""
 
 from __future__ import annotations
 
@@ -274,6 +274,80 @@ class LayerNorm(Module):
         return (
             f"{self.normalized_shape}, eps={self.eps}, "
             f"elementwise_affine={self.weight is not None}, bias={self.bias is not None}"
+        )
+
+
+class RMSNorm(Module):
+    """Root-mean-square normalization over the trailing ``normalized_shape`` dimensions.
+
+    ``y = x / sqrt(mean(x ** 2) + eps) * weight``, the mean over the trailing dimensions of
+    each example; no centring and no bias (PyTorch's ``nn.RMSNorm``, the norm of Llama,
+    Mistral, Qwen2). Half-precision inputs are computed in float32 and returned in their own
+    dtype, as :func:`js.nn.functional.rms_norm` describes.
+
+    Args:
+        normalized_shape: an int or the tuple of trailing dimensions S.
+        eps: added to the mean square; None (PyTorch's default) for the machine epsilon of the
+            computing dtype (``jnp.finfo(jnp.float32).eps`` for float32 and half inputs).
+            Llama's checkpoints use ``1e-5`` or ``1e-6``: pass the config's ``rms_norm_eps``.
+        elementwise_affine: learn ``weight``.
+        dtype: the parameter's dtype (float32).
+
+    Shape:
+        input ``[..., *S]``, output the same.
+
+    Weights:
+        ``weight`` ``S`` ones.
+
+    Example:
+        >>> import jax.numpy as jnp, js, js.nn
+        >>> norm = js.nn.RMSNorm(8, eps=1e-6)
+        >>> norm(jnp.ones((2, 5, 8))).shape, list(norm.state_dict())
+        ((2, 5, 8), ['weight'])
+    """
+
+    weight: Parameter | None  # None where not learnt
+
+    def __init__(
+        self,
+        normalized_shape: int | tuple[int, ...] | list[int],
+        eps: float | None = None,
+        elementwise_affine: bool = True,
+        *,
+        dtype: DTypeLike | None = None,
+    ):
+        super().__init__()
+        if is_int(normalized_shape):
+            normalized_shape = (normalized_shape,)
+        if not isinstance(normalized_shape, (tuple, list)) or not all(
+            map(is_int, normalized_shape)
+        ):
+            raise TypeError(
+                "RMSNorm: normalized_shape must be an int or a tuple of ints, "
+                f"got {normalized_shape!r}"
+            )
+        if not all(n >= 1 for n in normalized_shape):
+            raise ValueError(
+                f"RMSNorm: normalized_shape must hold ints >= 1, got {normalized_shape!r}"
+            )
+        self.normalized_shape = tuple(int(n) for n in normalized_shape)
+        self.eps = None if eps is None else _check_eps("RMSNorm", eps)
+        affine = check_bool("RMSNorm", "elementwise_affine", elementwise_affine)
+        dtype = float_dtype("RMSNorm", dtype)
+        self.weight = Parameter(ones(self.normalized_shape, dtype)) if affine else None
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        n = len(self.normalized_shape)
+        expected = layout("...", *map(str, self.normalized_shape))
+        check_min_rank("RMSNorm", x, n, expected)
+        if shape_of(x)[len(shape_of(x)) - n :] != self.normalized_shape:
+            fail_shape("RMSNorm", expected, x, "the trailing dimensions differ")
+        weight = None if self.weight is None else self.weight.value
+        return F.rms_norm(x, self.normalized_shape, weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.weight is not None}"
         )
 
 

@@ -27,21 +27,14 @@ from ._recurrent_scan import recurrent
 
 
 def _check_options(name: str, bias, batch_first, dropout, bidirectional) -> float:
-    """Refuse PyTorch options of the wrong type, value or an unsupported combination."""
+    """Refuse PyTorch options of the wrong type or value; the checked ``dropout``."""
     for arg, value in (
         ("bias", bias),
         ("batch_first", batch_first),
         ("bidirectional", bidirectional),
     ):
         check_bool(name, arg, value)
-    dropout = check_probability(name, "dropout", dropout)
-    if bidirectional:
-        raise NotImplementedError(
-            f"{name}: bidirectional=True is not implemented. Fix: pass bidirectional=False; "
-            f"for a backward direction run a second {name} over the time-reversed input and "
-            "concatenate the two sequences on the feature axis"
-        )
-    return dropout
+    return check_probability(name, "dropout", dropout)
 
 
 class _Recurrent(Module):
@@ -86,22 +79,34 @@ class _Recurrent(Module):
             )
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.unroll = bool(bias), bool(batch_first), unroll
+        self.bidirectional = bool(bidirectional)
         dtype = float_dtype(name, dtype)
         gates = self._gates * hidden_size
         for k in range(num_layers):
-            cols_ih = input_size if k == 0 else hidden_size
-            for kind, cols in (("ih", cols_ih), ("hh", hidden_size)):
-                # U(-1/sqrt(H), 1/sqrt(H)) as in PyTorch: the bound comes from H, not the columns.
-                w = uniform_fan_in(rngs.next("params"), (gates, cols), hidden_size, dtype)
-                setattr(self, f"weight_{kind}_l{k}", Parameter(w))
-            if self.bias:
-                self._init_biases(k, dtype)
+            # Layer k > 0 reads the previous layer's sequence, both directions concatenated.
+            cols_ih = input_size if k == 0 else hidden_size * self._directions
+            for layer in self._layer_names(k):  # PyTorch's order: l{k}, then l{k}_reverse
+                for kind, cols in (("ih", cols_ih), ("hh", hidden_size)):
+                    # U(-1/sqrt(H), 1/sqrt(H)) as in PyTorch: the bound comes from H, not the
+                    # columns.
+                    w = uniform_fan_in(rngs.next("params"), (gates, cols), hidden_size, dtype)
+                    setattr(self, f"weight_{kind}_{layer}", Parameter(w))
+                if self.bias:
+                    self._init_biases(layer, dtype)
 
-    def _init_biases(self, k: int, dtype) -> None:
+    @property
+    def _directions(self) -> int:
+        return 2 if self.bidirectional else 1
+
+    def _layer_names(self, k: int) -> tuple[str, ...]:
+        """The name suffixes of layer ``k``'s directions: ``l{k}`` and ``l{k}_reverse``."""
+        return (f"l{k}", f"l{k}_reverse")[: self._directions]
+
+    def _init_biases(self, layer: str, dtype) -> None:
         for kind in ("ih", "hh"):  # one buffer each: js.jit donates every parameter's buffer
             setattr(
                 self,
-                f"bias_{kind}_l{k}",
+                f"bias_{kind}_{layer}",
                 Parameter(_random.zeros((self._gates * self.hidden_size,), dtype)),
             )
 
@@ -111,7 +116,8 @@ class _Recurrent(Module):
             text += f", num_layers={self.num_layers}"
         text += "" if self.bias else ", bias=False"
         text += "" if self.batch_first else ", batch_first=False"
-        return text + (f", dropout={self.dropout}" if self.dropout else "")
+        text += f", dropout={self.dropout}" if self.dropout else ""
+        return text + (", bidirectional=True" if self.bidirectional else "")
 
     # -- validation (static shapes and, when concrete, values: before anything is compiled) --
 
@@ -130,7 +136,8 @@ class _Recurrent(Module):
 
     def _initial_state(self, state, batch: int, dtype) -> tuple[jax.Array, ...]:
         name, count = type(self).__name__, len(self._state_names)
-        want = [self.num_layers, batch, self.hidden_size]
+        want = [self.num_layers * self._directions, batch, self.hidden_size]
+        dims = "[2 * layers, B, H]" if self.bidirectional else "[layers, B, H]"
         if state is None:
             return (jnp.zeros(want, dtype),) * count
         parts = (state,) if count == 1 else state
@@ -141,7 +148,7 @@ class _Recurrent(Module):
         for label, part in zip(self._state_names, parts, strict=True):
             if list(jnp.shape(part)) != want:
                 raise ValueError(
-                    f"{name}: expected state {label} [layers, B, H] = {want}, "
+                    f"{name}: expected state {label} {dims} = {want}, "
                     f"got shape {list(jnp.shape(part))}"
                 )
         # A scan carry keeps its dtype: cast once here so every step computes in ``dtype``.
@@ -183,13 +190,14 @@ class _Recurrent(Module):
     # -- forward ------------------------------------------------------------------------------
 
     def _layers(self) -> tuple:
-        """``(w_ih, w_hh, projection bias, loop bias)`` per layer (see ``recurrent``)."""
+        """``(w_ih, w_hh, projection bias, loop bias)`` per layer and direction, in the order
+        of the state (``l0``, ``l0_reverse``, ``l1``, ...; see ``recurrent``)."""
         layers = []
-        for k in range(self.num_layers):
-            w_ih, w_hh = (getattr(self, f"weight_{kind}_l{k}").value for kind in ("ih", "hh"))
+        for layer in (name for k in range(self.num_layers) for name in self._layer_names(k)):
+            w_ih, w_hh = (getattr(self, f"weight_{kind}_{layer}").value for kind in ("ih", "hh"))
             biases = (None, None)
             if self.bias:
-                b_ih, b_hh = (getattr(self, f"bias_{kind}_l{k}").value for kind in ("ih", "hh"))
+                b_ih, b_hh = (getattr(self, f"bias_{kind}_{layer}").value for kind in ("ih", "hh"))
                 biases = self._split_bias(b_ih, b_hh)
             layers.append((w_ih, w_hh, *biases))
         return tuple(layers)
@@ -200,7 +208,7 @@ class _Recurrent(Module):
     def _run(self, x, state, lengths, rngs):
         batch, steps = self._check_input(x)
         dtype = jnp.result_type(x, self.weight_ih_l0.value)
-        carry = self._initial_state(state, batch, dtype)  # each [layers, B, H]
+        carry = self._initial_state(state, batch, dtype)  # each [layers * directions, B, H]
         lengths = self._check_lengths(lengths, batch, steps)  # [B] int32 or None
         key = self._dropout_key(rngs)
         x, layers = jnp.asarray(x, dtype), self._layers()
@@ -217,6 +225,7 @@ class _Recurrent(Module):
             fused=fused,
             dropout=self.dropout,
             batch_first=self.batch_first,
+            bidirectional=self.bidirectional,
         )
 
     def _cell_kind(self) -> str:
@@ -230,8 +239,9 @@ class RNN(_Recurrent):
     r"""Elman recurrent network: ``h_t = act(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)``.
 
     ``num_layers`` layers are stacked; layer ``k > 0`` reads the hidden sequence of layer
-    ``k - 1`` (after dropout, in training, when ``dropout > 0``). Bidirectionality is not
-    implemented. The positional order is PyTorch's; ``batch_first`` defaults to True here
+    ``k - 1`` (after dropout, in training, when ``dropout > 0``). With ``bidirectional`` each
+    layer also runs over the reversed sequence and the two are concatenated (``D = 2``, else
+    ``D = 1``). The positional order is PyTorch's; ``batch_first`` defaults to True here
     (PyTorch: False), so ported code with time-major input passes ``batch_first=False``.
 
     Args:
@@ -241,10 +251,14 @@ class RNN(_Recurrent):
         nonlinearity: ``'tanh'`` or ``'relu'``.
         bias: whether to add ``bias_ih_l{k}`` and ``bias_hh_l{k}``.
         batch_first: input and sequence ``[B, T, ...]`` (True) or ``[T, B, ...]`` (False).
-            The state is ``[layers, B, H]`` either way, as in PyTorch.
+            The state is ``[D * layers, B, H]`` either way, as in PyTorch.
         dropout: probability of zeroing each output of every layer but the last, in training
             only (it then needs ``rngs`` in the call).
-        bidirectional: only False (True raises NotImplementedError).
+        bidirectional: also run every layer from the last timestep to the first (with
+            ``lengths``, from each example's last valid step), with its own
+            ``*_l{k}_reverse`` weights; the sequence is then both directions concatenated on
+            the feature axis, forward first, and the state has ``2 * layers`` entries in
+            PyTorch's order (``l0``, ``l0_reverse``, ``l1``, ...).
         unroll: timesteps per loop iteration (``jax.lax.scan``'s ``unroll``); larger can be
             faster for small ``H`` and compiles a larger body.
         dtype: parameter dtype (default float32, whatever ``jax_enable_x64`` says).
@@ -252,15 +266,17 @@ class RNN(_Recurrent):
 
     Shape:
         - input ``x``: ``[B, T, I]`` (``[T, B, I]`` with ``batch_first=False``).
-        - ``state``: ``[layers, B, H]`` or None.
+        - ``state``: ``[D * layers, B, H]`` or None.
         - ``lengths``: ``[B]`` or None.
-        - output: ``(sequence [B, T, H], h [layers, B, H])`` (sequence ``[T, B, H]`` with
-          ``batch_first=False``); the sequence is the last layer's.
+        - output: ``(sequence [B, T, D * H], h [D * layers, B, H])`` (sequence
+          ``[T, B, D * H]`` with ``batch_first=False``); the sequence is the last layer's.
 
     Weights (PyTorch's names and layout, so ``load_state_dict`` takes PyTorch's arrays):
-        ``weight_ih_l{k}``: ``[H, I]`` for ``k = 0``, ``[H, H]`` above, and ``weight_hh_l{k}``
-        ``[H, H]``, both ``U(-1/sqrt(H), 1/sqrt(H))`` as in PyTorch. ``bias_ih_l{k}``,
-        ``bias_hh_l{k}``: ``[H]``, zeros (the spec's zero biases; PyTorch draws them uniformly).
+        ``weight_ih_l{k}``: ``[H, I]`` for ``k = 0``, ``[H, D * H]`` above, and
+        ``weight_hh_l{k}`` ``[H, H]``, both ``U(-1/sqrt(H), 1/sqrt(H))`` as in PyTorch.
+        ``bias_ih_l{k}``, ``bias_hh_l{k}``: ``[H]``, zeros (the spec's zero biases; PyTorch
+        draws them uniformly). With ``bidirectional``, each has a ``*_l{k}_reverse`` twin
+        for the reverse direction, following it in the state dict as in PyTorch.
 
     Call ``rnn(x, state=None, lengths=None, *, rngs=None)``. ``state=None`` starts from zeros.
     ``lengths`` (``[B]`` integers in ``[0, T]``) freezes each example's carry after its valid
@@ -340,10 +356,11 @@ class LSTM(_Recurrent):
         h_t = o * tanh(c_t)
 
     ``num_layers`` layers are stacked; layer ``k > 0`` reads the hidden sequence of layer
-    ``k - 1`` (after dropout, in training, when ``dropout > 0``). Bidirectionality and
-    projections (``proj_size``) are not implemented. The positional order is PyTorch's;
-    ``batch_first`` defaults to True here (PyTorch: False), so ported code with time-major
-    input passes ``batch_first=False``.
+    ``k - 1`` (after dropout, in training, when ``dropout > 0``). With ``bidirectional`` each
+    layer also runs over the reversed sequence and the two are concatenated (``D = 2``, else
+    ``D = 1``). Projections (``proj_size``) are not implemented. The positional order is
+    PyTorch's; ``batch_first`` defaults to True here (PyTorch: False), so ported code with
+    time-major input passes ``batch_first=False``.
 
     Args:
         input_size: ``I``, features per timestep of the input.
@@ -351,10 +368,14 @@ class LSTM(_Recurrent):
         num_layers: stacked layers, ``>= 1``.
         bias: whether to add ``bias_ih_l{k}`` and ``bias_hh_l{k}``.
         batch_first: input and sequence ``[B, T, ...]`` (True) or ``[T, B, ...]`` (False).
-            The state is ``[layers, B, H]`` either way, as in PyTorch.
+            The state is ``[D * layers, B, H]`` either way, as in PyTorch.
         dropout: probability of zeroing each output of every layer but the last, in training
             only (it then needs ``rngs`` in the call).
-        bidirectional: only False (True raises NotImplementedError).
+        bidirectional: also run every layer from the last timestep to the first (with
+            ``lengths``, from each example's last valid step), with its own
+            ``*_l{k}_reverse`` weights; the sequence is then both directions concatenated on
+            the feature axis, forward first, and the state has ``2 * layers`` entries in
+            PyTorch's order (``l0``, ``l0_reverse``, ``l1``, ...).
         proj_size: only 0 (other values raise NotImplementedError).
         unroll: timesteps per loop iteration (``jax.lax.scan``'s ``unroll``); larger can be
             faster for small ``H`` and compiles a larger body.
@@ -372,17 +393,20 @@ class LSTM(_Recurrent):
 
     Shape:
         - input ``x``: ``[B, T, I]`` (``[T, B, I]`` with ``batch_first=False``).
-        - ``state``: a pair ``(h, c)``, each ``[layers, B, H]``, or None.
+        - ``state``: a pair ``(h, c)``, each ``[D * layers, B, H]``, or None.
         - ``lengths``: ``[B]`` or None.
-        - output: ``(sequence [B, T, H], (h, c))`` (sequence ``[T, B, H]`` with
+        - output: ``(sequence [B, T, D * H], (h, c))`` (sequence ``[T, B, D * H]`` with
           ``batch_first=False``); the sequence is the last layer's.
 
     Weights (PyTorch's names and layout, so ``load_state_dict`` takes PyTorch's arrays):
-        ``weight_ih_l{k}``: ``[4H, I]`` for ``k = 0``, ``[4H, H]`` above, and ``weight_hh_l{k}``
-        ``[4H, H]``, rows in gate order ``i, f, g, o``, all ``U(-1/sqrt(H), 1/sqrt(H))`` as in
-        PyTorch. ``bias_ih_l{k}``, ``bias_hh_l{k}``: ``[4H]``; the spec's "forget bias is one"
-        is ``bias_ih_l{k}[H:2H] = 1`` with every other entry zero, so the forget gate's total
-        bias is one (PyTorch draws all biases uniformly). With ``bias=False`` there are none.
+        ``weight_ih_l{k}``: ``[4H, I]`` for ``k = 0``, ``[4H, D * H]`` above, and
+        ``weight_hh_l{k}`` ``[4H, H]``, rows in gate order ``i, f, g, o``, all
+        ``U(-1/sqrt(H), 1/sqrt(H))`` as in PyTorch. ``bias_ih_l{k}``, ``bias_hh_l{k}``:
+        ``[4H]``; the spec's "forget bias is one" is ``bias_ih_l{k}[H:2H] = 1`` with every
+        other entry zero, so the forget gate's total bias is one (PyTorch draws all biases
+        uniformly). With ``bias=False`` there are none. With ``bidirectional``, each has a
+        ``*_l{k}_reverse`` twin for the reverse direction, following it in the state dict as
+        in PyTorch.
 
     Call ``lstm(x, state=None, lengths=None, *, rngs=None)``. ``state=None`` starts from
     zeros. ``lengths`` (``[B]`` integers in ``[0, T]``) freezes each example's carry after its
@@ -451,13 +475,13 @@ class LSTM(_Recurrent):
     def extra_repr(self) -> str:
         return super().extra_repr() + ("" if self.fused_backward else ", fused_backward=False")
 
-    def _init_biases(self, k: int, dtype) -> None:
+    def _init_biases(self, layer: str, dtype) -> None:
         hidden = self.hidden_size
         forget = np.zeros(4 * hidden, np.dtype(dtype))  # built on the host: .at[].set compiles
         forget[hidden : 2 * hidden] = 1.0
         forget = jax.device_put(forget)
-        setattr(self, f"bias_ih_l{k}", Parameter(forget))
-        setattr(self, f"bias_hh_l{k}", Parameter(_random.zeros((4 * hidden,), dtype)))
+        setattr(self, f"bias_ih_{layer}", Parameter(forget))
+        setattr(self, f"bias_hh_{layer}", Parameter(_random.zeros((4 * hidden,), dtype)))
 
     def forward(
         self,
@@ -481,9 +505,10 @@ class GRU(_Recurrent):
     ``b_hn`` sits inside the reset product, as in PyTorch and cuDNN (the original paper applies
     ``r`` before the matmul). ``num_layers`` layers are stacked; layer ``k > 0`` reads the
     hidden sequence of layer ``k - 1`` (after dropout, in training, when ``dropout > 0``).
-    Bidirectionality is not implemented. The positional order is PyTorch's; ``batch_first``
-    defaults to True here (PyTorch: False), so ported code with time-major input passes
-    ``batch_first=False``.
+    With ``bidirectional`` each layer also runs over the reversed sequence and the two are
+    concatenated (``D = 2``, else ``D = 1``). The positional order is PyTorch's;
+    ``batch_first`` defaults to True here (PyTorch: False), so ported code with time-major
+    input passes ``batch_first=False``.
 
     Args:
         input_size: ``I``, features per timestep of the input.
@@ -491,10 +516,14 @@ class GRU(_Recurrent):
         num_layers: stacked layers, ``>= 1``.
         bias: whether to add ``bias_ih_l{k}`` and ``bias_hh_l{k}``.
         batch_first: input and sequence ``[B, T, ...]`` (True) or ``[T, B, ...]`` (False).
-            The state is ``[layers, B, H]`` either way, as in PyTorch.
+            The state is ``[D * layers, B, H]`` either way, as in PyTorch.
         dropout: probability of zeroing each output of every layer but the last, in training
             only (it then needs ``rngs`` in the call).
-        bidirectional: only False (True raises NotImplementedError).
+        bidirectional: also run every layer from the last timestep to the first (with
+            ``lengths``, from each example's last valid step), with its own
+            ``*_l{k}_reverse`` weights; the sequence is then both directions concatenated on
+            the feature axis, forward first, and the state has ``2 * layers`` entries in
+            PyTorch's order (``l0``, ``l0_reverse``, ``l1``, ...).
         unroll: timesteps per loop iteration (``jax.lax.scan``'s ``unroll``); larger can be
             faster for small ``H`` and compiles a larger body.
         dtype: parameter dtype (default float32, whatever ``jax_enable_x64`` says).
@@ -502,16 +531,18 @@ class GRU(_Recurrent):
 
     Shape:
         - input ``x``: ``[B, T, I]`` (``[T, B, I]`` with ``batch_first=False``).
-        - ``state``: ``[layers, B, H]`` or None.
+        - ``state``: ``[D * layers, B, H]`` or None.
         - ``lengths``: ``[B]`` or None.
-        - output: ``(sequence [B, T, H], h [layers, B, H])`` (sequence ``[T, B, H]`` with
-          ``batch_first=False``); the sequence is the last layer's.
+        - output: ``(sequence [B, T, D * H], h [D * layers, B, H])`` (sequence
+          ``[T, B, D * H]`` with ``batch_first=False``); the sequence is the last layer's.
 
     Weights (PyTorch's names and layout, so ``load_state_dict`` takes PyTorch's arrays):
-        ``weight_ih_l{k}``: ``[3H, I]`` for ``k = 0``, ``[3H, H]`` above, and ``weight_hh_l{k}``
-        ``[3H, H]``, rows in gate order ``r, z, n``, all ``U(-1/sqrt(H), 1/sqrt(H))`` as in
-        PyTorch. ``bias_ih_l{k}``, ``bias_hh_l{k}``: ``[3H]``, zeros (the spec's zero biases;
-        PyTorch draws them uniformly). With ``bias=False`` there are none.
+        ``weight_ih_l{k}``: ``[3H, I]`` for ``k = 0``, ``[3H, D * H]`` above, and
+        ``weight_hh_l{k}`` ``[3H, H]``, rows in gate order ``r, z, n``, all
+        ``U(-1/sqrt(H), 1/sqrt(H))`` as in PyTorch. ``bias_ih_l{k}``, ``bias_hh_l{k}``:
+        ``[3H]``, zeros (the spec's zero biases; PyTorch draws them uniformly). With
+        ``bias=False`` there are none. With ``bidirectional``, each has a ``*_l{k}_reverse``
+        twin for the reverse direction, following it in the state dict as in PyTorch.
 
     Call ``gru(x, state=None, lengths=None, *, rngs=None)``. ``state=None`` starts from zeros.
     ``lengths`` (``[B]`` integers in ``[0, T]``) freezes each example's carry after its valid
@@ -529,6 +560,10 @@ class GRU(_Recurrent):
         >>> seq, h = gru(jnp.ones((5, 3, 4)))  # [T, B, I]
         >>> seq.shape, h.shape
         ((5, 3, 8), (2, 3, 8))
+        >>> bigru = js.nn.GRU(4, 8, 2, bidirectional=True, rngs=js.Rngs(params=0))
+        >>> seq, h = bigru(jnp.ones((3, 5, 4)))  # [B, T, I]; h: l0, l0_reverse, l1, l1_reverse
+        >>> seq.shape, h.shape
+        ((3, 5, 16), (4, 3, 8))
     """
 
     _gates = 3

@@ -5,7 +5,11 @@ length. The input projection of a layer (``x @ W_ih^T + b``) does not depend on 
 is computed for every timestep at once, outside the loop, as one ``[T*B, I] x [I, gates*H]``
 matmul; the loop body only does the recurrent ``[B, H] x [H, gates*H]`` matmul and the gates.
 Everything runs time-major (``[T, B, ...]``) inside: a batch-first input is transposed once on
-the way in and once on the way out (``batch_first=False`` input is used as it is).
+the way in and once on the way out (``batch_first=False`` input is used as it is). A
+bidirectional layer runs the same scan (or ``lstm_scan``) a second time over its time-reversed
+projection and reverses the outputs back; with ``lengths`` each row is reversed within its own
+valid steps, so its reverse pass starts at its last valid step, as with PyTorch's packed
+sequences.
 
 GRU cannot fold its recurrent bias into the projection as RNN and LSTM do: PyTorch's candidate
 gate is ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``, with ``b_hn`` inside the reset
@@ -107,7 +111,21 @@ _CELLS = {  # (w_hh_t, b_hh) -> cell; only GRU has a bias inside the loop
 }
 
 
-@functools.partial(jax.jit, static_argnames=("cell", "unroll", "fused", "dropout", "batch_first"))
+def _reverse(a: jax.Array, lengths) -> jax.Array:
+    """``a`` ``[T, B, F]`` reversed in time row by row: each row's first ``lengths[b]`` steps
+    in reverse order, its padding left in place (all ``T`` steps without ``lengths``). It is
+    its own inverse, so it also puts a reverse pass's outputs back in order."""
+    if lengths is None:
+        return jnp.flip(a, 0)
+    t = jnp.arange(a.shape[0])[:, None]  # [T, 1]
+    index = jnp.where(t < lengths[None, :], lengths[None, :] - 1 - t, t)  # [T, B]
+    return jnp.take_along_axis(a, index[..., None], axis=0)
+
+
+@functools.partial(
+    jax.jit,
+    static_argnames=("cell", "unroll", "fused", "dropout", "batch_first", "bidirectional"),
+)
 def recurrent(
     x,
     carry,
@@ -120,36 +138,50 @@ def recurrent(
     fused: bool = True,
     dropout: float = 0.0,
     batch_first: bool = True,
+    bidirectional: bool = False,
 ):
     """Pure stacked recurrence (unvalidated): ``(sequence, final carry)``.
 
     ``x`` is ``[B, T, I]`` (``[T, B, I]`` if not ``batch_first``; the sequence comes back in
-    the same layout); ``carry`` a tuple (``(h,)`` or ``(h, c)``) of ``[layers, B, H]`` arrays
-    in the computation dtype; ``layers`` a tuple of ``(w_ih, w_hh, bias, b_hh)`` per layer,
+    the same layout); ``carry`` a tuple (``(h,)`` or ``(h, c)``) of ``[layers * directions, B,
+    H]`` arrays in the computation dtype; ``layers`` a tuple of ``(w_ih, w_hh, bias, b_hh)``
+    per layer and direction in the carry's order (``l0``, ``l0_reverse``, ``l1``, ...),
     ``bias`` added to the projection (``b_ih + b_hh`` for RNN/LSTM) and ``b_hh`` inside the
     loop (GRU), either None; ``lengths`` ``[B]`` int32 or None; ``key`` a random key for the
     ``dropout`` between layers (None: no dropout); ``cell`` one of ``'lstm'``, ``'gru'``,
     ``'tanh'``, ``'relu'``; ``fused`` whether an unmasked LSTM layer uses the hand-written
-    backward of ``lstm_scan`` (reverse mode only) or the plain scan. Compiled as one program,
-    so that eager calls (and their gradients) do not dispatch operation by operation; inside
+    backward of ``lstm_scan`` (reverse mode only) or the plain scan. With ``bidirectional``
+    each layer also runs the same scan over the time-reversed sequence (each row reversed
+    within its ``lengths``, as PyTorch's packed sequences), reverses its outputs back and
+    concatenates them after the forward ones: ``[..., 2H]``. Compiled as one program, so that
+    eager calls (and their gradients) do not dispatch operation by operation; inside
     ``js.jit`` it is inlined.
     """
     xs = jnp.swapaxes(x, 0, 1) if batch_first else x  # [T, B, I]
     valid = None
     if lengths is not None:
         valid = (jnp.arange(xs.shape[0])[:, None] < lengths[None, :])[..., None]  # [T, B, 1]
+    directions = 2 if bidirectional else 1
     finals = []
-    for k, (w_ih, w_hh, bias, b_hh) in enumerate(layers):
+    for k in range(len(layers) // directions):
         if k and key is not None:  # PyTorch: dropout on every layer's output but the last
             xs = F.dropout(xs, dropout, True, key=jax.random.fold_in(key, k))
-        proj = _project(xs, w_ih.astype(xs.dtype), bias).astype(xs.dtype)  # [T, B, gates*H]
-        w_hh_t = w_hh.T.astype(xs.dtype)  # [H, gates*H]
-        b_hh = None if b_hh is None else b_hh.astype(xs.dtype)
-        layer_carry = tuple(part[k] for part in carry)
-        if fused and cell == "lstm" and valid is None:  # hand-written backward (lstm_scan)
-            xs, final = lstm_scan(proj, w_hh_t, *layer_carry, unroll)
-        else:
-            xs, final = scan_layer(_CELLS[cell](w_hh_t, b_hh), layer_carry, proj, valid, unroll)
-        finals.append(final)
-    state = tuple(jnp.stack(parts) for parts in zip(*finals, strict=True))  # [layers, B, H]
+        outputs = []
+        for d in range(directions):
+            w_ih, w_hh, bias, b_hh = layers[k * directions + d]
+            proj = _project(xs, w_ih.astype(xs.dtype), bias).astype(xs.dtype)  # [T, B, gates*H]
+            if d:  # the reverse direction: the same scan over the time-reversed projection
+                proj = _reverse(proj, lengths)
+            w_hh_t = w_hh.T.astype(xs.dtype)  # [H, gates*H]
+            b_hh = None if b_hh is None else b_hh.astype(xs.dtype)
+            layer_carry = tuple(part[k * directions + d] for part in carry)
+            if fused and cell == "lstm" and valid is None:  # hand-written backward (lstm_scan)
+                ys, final = lstm_scan(proj, w_hh_t, *layer_carry, unroll)
+            else:
+                cell_fn = _CELLS[cell](w_hh_t, b_hh)
+                ys, final = scan_layer(cell_fn, layer_carry, proj, valid, unroll)
+            outputs.append(_reverse(ys, lengths) if d else ys)
+            finals.append(final)
+        xs = outputs[0] if directions == 1 else jnp.concatenate(outputs, -1)  # [T, B, dirs*H]
+    state = tuple(jnp.stack(parts) for parts in zip(*finals, strict=True))  # [layers*dirs, B, H]
     return (jnp.swapaxes(xs, 0, 1) if batch_first else xs), state

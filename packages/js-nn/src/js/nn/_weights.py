@@ -29,7 +29,8 @@ from safetensors import safe_open
 
 import js
 
-from ._torch import load_torch_state_dict, torch_state_dict
+from ._keys import check_prefix, plan_load
+from ._torch import load_planned, torch_state_dict
 from ._version import __version__
 
 FORMAT = "js.nn.weights/1"
@@ -53,14 +54,6 @@ def _check_layout(layout: str) -> None:
         raise ValueError(
             f"layout must be one of {LAYOUTS}, got {layout!r}. Fix: layout='js' "
             "for files js writes and reads, 'torch' for PyTorch's names and layouts"
-        )
-
-
-def _check_prefix(prefix: str) -> None:
-    if not isinstance(prefix, str) or (prefix and not prefix.endswith(".")):
-        raise ValueError(
-            f"prefix must be '' or a dotted name ending in '.', got {prefix!r}. "
-            f"Fix: prefix='model.'"
         )
 
 
@@ -116,7 +109,7 @@ def save_weights(
         {'run': 'a'}
     """
     _check_layout(layout)
-    _check_prefix(prefix)
+    check_prefix(prefix)
     header = _header_metadata(layout, metadata)
     if isinstance(model, js.Module):
         arrays = torch_state_dict(model) if layout == "torch" else model.state_dict()
@@ -160,17 +153,24 @@ def _checked_file(path) -> Path:
     return path
 
 
-def _read(path: Path, arrays: bool) -> tuple[dict[str, str], dict]:
-    """``(header metadata, {name: array})``, or ``{name: (shape, dtype)}`` without ``arrays``."""
+def _read(path: Path) -> tuple[dict[str, str], dict]:
+    """``(header metadata, {name: (shape, safetensors dtype)})``: the header alone."""
     try:
         with safe_open(str(path), framework="np") as file:
             meta = dict(file.metadata() or {})
-            if arrays:
-                return meta, {key: file.get_tensor(key) for key in file.keys()}
             return meta, {
                 key: (tuple(file.get_slice(key).get_shape()), file.get_slice(key).get_dtype())
                 for key in file.keys()
             }
+    except safetensors.SafetensorError as error:
+        raise _open_error(path, error) from None
+
+
+def _read_tensors(path: Path, keys: list[str]) -> dict[str, np.ndarray]:
+    """``{name: array}`` for ``keys`` only (a file's ignored tensors are never read)."""
+    try:
+        with safe_open(str(path), framework="np") as file:
+            return {key: file.get_tensor(key) for key in keys}
     except safetensors.SafetensorError as error:
         raise _open_error(path, error) from None
 
@@ -186,45 +186,37 @@ def weights_info(path: str | os.PathLike) -> WeightsInfo:
         >>> info.layout, info.tensors["running_var"]
         ('js', ((3,), 'F32'))
     """
-    meta, tensors = _read(_checked_file(path), arrays=False)
+    meta, tensors = _read(_checked_file(path))
     user = {key: value for key, value in meta.items() if key not in _RESERVED}
     return WeightsInfo(meta.get("js.layout"), meta.get("js.version"), user, tensors)
 
 
-def _strip(arrays: dict, prefix: str, path: Path) -> dict:
-    """Names under ``prefix`` lose it; the others keep theirs (so they report as unexpected)."""
-    if not prefix:
-        return arrays
-    inside = {key[len(prefix) :]: value for key, value in arrays.items() if key.startswith(prefix)}
-    if not inside:
-        raise KeyError(
-            f"no tensor of {path} starts with prefix {prefix!r}; names start with "
-            f"{sorted({k.split('.')[0] + '.' for k in arrays})[:5]}. Fix: pass "
-            "one of those prefixes, or prefix=''"
-        )
-    outside = {key: value for key, value in arrays.items() if not key.startswith(prefix)}
-    both = sorted(set(inside) & set(outside))
-    if both:
-        raise ValueError(
-            f"{path} holds both {prefix + both[0]!r} and {both[0]!r}: with "
-            f"prefix={prefix!r} both name the same entry. Fix: pass prefix=''"
-        )
-    return {**inside, **outside}
-
-
-def _load_file(model, path, layout: str, strict: bool, prefix: str) -> js.IncompatibleKeys:
+def _load_file(
+    model: js.Module,
+    path,
+    layout: str,
+    strict: bool,
+    prefix: str,
+    key_mapping: Mapping[str, str] | None,
+) -> js.IncompatibleKeys:
     path = _checked_file(path)
-    meta, arrays = _read(path, arrays=True)
+    meta, shapes = _read(path)
     written = meta.get("js.layout")
     if written is not None and written != layout:
         raise ValueError(
             f"{path} was written with layout={written!r}, but layout={layout!r} "
             f"was asked. Fix: load_weights(model, path, layout={written!r})"
         )
-    arrays = _strip(arrays, prefix, path)
-    if layout == "torch":
-        return load_torch_state_dict(model, arrays, strict=strict)
-    return model.load_state_dict(arrays, strict=strict)
+    plan = plan_load(
+        model,
+        shapes,
+        prefix=prefix,
+        key_mapping=key_mapping,
+        strict=strict,
+        layout=layout,
+        source=str(path),
+    )
+    return load_planned(model, plan, lambda keys: _read_tensors(path, keys), layout)
 
 
 def load_weights(
@@ -234,6 +226,7 @@ def load_weights(
     layout: str = "js",
     strict: bool = True,
     prefix: str = "",
+    key_mapping: Mapping[str, str] | None = None,
     step: int | None = None,
     name: str = "model",
 ) -> js.IncompatibleKeys:
@@ -254,13 +247,23 @@ def load_weights(
             A file js wrote records its layout; asking for the other one is an error.
         strict: with ``False``, missing and unexpected names are skipped and returned
             (shapes and dtypes must still match). Files only.
-        prefix: stripped from the names that start with it (``'model.'`` for Hugging Face
-            checkpoints); names outside it count as unexpected.
+        prefix: ``''`` or a dotted name ending in ``'.'`` (``'bert.'``): the names under it
+            lose it and load strictly; the rest of the file (a classifier head next to the
+            backbone) is not read, and is returned as ``ignored_keys``, never an error.
+        key_mapping: ``{regex: replacement}`` renames of the file's names, applied before
+            ``prefix`` with transformers 5.23's ``from_pretrained(key_mapping=)`` rules: every
+            rule in turn, each rewriting its pattern's first match (see ``js.nn._keys``). A bad
+            pattern, or two names renamed onto one, is an error naming them.
         step: checkpoint directories only: the step to read (default: the best, else the last).
         name: checkpoint directories only: the entry holding the model (default ``'model'``).
 
+    A Parameter held under several paths (tied weights, e.g. ``lm_head.weight`` is
+    ``wte.weight``) is supplied by any one of its names, as Hugging Face files store it once;
+    a file giving two of its names different values is an error naming both.
+
     Returns:
-        ``IncompatibleKeys(missing_keys, unexpected_keys)``, empty unless ``strict=False``.
+        ``IncompatibleKeys(missing_keys, unexpected_keys)``, empty unless ``strict=False``;
+        its ``ignored_keys`` attribute lists the file's names outside ``prefix``.
 
     Example:
         >>> import os, tempfile, js, js.nn as nn
@@ -270,17 +273,17 @@ def load_weights(
         IncompatibleKeys(missing_keys=[], unexpected_keys=[])
     """
     _check_layout(layout)
-    _check_prefix(prefix)
+    check_prefix(prefix)
     if not isinstance(model, js.Module):
         raise TypeError(f"load_weights expects a js.Module to fill, got {type(model).__name__}")
     if Path(path).is_dir():
         from .checkpoint.load import load_model
 
-        if layout != "js" or prefix or not strict:
+        if layout != "js" or prefix or not strict or key_mapping is not None:
             raise NotImplementedError(
                 f"{path} is a checkpoint directory, which holds js names and layouts and loads "
-                "strictly: layout, prefix and strict=False apply to weight files. Fix: drop "
-                "them, or export the checkpoint first (js.nn.export_weights)"
+                "strictly: layout, prefix, key_mapping and strict=False apply to weight files. "
+                "Fix: drop them, or export the checkpoint first (js.nn.export_weights)"
             )
         load_model(model, Path(path), "best" if step is None else step, name)
         return js.IncompatibleKeys([], [])
@@ -289,4 +292,4 @@ def load_weights(
             f"step= and name= select inside a checkpoint directory, but {path} is "
             "not a directory. Fix: leave them out for a weight file"
         )
-    return _load_file(model, path, layout, strict, prefix)
+    return _load_file(model, path, layout, strict, prefix, key_mapping)

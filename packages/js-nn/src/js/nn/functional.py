@@ -21,14 +21,19 @@ from ._checks import as_tuple, check_probability
 from ._lstm_kernel import forward_mode
 from ._norm_kernel import batch_norm_train
 
-# Pooling (PyTorch's window arithmetic) and resizing live in their own files; these are their
-# public doors under PyTorch's names.
+# Pooling (PyTorch's window arithmetic), resizing, attention and rotary embeddings live in their
+# own files; these are their public doors under PyTorch's (and transformers') names.
 from ._pool_ops import adaptive_avg_pool1d as adaptive_avg_pool1d
 from ._pool_ops import adaptive_avg_pool2d as adaptive_avg_pool2d
 from ._pool_ops import avg_pool1d as avg_pool1d
 from ._pool_ops import avg_pool2d as avg_pool2d
 from ._pool_ops import max_pool1d as max_pool1d
 from ._pool_ops import max_pool2d as max_pool2d
+from ._rotary import apply_rotary_pos_emb as apply_rotary_pos_emb
+from ._rotary import rope_inv_freq as rope_inv_freq
+from ._rotary import rotary_cos_sin as rotary_cos_sin
+from ._rotary import rotate_half as rotate_half
+from ._sdpa import scaled_dot_product_attention as scaled_dot_product_attention
 from ._upsample import interpolate as interpolate
 
 # torch.nn.functional's losses, which js keeps in js-losses (js-nn does not depend on it).
@@ -285,6 +290,71 @@ def layer_norm(
     if weight is not None:
         y = y * weight
     return y if bias is None else y + bias
+
+
+def _trailing_shape(name: str, normalized_shape) -> tuple[int, ...]:
+    if isinstance(normalized_shape, int) and not isinstance(normalized_shape, bool):
+        return (normalized_shape,)
+    if not isinstance(normalized_shape, (tuple, list)) or not all(
+        isinstance(n, int) and not isinstance(n, bool) for n in normalized_shape
+    ):
+        raise TypeError(
+            f"{name}: normalized_shape must be an int or a tuple of ints, got {normalized_shape!r}"
+        )
+    return tuple(normalized_shape)
+
+
+def rms_norm(
+    input: jax.Array,
+    normalized_shape: int | tuple[int, ...] | list[int],
+    weight: jax.Array | None = None,
+    eps: float | None = None,
+) -> jax.Array:
+    """Root-mean-square normalization over the trailing ``normalized_shape`` axes (PyTorch's).
+
+    ``y = x / sqrt(mean(x ** 2) + eps) * weight``, the mean over the trailing axes, no centring
+    and no bias (Llama's, Mistral's, T5's norm). As PyTorch 2.13 computes it, half-precision
+    inputs (float16, bfloat16) are normalised and scaled by ``weight`` in float32 and the result
+    is cast back to the input's dtype; ``eps=None`` is the machine epsilon of that computing
+    dtype (``jnp.finfo(jnp.float32).eps`` for float16, bfloat16 and float32 inputs).
+
+    Args:
+        input: ``[..., *normalized_shape]``.
+        normalized_shape: an int or the tuple of trailing dimensions.
+        weight: ``normalized_shape``, or None for no scale.
+        eps: added to the mean square; None for the machine epsilon as above.
+
+    Returns:
+        An array of the input's shape and dtype.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> import js.nn.functional as F
+        >>> F.rms_norm(jnp.array([[2.0, -2.0], [4.0, 4.0]]), 2, eps=0.0).tolist()
+        [[1.0, -1.0], [1.0, 1.0]]
+    """
+    shape = _trailing_shape("rms_norm", normalized_shape)
+    n = len(shape)
+    if input.ndim < n or tuple(input.shape[input.ndim - n :]) != shape:
+        raise ValueError(
+            f"rms_norm: given normalized_shape={list(shape)}, expected input with shape "
+            f"[*, {', '.join(map(str, shape))}], got {list(input.shape)}"
+        )
+    if weight is not None and tuple(jnp.shape(weight)) != shape:
+        raise ValueError(
+            f"rms_norm: weight must have shape normalized_shape={list(shape)}, got "
+            f"{list(jnp.shape(weight))}"
+        )
+    # PyTorch's opmath type: float32 for the half-precision types, the input's own otherwise.
+    compute = jnp.promote_types(input.dtype, jnp.float32)
+    x = input.astype(compute)
+    axes = tuple(range(input.ndim - n, input.ndim))
+    if eps is None:
+        eps = float(jnp.finfo(compute).eps)
+    y = x * lax.rsqrt(jnp.mean(jnp.square(x), axis=axes, keepdims=True) + eps)
+    if weight is not None:
+        y = y * weight.astype(compute)
+    return y.astype(input.dtype)
 
 
 def group_norm(

@@ -1,0 +1,234 @@
+"""``scaled_dot_product_attention`` with PyTorch's signature and semantics (``F.``'s door).
+
+One formulation for every case, in PyTorch's ``[..., heads, L, E]`` layout: scores in float32
+(half inputs too, as PyTorch's CPU kernel and ``jax.nn.dot_product_attention`` accumulate),
+excluded entries set to ``-inf``, a softmax that gives a row with no allowed key all-zero
+weights (PyTorch 2.13's "safe softmax": such rows output 0 with zero gradients), then the
+weighted sum. Grouped-query attention groups the query heads over the shared key/value head
+instead of repeating keys and values.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import jax
+import jax.numpy as jnp
+
+from ._checks import check_probability
+
+_NAME = "scaled_dot_product_attention"
+
+
+@jax.custom_jvp
+def _safe_softmax(scores: jax.Array) -> jax.Array:
+    """Softmax over the last axis where ``-inf`` marks an excluded entry; a row with every
+    entry excluded gets all-zero weights (``jax.nn.softmax`` would give NaN)."""
+    top = jnp.max(scores, axis=-1, keepdims=True)
+    top = jnp.where(top == -jnp.inf, 0.0, top)  # an all-excluded row: exp(-inf) = 0 below
+    exps = jnp.exp(scores - top)
+    total = jnp.sum(exps, axis=-1, keepdims=True)
+    return exps / jnp.where(total == 0.0, 1.0, total)
+
+
+@_safe_softmax.defjvp
+def _safe_softmax_jvp(primals, tangents):
+    # softmax's own rule, dy = y * (dx - sum(y * dx)), written so that an excluded entry
+    # (y = 0, dx possibly NaN from -inf arithmetic upstream) contributes exactly 0.
+    (scores,), (dscores,) = primals, tangents
+    weights = _safe_softmax(scores)
+    dscores = jnp.where(weights == 0.0, 0.0, dscores)
+    return weights, weights * (dscores - jnp.sum(weights * dscores, axis=-1, keepdims=True))
+
+
+def _shape_text(x) -> str:
+    return str(list(jnp.shape(x)))
+
+
+def _check(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, dropout_key):
+    """Every argument checked before any computation; returns the query heads' group size."""
+    arrays = {"query": query, "key": key, "value": value}
+    for name, x in arrays.items():
+        if not hasattr(x, "dtype") or not jnp.issubdtype(x.dtype, jnp.floating):
+            raise TypeError(
+                f"{_NAME}: {name} must be a floating-point array, got "
+                f"{getattr(x, 'dtype', type(x).__name__)}"
+            )
+        if x.ndim < 2:
+            raise ValueError(
+                f"{_NAME}: {name} must be at least 2-D [..., L or S, E], got {_shape_text(x)}"
+            )
+    if not query.dtype == key.dtype == value.dtype:
+        raise TypeError(
+            f"{_NAME}: query, key and value must have one dtype, got {query.dtype}, "
+            f"{key.dtype} and {value.dtype}. Fix: cast them to one dtype"
+        )
+    shapes = f"query {_shape_text(query)}, key {_shape_text(key)}, value {_shape_text(value)}"
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(
+            f"{_NAME}: query and key must have the same last dimension E, got {shapes}"
+        )
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"{_NAME}: key and value must have the same length S, got {shapes}")
+    groups = 1
+    heads_q = query.shape[-3] if query.ndim >= 3 else 1
+    heads_kv = key.shape[-3] if key.ndim >= 3 else 1
+    if enable_gqa and heads_q != heads_kv:
+        if key.ndim < 3 or value.ndim < 3 or query.ndim < 3 or value.shape[-3] != heads_kv:
+            raise ValueError(
+                f"{_NAME}: enable_gqa needs query [..., Hq, L, E], key [..., Hkv, S, E] and "
+                f"value [..., Hkv, S, Ev] with one Hkv, got {shapes}"
+            )
+        if heads_q % heads_kv:
+            raise ValueError(
+                f"{_NAME}: with enable_gqa, the query heads Hq={heads_q} must be a multiple of "
+                f"the key/value heads Hkv={heads_kv}, got {shapes}"
+            )
+        groups = heads_q // heads_kv
+    leading = [x.shape[:-2] for x in (query, key, value)]
+    if groups > 1:
+        leading = [x.shape[:-3] for x in (query, key, value)]
+    try:
+        batch = jnp.broadcast_shapes(*leading)
+    except ValueError:
+        hint = (
+            " (query and key/value head counts differ: pass enable_gqa=True for grouped-query "
+            "attention)"
+            if heads_q != heads_kv and not enable_gqa
+            else ""
+        )
+        raise ValueError(
+            f"{_NAME}: the leading dimensions of query, key and value do not broadcast, got "
+            f"{shapes}{hint}"
+        ) from None
+    scores_shape = (*batch, *((heads_q,) if groups > 1 else ()), query.shape[-2], key.shape[-2])
+    if attn_mask is not None:
+        if not hasattr(attn_mask, "dtype"):
+            raise TypeError(f"{_NAME}: attn_mask must be an array, got {type(attn_mask).__name__}")
+        if attn_mask.dtype != jnp.bool_ and not jnp.issubdtype(attn_mask.dtype, jnp.floating):
+            raise TypeError(
+                f"{_NAME}: attn_mask must be bool (True = take part) or floating (added to the "
+                f"scores), got {attn_mask.dtype}"
+            )
+        try:
+            jnp.broadcast_shapes(attn_mask.shape, scores_shape)
+        except ValueError:
+            raise ValueError(
+                f"{_NAME}: attn_mask of shape {_shape_text(attn_mask)} does not broadcast to "
+                f"the attention scores {list(scores_shape)} [..., L, S] ({shapes})"
+            ) from None
+        if is_causal:
+            raise ValueError(
+                f"{_NAME}: attn_mask and is_causal=True were both given (PyTorch refuses this "
+                "too). Fix: pass one of them, e.g. attn_mask & causal, with causal = "
+                "jnp.tril(jnp.ones((L, S), bool))"
+            )
+    if not isinstance(is_causal, bool):
+        raise TypeError(f"{_NAME}: is_causal must be True or False, got {is_causal!r}")
+    check_probability(_NAME, "dropout_p", dropout_p)
+    if dropout_p > 0 and dropout_key is None:
+        raise ValueError(
+            f"{_NAME}: dropout_p={dropout_p} needs a random key. Fix: pass "
+            "dropout_key=rngs.next('dropout'), or dropout_p=0.0 (e.g. "
+            "dropout_p=p if self.training else 0.0)"
+        )
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
+        raise TypeError(f"{_NAME}: scale must be a float or None, got {scale!r}")
+    return groups
+
+
+def _grouped(x: jax.Array, groups: int, heads_axis_size: int) -> jax.Array:
+    """``[..., Hq, L, X]`` as ``[..., Hkv, G, L, X]`` (a heads axis of 1 as ``[..., 1, 1, ...]``);
+    an array of fewer than 3 dimensions is left to broadcast."""
+    if x.ndim < 3:
+        return x
+    if x.shape[-3] == heads_axis_size and groups > 1:
+        return x.reshape(*x.shape[:-3], heads_axis_size // groups, groups, *x.shape[-2:])
+    return jnp.expand_dims(x, -3)
+
+
+def scaled_dot_product_attention(
+    query: jax.Array,
+    key: jax.Array,
+    value: jax.Array,
+    attn_mask: jax.Array | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    *,
+    dropout_key: jax.Array | None = None,
+) -> jax.Array:
+    """``softmax(query key^T * scale + mask) value``: PyTorch's ``F.scaled_dot_product_attention``.
+
+    Layout as PyTorch's: ``[..., L, E]``, typically ``[B, H, L, E]`` (heads before the
+    sequence, unlike ``jax.nn.dot_product_attention``'s ``[B, L, H, E]``). Returns the output
+    only; :func:`js.nn.attention.scaled_dot_product_attention` returns the weights too.
+
+    Args:
+        query: ``[..., Hq, L, E]``.
+        key: ``[..., Hkv, S, E]``.
+        value: ``[..., Hkv, S, Ev]``.
+        attn_mask: None; bool, **True = take part** (PyTorch's polarity for this function,
+            the opposite of ``nn.MultiheadAttention``'s); or floating, added to the scores
+            (``-inf`` excludes). Broadcasts to the scores ``[..., Hq, L, S]``.
+        dropout_p: probability of dropping an attention weight (the rest scaled by
+            ``1 / (1 - p)``), applied whenever it is above 0, as in PyTorch: pass
+            ``p if self.training else 0.0``.
+        is_causal: query ``i`` attends to keys ``0..i`` (``tril(ones(L, S))``, aligned at the
+            top left when ``L != S``, as PyTorch). Not together with ``attn_mask`` (an error, as
+            in PyTorch's reference): combine them into one mask instead.
+        scale: the factor of the scores; None for ``1 / sqrt(E)``.
+        enable_gqa: grouped-query attention: ``Hq`` a multiple of ``Hkv``, query head ``h``
+            attending to key/value head ``h // (Hq / Hkv)`` (PyTorch's ``repeat_interleave``).
+        dropout_key: a JAX random key (``rngs.next("dropout")``), needed when
+            ``dropout_p > 0``.
+
+    Returns:
+        ``[..., Hq, L, Ev]`` in the query's dtype. A query row that may attend to no key
+        (all False, or all ``-inf``) gives zeros, with zero gradients, as PyTorch 2.13 does.
+        Half-precision inputs are multiplied with float32 accumulation and their softmax is
+        taken in float32.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> import js.nn.functional as F
+        >>> q = k = jnp.zeros((1, 2, 3, 4))  # [B, H, L, E]: equal scores
+        >>> v = jnp.arange(3.0).reshape(1, 1, 3, 1) * jnp.ones((1, 2, 3, 4))
+        >>> F.scaled_dot_product_attention(q, k, v, is_causal=True)[0, 0, :, 0].tolist()
+        [0.0, 0.5, 1.0]
+    """
+    groups = _check(
+        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, dropout_key
+    )
+    heads_q = query.shape[-3] if query.ndim >= 3 else 1
+    length, source = query.shape[-2], key.shape[-2]
+    compute = jnp.promote_types(query.dtype, jnp.float32)
+    factor = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    if groups > 1:  # [..., Hkv, G, L, E] against [..., Hkv, 1, S, E]
+        query = _grouped(query, groups, heads_q)
+        key, value = jnp.expand_dims(key, -3), jnp.expand_dims(value, -3)
+        if attn_mask is not None:
+            attn_mask = _grouped(attn_mask, groups, heads_q)
+    scores = jnp.matmul(query, jnp.swapaxes(key, -1, -2), preferred_element_type=compute)
+    scores = scores * jnp.asarray(factor, compute)
+    if is_causal:
+        allowed = jnp.tril(jnp.ones((length, source), bool))
+        scores = jnp.where(allowed, scores, -jnp.inf)
+    elif attn_mask is not None and attn_mask.dtype == jnp.bool_:
+        scores = jnp.where(attn_mask, scores, -jnp.inf)
+    elif attn_mask is not None:
+        scores = scores + attn_mask.astype(compute)
+    weights = _safe_softmax(scores)
+    if dropout_p > 0:
+        assert dropout_key is not None  # checked above
+        if dropout_p == 1.0:
+            weights = jnp.zeros_like(weights)
+        else:
+            keep = jax.random.bernoulli(dropout_key, 1.0 - dropout_p, weights.shape)
+            weights = jnp.where(keep, weights / (1.0 - dropout_p), 0.0)
+    out = jnp.matmul(weights.astype(value.dtype), value, preferred_element_type=compute)
+    if groups > 1:
+        out = out.reshape(*out.shape[:-4], heads_q, *out.shape[-2:])
+    return out.astype(query.dtype)
