@@ -215,3 +215,55 @@ def test_bad_arguments(folder):
 def test_loading_info_of_another_model():
     with pytest.raises(KeyError, match="not built by from_pretrained"):
         js.models.loading_info(GPT2Model(GPT2Config(**TINY), rngs=js.Rngs(params=0)))
+
+
+# -- what a file does not hold -----------------------------------------------------------------
+
+
+class BufferedConfig(PretrainedConfig):
+    model_type = "js-test-buffered"
+    defaults = {"width": 8, "length": 6}
+
+
+class Buffered(PreTrainedModel):
+    """A family outside the registry with Llama's and BERT's kinds of non-persistent buffers."""
+
+    config_class = BufferedConfig
+
+    def __init__(self, config: BufferedConfig, *, rngs: js.Rngs):
+        super().__init__(config)
+        self.proj = js.nn.Linear(config.width, config.width, rngs=rngs)
+        inv_freq = 1.0 / (10000.0 ** (jnp.arange(0, config.width, 2) / config.width))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.register_buffer("position_ids", jnp.arange(config.length)[None], persistent=False)
+        self.register_buffer("scale", jnp.full((config.width,), 2.0))  # persistent
+
+    def forward(self, x):
+        return self.proj(x) * self.scale.value
+
+
+def test_non_persistent_buffers_get_their_real_values(tmp_path):
+    model = Buffered(BufferedConfig(), rngs=js.Rngs(params=0))
+    model.scale.value = jnp.full((8,), 3.0)
+    model.save_pretrained(tmp_path)
+    with safetensors.safe_open(str(tmp_path / "model.safetensors"), framework="numpy") as file:
+        assert sorted(file.keys()) == ["proj.bias", "proj.weight", "scale"]
+    loaded = Buffered.from_pretrained(tmp_path, dtype=jnp.bfloat16)
+    assert js.models.loading_info(loaded) == js.models.LoadingInfo([], [], [])
+    assert loaded.inv_freq.value.dtype == jnp.float32  # an exact constant keeps its dtype
+    np.testing.assert_array_equal(
+        np.asarray(loaded.inv_freq.value), np.asarray(model.inv_freq.value)
+    )
+    assert loaded.position_ids.value.dtype == model.position_ids.value.dtype
+    np.testing.assert_array_equal(np.asarray(loaded.position_ids.value), [[0, 1, 2, 3, 4, 5]])
+    assert loaded.scale.value.dtype == jnp.bfloat16 and float(loaded.scale.value[0]) == 3.0
+    assert loaded.proj.weight.value.dtype == jnp.bfloat16
+    x = np.ones((2, 8), np.float32)
+    np.testing.assert_allclose(
+        np.asarray(loaded(x.astype(jnp.bfloat16)), np.float32), np.asarray(model(x)), rtol=2e-2
+    )
+
+
+def test_the_base_class_picks_the_folders_class(folder):
+    model = PreTrainedModel.from_pretrained(folder)
+    assert type(model).__name__ == "GPT2LMHeadModel"

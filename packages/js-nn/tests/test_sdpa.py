@@ -4,6 +4,8 @@ every kind, is_causal (square and L != S), scale, grouped-query attention, gradi
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,12 +26,20 @@ def _both(*arrays):
     return [jnp.asarray(a) for a in arrays], [torch.tensor(a) for a in arrays]
 
 
+def _sdpa(*args, attn_mask=None, **static):
+    """F.scaled_dot_product_attention compiled as one program (faster to test than eagerly,
+    where every operation compiles on its own)."""
+    return jax.jit(functools.partial(F.scaled_dot_product_attention, **static))(
+        *args, attn_mask=attn_mask
+    )
+
+
 def _check(j_args, t_args, atol=2e-6, **kwargs):
     t_kwargs = {
         k: torch.tensor(np.asarray(v)) if isinstance(v, jax.Array) else v for k, v in kwargs.items()
     }
     expected = TF.scaled_dot_product_attention(*t_args, **t_kwargs).numpy()
-    got = F.scaled_dot_product_attention(*j_args, **kwargs)
+    got = _sdpa(*j_args, **kwargs)
     assert got.shape == expected.shape and got.dtype == j_args[0].dtype
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=atol)
     return got
@@ -80,7 +90,7 @@ def test_is_causal_top_left_as_torch(lengths):
     L, S = lengths
     j, t = _both(_normal(2, 3, L, 8), _normal(2, 3, S, 8), _normal(2, 3, S, 8))
     got = _check(j, t, is_causal=True)
-    explicit = F.scaled_dot_product_attention(*j, attn_mask=jnp.tril(jnp.ones((L, S), bool)))
+    explicit = _sdpa(*j, attn_mask=jnp.tril(jnp.ones((L, S), bool)))
     np.testing.assert_allclose(got, explicit, rtol=1e-6, atol=1e-6)
 
 
@@ -127,7 +137,9 @@ def test_gradients_match_torch(kwargs):
         mask[3] = False  # a fully masked row: zero gradients, as torch
         kwargs["attn_mask"] = jnp.asarray(mask)
     elif kwargs.get("attn_mask") == "float":
-        kwargs["attn_mask"] = jnp.asarray(_normal(4, 5, 6))
+        bias = _normal(4, 5, 6)
+        bias[1, 2] = -np.inf  # a row excluded by -inf: zero gradients, as torch
+        kwargs["attn_mask"] = jnp.asarray(bias)
     t_kwargs = {
         k: torch.tensor(np.asarray(v)) if isinstance(v, jax.Array) else v for k, v in kwargs.items()
     }
@@ -149,33 +161,29 @@ def test_half_precision(dtype):
     t = [torch.tensor(_normal(2, 2, 6, 16)).to(tdt) for _ in range(3)]
     j = [jnp.asarray(x.float().numpy(), dtype) for x in t]
     expected = TF.scaled_dot_product_attention(*t, is_causal=True).float().numpy()
-    got = F.scaled_dot_product_attention(*j, is_causal=True)
+    got = _sdpa(*j, is_causal=True)
     assert got.dtype == dtype
     np.testing.assert_allclose(np.asarray(got, np.float32), expected, rtol=2e-2, atol=2e-2)
 
 
 def test_dropout():
     q, k, v = (jnp.asarray(_normal(1, 2, 4, 8)) for _ in range(3))
-    plain = F.scaled_dot_product_attention(q, k, v)
+    plain = _sdpa(q, k, v)
+
+    @jax.jit
+    def dropped(key, p=0.3):
+        return F.scaled_dot_product_attention(q, k, v, None, p, dropout_key=key)
+
     key = jax.random.key(0)
-    once = F.scaled_dot_product_attention(q, k, v, dropout_p=0.3, dropout_key=key)
-    np.testing.assert_array_equal(
-        once, F.scaled_dot_product_attention(q, k, v, None, 0.3, dropout_key=key)
-    )
+    once = dropped(key)
+    np.testing.assert_array_equal(once, dropped(key))  # one key, one mask
     assert not np.allclose(once, plain)
-    keys = jax.random.split(jax.random.key(1), 500)
-    runs = jax.vmap(
-        lambda key: F.scaled_dot_product_attention(q, k, v, None, 0.3, dropout_key=key)
-    )(keys)
+    runs = jax.jit(jax.vmap(dropped))(jax.random.split(jax.random.key(1), 500))
     np.testing.assert_allclose(runs.mean(0), plain, atol=0.2)  # unbiased: 1 / (1 - p) scaling
-    dropped = F.scaled_dot_product_attention(q, k, v, dropout_p=1.0, dropout_key=key)
-    np.testing.assert_array_equal(dropped, 0.0)
-    assert (
-        TF.scaled_dot_product_attention(*(torch.ones(1, 2, 3) for _ in range(3)), dropout_p=1.0)
-        .abs()
-        .sum()
-        == 0
-    )
+    all_dropped = F.scaled_dot_product_attention(q, k, v, dropout_p=1.0, dropout_key=key)
+    np.testing.assert_array_equal(all_dropped, 0.0)
+    ones = [torch.ones(1, 2, 3)] * 3
+    assert TF.scaled_dot_product_attention(*ones, dropout_p=1.0).abs().sum() == 0
 
 
 def test_under_jit():

@@ -7,8 +7,11 @@ A family module (``gpt2.py``, ``llama.py``, ...) subclasses both:
   the family reads). Keys of the file the family does not read are kept and written back.
 - ``PreTrainedModel``: ``config_class``, ``base_model_prefix`` (transformers': ``"transformer"``
   for GPT-2, ``"model"`` for Llama, ``"bert"``, ``"vit"``; ``""`` for timm), ``key_mapping``
-  (regex -> replacement from the file's names to the module's, transformers' semantics: the
-  first pattern that matches a key renames it) and ``__init__(self, config, *, rngs)``.
+  (regex -> replacement from the file's names to the module's, transformers 5.23's rules as
+  ``js.nn.load_weights(key_mapping=)`` applies them: every rule in turn), optionally
+  ``save_key_mapping`` (the reverse, for ``save_pretrained``), ``ignore_on_load`` (file names
+  skipped silently) and ``_config_json()`` (what ``config.json`` holds; timm families write
+  timm's layout), and ``__init__(self, config, *, rngs)``.
   Module attribute names follow the source library, so most files load without any renaming.
 """
 
@@ -82,8 +85,9 @@ class PreTrainedModel(nn.Module):
     # The reverse of ``key_mapping`` for ``save_pretrained`` (module-name regex -> file name),
     # for families whose files keep older names than their modules (ViT).
     save_key_mapping: ClassVar[dict[str, str]] = {}
-    # Regexes (``re.search``) of file names to skip silently on load: buffers older files carry
-    # that the model computes instead (transformers' ``_keys_to_ignore_on_load_unexpected``).
+    # Regexes (``re.search``) of file names to skip silently on load when the model has no
+    # place for them: buffers older files carry that the model computes instead (transformers'
+    # ``_keys_to_ignore_on_load_unexpected``, same semantics).
     ignore_on_load: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: PretrainedConfig):

@@ -38,6 +38,7 @@ import js
 from js._checks import check_mesh
 from js._sharding import _check_rules, _plan, place
 from js._variables import Parameter
+from js.nn._keys import compile_key_mapping, plan_load, rename_key
 
 from ._registry import MODEL_TYPES, TIMM_PREFIXES
 
@@ -195,12 +196,11 @@ def _class_of(config: Mapping[str, Any], folder: Path) -> type[PreTrainedModel]:
 
 
 def _check_class(cls: type[PreTrainedModel], config: Mapping[str, Any], folder: Path) -> None:
+    if cls.config_class.model_type and cls.config_class.model_type == config.get("model_type"):
+        return  # the class's own kind of folder (also a family outside the registry)
     family, name, _ = _family(config, folder)
     own = cls.__module__.rsplit(".", 1)[-1]
-    same_type = bool(cls.config_class.model_type) and (
-        cls.config_class.model_type == config.get("model_type")
-    )
-    if own != family and not same_type:
+    if own != family:
         found = config.get("model_type") or name
         raise ValueError(
             f"{cls.__name__}.from_pretrained: {folder} holds a {found!r} model "
@@ -351,51 +351,56 @@ class _Plan(NamedTuple):
 
 
 def _rename(key: str, mapping: Mapping[str, str]) -> str:
-    for pattern, replacement in mapping.items():  # the first pattern that matches renames
-        new, count = re.subn(pattern, replacement, key)
-        if count:
-            return new
-    return key
+    """``key`` after ``mapping``'s rules (transformers' semantics, as ``js.nn.load_weights``)."""
+    return rename_key(compile_key_mapping(mapping), key) if mapping else key
 
 
 def _plan_keys(
     cls: type[PreTrainedModel],
+    model: Any,
     variables: Mapping[str, Any],
     weights: _Weights,
+    strict: bool,
 ) -> _Plan:
-    """Which file tensor fills each variable; what is missing, unexpected, ignored, mis-shaped."""
-    names = {key: _rename(key, cls.key_mapping) for key in weights.shapes}
-    ignore = [re.compile(p) for p in cls.ignore_on_load]
-    ignored = sorted(k for k, name in names.items() if any(p.search(name) for p in ignore))
-    names = {k: name for k, name in names.items() if k not in set(ignored)}
+    """Which file tensor fills each variable; what is missing, unexpected, ignored, mis-shaped.
+
+    Names are resolved by ``js.nn``'s ``plan_load`` after the class's ``key_mapping``, with
+    transformers' ``base_model_prefix`` rule: a model with a head (a ``transformer``/``model``
+    child) reading a base model's file puts the prefix in front of its names; a base model
+    reading a head model's file takes the names under the prefix and ignores the head.
+    """
+    rules = compile_key_mapping(cls.key_mapping)
+    names = {key: rename_key(rules, key) for key in weights.shapes}
     prefix = cls.base_model_prefix
     head_model = bool(prefix) and any(path.startswith(prefix + ".") for path in variables)
     file_prefixed = bool(prefix) and any(n.startswith(prefix + ".") for n in names.values())
+    plan_prefix = ""
     if head_model and not file_prefixed:  # a base model's file into a model with a head
         names = {k: f"{prefix}.{n}" for k, n in names.items()}
     elif prefix and not head_model and file_prefixed:  # a head model's file into its base
-        outside = sorted(k for k, n in names.items() if not n.startswith(prefix + "."))
-        ignored += outside
-        names = {k: n[len(prefix) + 1 :] for k, n in names.items() if n.startswith(prefix + ".")}
-    by_name = {name: key for key, name in names.items()}
-    # Every path of a variable (a tied Parameter has two) may fill it; the first found wins.
-    aliases: dict[int, list[str]] = {}
-    for path, variable in variables.items():
-        aliases.setdefault(id(variable), []).append(path)
-    source, missing, used, mismatched = {}, [], set(), []
-    for paths in aliases.values():
-        found = [by_name[p] for p in paths if p in by_name]
-        used.update(found)
-        if not found:
-            missing.append(paths[0])
-            continue
-        source[paths[0]] = found[0]
-        want = tuple(variables[paths[0]].get_raw_value().shape)
-        for key in found:
-            if weights.shapes[key] != want:
-                mismatched.append(f"{key!r}: file {list(weights.shapes[key])}, model {list(want)}")
-    unexpected = sorted(k for k in names if k not in used)
-    return _Plan(source, missing, unexpected, sorted(ignored), mismatched)
+        plan_prefix = prefix + "."
+    file_key = {name: key for key, name in names.items()}
+    plan = plan_load(model, list(file_key), prefix=plan_prefix, strict=strict, source="the folder")
+    source, mismatched, seen = {}, [], set()
+    for name, path in plan.rename.items():
+        key = file_key[name]
+        want = tuple(variables[path].get_raw_value().shape)
+        if weights.shapes[key] != want:
+            mismatched.append(f"{key!r}: file {list(weights.shapes[key])}, model {list(want)}")
+        if id(variables[path]) not in seen:  # a tied Parameter is read once
+            seen.add(id(variables[path]))
+            source[path] = key
+    # transformers' _keys_to_ignore_on_load_unexpected: only keys the model has no place for
+    ignore = [re.compile(p) for p in cls.ignore_on_load]
+    unexpected = [file_key[n] for n in plan.unexpected]
+    skipped = [k for k in unexpected if any(p.search(k) or p.search(names[k]) for p in ignore)]
+    return _Plan(
+        source,
+        list(plan.missing),
+        sorted(set(unexpected) - set(skipped)),
+        sorted([*skipped, *(file_key[n] for n in plan.ignored)]),
+        mismatched,
+    )
 
 
 # -- building ----------------------------------------------------------------------------------
@@ -528,7 +533,7 @@ def load_pretrained(
     config = cls.config_class.from_dict(config_dict)
     model = _build_abstract(cls, config)
     variables = model._state_variables()
-    plan = _plan_keys(cls, variables, weights)
+    plan = _plan_keys(cls, model, variables, weights, strict)
     _check_plan(cls, folder, plan, strict)
     specs = _plan(model, mesh, rules) if mesh is not None else None  # checks every rule
     _fill(cls, config, model, variables, weights, plan, dtype, mesh, specs)

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 
 from js import Module, Parameter, Rngs, nn
 from js.nn import _factory
+from js.nn import functional as F
 
 from ._base import PretrainedConfig, PreTrainedModel
 
@@ -173,13 +174,17 @@ class GPT2Attention(Module):
         batch, length, width = hidden_states.shape
         qkv = self.c_attn(hidden_states).reshape(batch, length, 3, self.num_heads, self.head_dim)
         query, key, value = (jnp.moveaxis(qkv[:, :, i], 1, 2) for i in range(3))  # [B, H, L, D]
-        scores = jnp.einsum("bhqd,bhkd->bhqk", query, key) * jnp.asarray(self.scaling, query.dtype)
-        # A query whose keys are all masked (a left-padded position) gets uniform weights,
-        # as transformers' additive minimum does, never NaN.
-        scores = jnp.where(mask, scores.astype(jnp.float32), jnp.finfo(jnp.float32).min)
-        weights = jax.nn.softmax(scores, axis=-1).astype(value.dtype)
-        weights = self.attn_dropout(weights, rngs=rngs)
-        out = jnp.einsum("bhqk,bhkd->bqhd", weights, value).reshape(batch, length, width)
+        p = self.attn_dropout.p if self.training else 0.0
+        out = F.scaled_dot_product_attention(
+            query,
+            key,
+            value,
+            attn_mask=mask,
+            dropout_p=p,
+            scale=self.scaling,
+            dropout_key=rngs.next("dropout") if p > 0 and rngs is not None else None,
+        )
+        out = jnp.moveaxis(out, 1, 2).reshape(batch, length, width)
         return self.resid_dropout(self.c_proj(out), rngs=rngs)
 
 
@@ -232,9 +237,9 @@ class GPT2PreTrainedModel(PreTrainedModel):
     # Files written by older transformers carry the causal mask as buffers; the mask is
     # computed in forward here (transformers' _keys_to_ignore_on_load_unexpected).
     ignore_on_load: ClassVar[tuple[str, ...]] = (
-        r"(^|\.)attn\.bias$",
-        r"(^|\.)attn\.masked_bias$",
-        r"(^|\.)crossattention\.(masked_)?bias$",
+        r"attn\.bias",
+        r"attn\.masked_bias",
+        r"crossattention\.(masked_)?bias",
     )
 
 
@@ -248,7 +253,8 @@ class GPT2Model(GPT2PreTrainedModel):
     Example:
         >>> import jax.numpy as jnp, js
         >>> config = GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=10, n_positions=8)
-        >>> GPT2Model(config, rngs=js.Rngs(params=0))(input_ids=jnp.array([[1, 2]])).shape
+        >>> model = GPT2Model(config, rngs=js.Rngs(params=0)).eval()
+        >>> model(input_ids=jnp.array([[1, 2]])).shape
         (1, 2, 16)
     """
 
