@@ -267,3 +267,33 @@ def test_non_persistent_buffers_get_their_real_values(tmp_path):
 def test_the_base_class_picks_the_folders_class(folder):
     model = PreTrainedModel.from_pretrained(folder)
     assert type(model).__name__ == "GPT2LMHeadModel"
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        None,
+        (slice(2, 5), slice(None), slice(None)),  # whole rows: one read
+        (slice(None), slice(1, 3), slice(None)),  # a column block: blocks of rows
+        (slice(1, 6), slice(0, 4), slice(2, 3)),
+        (slice(3, 3), slice(None), slice(None)),  # empty
+    ],
+)
+def test_slices_are_read_from_the_file_as_numpy_slices_them(tmp_path, monkeypatch, index):
+    from js.models import _pretrained
+
+    monkeypatch.setattr(_pretrained, "_CHUNK", 40)  # several blocks of rows per slice
+    rng = np.random.default_rng(0)
+    arrays = {
+        "a": rng.standard_normal((7, 4, 3)).astype(np.float32),
+        "b": np.arange(5, dtype=np.int64),
+        "s": np.array(2.5, np.float32),
+    }
+    safetensors.numpy.save_file(arrays, str(tmp_path / "model.safetensors"))
+    weights = _pretrained._Weights(tmp_path)
+    got = weights.read("a", index)
+    expected = arrays["a"] if index is None else arrays["a"][index]
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(weights.read("b", (slice(1, 4),)), arrays["b"][1:4])
+    assert weights.read("s").shape == () and float(weights.read("s")) == 2.5

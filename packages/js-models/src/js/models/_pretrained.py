@@ -51,6 +51,7 @@ WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
 CONFIG_NAME = "config.json"
 _ALIGN = 64  # bytes: the alignment XLA's CPU client needs to adopt a host buffer
 _POPULATE_FROM = 1 << 16  # bytes: larger tensors get a mapping of their own
+_CHUNK = 16 << 20  # bytes: a sliced read goes through blocks of rows of at most this size
 _FLOAT_DTYPES = {"float32": jnp.float32, "float16": jnp.float16, "bfloat16": jnp.bfloat16}
 
 
@@ -277,23 +278,57 @@ class _Weights:
         return self._files[file]
 
     def read(self, key: str, index: tuple[slice, ...] | None = None) -> np.ndarray:
-        """The tensor ``key`` (or its slice ``index``) as a NumPy array of its own."""
+        """The tensor ``key`` (or its slice ``index``) as a NumPy array of its own.
+
+        Read with plain file reads, never through a memory map: the pages of a mapped file
+        count against the process while it stays mapped, so a sharded load reading its slices
+        from a map held the whole file's pages by the end. A slice is read a block of rows at
+        a time (at most ``_CHUNK`` bytes beyond the slice itself).
+        """
         shape = self.shapes[key]
-        if index is not None and shape and not _whole(index, shape):
-            return self._open(self.where[key]).get_slice(key)[index]
         dtype = _ST_DTYPES.get(self.dtypes[key])
-        if dtype is None or key not in self.offsets:
-            return self._open(self.where[key]).get_tensor(key)
+        if dtype is None or key not in self.offsets:  # a dtype NumPy lacks: safetensors' reader
+            handle = self._open(self.where[key])
+            return handle.get_tensor(key) if index is None else handle.get_slice(key)[index]
+        dtype = np.dtype(dtype).newbyteorder("<")
+        bounds = [(0, n) for n in shape]
+        if index is not None and shape:
+            steps = [s.indices(n) for s, n in zip(index, shape, strict=True)]
+            if any(step != 1 for _, _, step in steps):
+                return self._open(self.where[key]).get_slice(key)[index]
+            bounds = [(start, max(start, stop)) for start, stop, _ in steps]
+        out_shape = tuple(stop - start for start, stop in bounds)
         # Read straight into a buffer of its own: one copy from the page cache, and XLA on the
-        # CPU adopts a page-aligned buffer instead of copying it again (safetensors' get_tensor
-        # copies out of a memory map, whose pages then count against the process too). The
-        # buffer's pages are mapped in one call: faulting them in one by one cost 3x the read.
-        start, size = self.offsets[key]
-        buffer = _host_buffer(size)
+        # CPU adopts a page-aligned buffer instead of copying it again. The buffer's pages are
+        # mapped in one call: faulting them in one by one cost 3x the read.
+        out = _host_buffer(int(np.prod(out_shape)) * dtype.itemsize).view(dtype).reshape(out_shape)
+        if out.size == 0:
+            return out
+        offset, _ = self.offsets[key]
+        if not shape:
+            self._read_into(key, offset, out.reshape(-1).view(np.uint8))
+            return out
+        row = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize  # bytes of one row
+        (first, last), inner = bounds[0], tuple(slice(a, b) for a, b in bounds[1:])
+        if all(b - a == n for (a, b), n in zip(bounds[1:], shape[1:], strict=True)):
+            # whole rows: one read of the contiguous block, straight into the result
+            self._read_into(key, offset + first * row, out.reshape(-1).view(np.uint8))
+            return out
+        rows = max(1, _CHUNK // max(row, 1))
+        for start in range(first, last, rows):
+            stop = min(last, start + rows)
+            block = np.empty((stop - start) * row, np.uint8)
+            self._read_into(key, offset + start * row, block)
+            block_rows = block.view(dtype).reshape((stop - start, *shape[1:]))
+            out[start - first : stop - first] = block_rows[(slice(None), *inner)]
+        return out
+
+    def _read_into(self, key: str, offset: int, buffer: np.ndarray) -> None:
+        """Fill ``buffer`` (bytes) from ``key``'s file at ``offset``."""
         view, done = buffer.data, 0
         with open(self.where[key], "rb", buffering=0) as file:
-            file.seek(start)
-            while done < size:
+            file.seek(offset)
+            while done < buffer.size:
                 got = file.readinto(view[done:])
                 if not got:
                     raise ValueError(
@@ -301,7 +336,6 @@ class _Weights:
                         "(truncated?). Fix: write or download it again"
                     )
                 done += got
-        return buffer.view(np.dtype(dtype).newbyteorder("<")).reshape(shape)
 
     def close(self) -> None:
         self._files.clear()  # safe_open handles unmap when collected
@@ -331,12 +365,6 @@ def _data_offsets(file: Path) -> dict[str, tuple[int, int]]:
         for name, entry in header.items()
         if name != "__metadata__"
     }
-
-
-def _whole(index: tuple[slice, ...], shape: tuple[int, ...]) -> bool:
-    return all(
-        s == slice(None) or (s.indices(n) == (0, n, 1)) for s, n in zip(index, shape, strict=True)
-    )
 
 
 # -- matching names ----------------------------------------------------------------------------
