@@ -80,8 +80,14 @@ def _check_rule_axes(rules: Sequence[Rule], mesh: Mesh) -> None:
         )
 
 
-def _plan(obj, mesh: Mesh, rules: Sequence[Rule]) -> list[tuple[nnx.Variable, PartitionSpec]]:
-    """Every variable's spec, after checking every rule against every array (nothing moves)."""
+def plan_placement(
+    obj: Any, mesh: Mesh, rules: Sequence[Rule]
+) -> list[tuple[nnx.Variable, PartitionSpec]]:
+    """Every variable's spec, after checking every rule against every array (nothing moves).
+
+    js.shard's planner; js-models' ``from_pretrained`` plans an abstract model with it before
+    reading any tensor (part of js-core's interface to its siblings, see docs/versioning.md).
+    """
     _check_rule_axes(rules, mesh)
     state = _state_of(obj)
     used, plan, problems = set(), [], []
@@ -114,7 +120,8 @@ def _spec_axes(spec: PartitionSpec):
         yield from (() if axes is None else axes if isinstance(axes, tuple) else (axes,))
 
 
-def _check_rules(rules) -> tuple[Rule, ...]:
+def check_rules(rules: Sequence[Rule]) -> tuple[Rule, ...]:
+    """``rules`` as a tuple, each checked to be a ``(pattern, PartitionSpec)`` pair."""
     rules = tuple(rules)
     for rule in rules:
         if not (
@@ -175,7 +182,7 @@ def shard(
             f"model{hint}."
         )
     check_mesh("js.shard", mesh, batch_axis, name="batch_axis")
-    plan = _plan(obj, mesh, _check_rules(rules))
+    plan = plan_placement(obj, mesh, check_rules(rules))
     for variable, spec in plan:
         variable.set_raw_value(place(variable.get_raw_value(), NamedSharding(mesh, spec)))
     STRUCTURE_EPOCH.bump()  # compiled steps lay their calls out anew, with the new shardings

@@ -35,9 +35,9 @@ from flax import nnx
 from safetensors import safe_open
 
 import js
+from js import Parameter
 from js._checks import check_mesh
-from js._sharding import _check_rules, _plan, place
-from js._variables import Parameter
+from js._sharding import check_rules, place, plan_placement
 from js.nn._keys import compile_key_mapping, plan_load, rename_key
 
 from ._registry import MODEL_TYPES, TIMM_PREFIXES
@@ -551,7 +551,7 @@ def load_pretrained(
         raise TypeError(f"from_pretrained: strict must be True or False, got {strict!r}")
     if mesh is not None:
         check_mesh("from_pretrained", mesh)
-        rules = _check_rules(rules)
+        rules = check_rules(rules)
     elif tuple(rules):
         raise ValueError(
             "from_pretrained: rules= place arrays on a mesh, but mesh is None. Fix: pass "
@@ -563,7 +563,7 @@ def load_pretrained(
     variables = model._state_variables()
     plan = _plan_keys(cls, model, variables, weights, strict)
     _check_plan(cls, folder, plan, strict)
-    specs = _plan(model, mesh, rules) if mesh is not None else None  # checks every rule
+    specs = plan_placement(model, mesh, rules) if mesh is not None else None  # checks every rule
     _fill(cls, config, model, variables, weights, plan, dtype, mesh, specs)
     weights.close()
     if plan.ignored:
