@@ -158,8 +158,8 @@ class BertOutput(nn.Module):
 
     def __init__(self, config: BertConfig, *, rngs: Rngs, in_features: int | None = None):
         super().__init__()
-        in_features = config.intermediate_size if in_features is None else in_features
-        self.dense = nn.Linear(in_features, config.hidden_size, rngs=rngs)
+        size: int = config.intermediate_size if in_features is None else in_features
+        self.dense = nn.Linear(size, config.hidden_size, rngs=rngs)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
