@@ -23,7 +23,6 @@ import jax
 import jax.numpy as jnp
 
 from js import Module, Parameter, Rngs, nn
-from js.nn import _factory
 from js.nn import functional as F
 
 from ._base import PretrainedConfig, PreTrainedModel
@@ -114,7 +113,7 @@ class GPT2Config(PretrainedConfig):
 
 
 def _normal(rngs: Rngs, shape: tuple[int, ...], std: float) -> jax.Array:
-    return _factory.normal(rngs.next("params"), shape) * std
+    return nn.init.normal_(Parameter(jnp.zeros(shape, jnp.float32)), 0.0, std, rngs=rngs).value
 
 
 class Conv1D(Module):
