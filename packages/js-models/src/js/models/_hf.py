@@ -1,5 +1,6 @@
-"""transformers' conventions that the encoder families (BERT, ViT) share: the label keys of a
-classifier's config, activation names (``ACT2FN``) and multi-head self-attention.
+"""transformers' conventions the families share: activation names (``ACT2FN``, every family),
+and for the encoders (BERT, ViT) the label keys of a classifier's config and multi-head
+self-attention.
 
 Labels follow ``PreTrainedConfig.__init__`` in transformers 5.23: ``id2label`` is the source of
 truth (JSON's string keys become ints), ``num_labels`` is its length, and a config without

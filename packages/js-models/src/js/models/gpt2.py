@@ -16,7 +16,6 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 import jax
@@ -26,6 +25,7 @@ from js import Module, Parameter, Rngs, nn
 from js.nn import functional as F
 
 from ._base import PretrainedConfig, PreTrainedModel
+from ._hf import ACTIVATIONS
 
 __all__ = [
     "ARCHITECTURES",
@@ -35,33 +35,6 @@ __all__ = [
     "GPT2Model",
     "GPT2PreTrainedModel",
 ]
-
-
-def _gelu_new(x: jax.Array) -> jax.Array:
-    return jax.nn.gelu(x, approximate=True)
-
-
-def _gelu(x: jax.Array) -> jax.Array:
-    return jax.nn.gelu(x, approximate=False)
-
-
-def _quick_gelu(x: jax.Array) -> jax.Array:
-    return x * jax.nn.sigmoid(1.702 * x)
-
-
-# transformers' ACT2FN names that GPT-2 configs use.
-ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
-    "gelu": _gelu,
-    "gelu_new": _gelu_new,
-    "gelu_fast": _gelu_new,
-    "gelu_pytorch_tanh": _gelu_new,
-    "quick_gelu": _quick_gelu,
-    "relu": jax.nn.relu,
-    "silu": jax.nn.silu,
-    "swish": jax.nn.silu,
-    "tanh": jnp.tanh,
-    "sigmoid": jax.nn.sigmoid,
-}
 
 
 class GPT2Config(PretrainedConfig):

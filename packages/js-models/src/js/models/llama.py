@@ -37,19 +37,9 @@ from js import Module, Rngs, nn
 from js.nn import functional as F
 
 from ._base import PretrainedConfig, PreTrainedModel
+from ._hf import ACTIVATIONS
 
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
-
-# transformers' ACT2FN names -> the activation (exact GELU for "gelu", tanh form otherwise).
-_ACTIVATIONS = {
-    "silu": F.silu,
-    "swish": F.silu,
-    "relu": F.relu,
-    "gelu": F.gelu,
-    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
-    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
-}
-
 
 # ---------------------------------------------------------------------------------------------
 # Configs
@@ -362,10 +352,10 @@ class LlamaMLP(Module):
 
     def __init__(self, config: LlamaConfig, *, rngs: Rngs):
         super().__init__()
-        if config.hidden_act not in _ACTIVATIONS:
+        if config.hidden_act not in ACTIVATIONS:
             raise ValueError(
                 f"{type(config).__name__}: hidden_act {config.hidden_act!r} is not supported; "
-                f"supported: {', '.join(_ACTIVATIONS)}"
+                f"supported: {', '.join(ACTIVATIONS)}"
             )
         hidden, inner, bias = (
             config.hidden_size,
@@ -378,7 +368,7 @@ class LlamaMLP(Module):
         self.hidden_act = config.hidden_act
 
     def forward(self, x: jax.Array) -> jax.Array:
-        act = _ACTIVATIONS[self.hidden_act]
+        act = ACTIVATIONS[self.hidden_act]
         return self.down_proj(act(self.gate_proj(x)) * self.up_proj(x))
 
 
