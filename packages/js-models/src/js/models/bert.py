@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from js import Buffer, Rngs, nn
+from js.nn.attention import padding_mask
 
 from ._base import PreTrainedModel
 from ._hf import LabelledConfig, activation, attend, split_heads
@@ -261,7 +262,7 @@ def _padding_mask(attention_mask: Any, shape: tuple[int, int]) -> jax.Array | No
             f"input_ids, got {list(mask.shape)}. Fix: pass the tokenizer's attention_mask "
             "(1 for tokens, 0 for padding)"
         )
-    return mask.astype(bool)[:, None, None, :]  # [B, 1, 1, L]
+    return padding_mask(mask != 0)  # [B, 1, 1, L]
 
 
 class BertPreTrainedModel(PreTrainedModel):

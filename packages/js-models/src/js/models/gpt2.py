@@ -23,6 +23,7 @@ import jax.numpy as jnp
 
 from js import Module, Parameter, Rngs, nn
 from js.nn import functional as F
+from js.nn.attention import causal_mask, padding_mask
 
 from ._base import PretrainedConfig, PreTrainedModel
 from ._hf import ACTIVATIONS
@@ -287,9 +288,10 @@ class GPT2Model(GPT2PreTrainedModel):
         if token_type_ids is not None:
             hidden_states = hidden_states + self.wte(jnp.asarray(token_type_ids))
         hidden_states = self.drop(hidden_states, rngs=rngs)
-        mask = jnp.tril(jnp.ones((length, length), bool))[None, None]
+        mask = causal_mask(length)  # [1, 1, L, L]
         if attention_mask is not None:
-            mask = mask & (jnp.asarray(attention_mask).reshape(batch, 1, 1, length) != 0)
+            valid = jnp.asarray(attention_mask).reshape(batch, length) != 0
+            mask = mask & padding_mask(valid)  # [B, 1, L, L]
         for block in self.h:
             hidden_states = block(hidden_states, mask, rngs=rngs)
         return self.ln_f(hidden_states)
