@@ -378,11 +378,6 @@ class _Plan(NamedTuple):
     mismatched: list[str]
 
 
-def _rename(key: str, mapping: Mapping[str, str]) -> str:
-    """``key`` after ``mapping``'s rules (transformers' semantics, as ``js.nn.load_weights``)."""
-    return rename_key(compile_key_mapping(mapping), key) if mapping else key
-
-
 def _plan_keys(
     cls: type[PreTrainedModel],
     model: Any,
@@ -730,6 +725,7 @@ def save_pretrained(model: PreTrainedModel, path: str | os.PathLike) -> None:
             f"save_pretrained: {folder} is a file. Fix: pass a folder path (it is created)"
         )
     config = model._config_json()
+    rules = compile_key_mapping(model.save_key_mapping)  # once, not once per tensor
     tensors: dict[str, np.ndarray] = {}
     seen: set[int] = set()
     for name, variable in model._state_variables().items():
@@ -742,7 +738,7 @@ def save_pretrained(model: PreTrainedModel, path: str | os.PathLike) -> None:
                 "save_pretrained: the model spans several processes. Fix: gather it first "
                 "(js.shard onto a one-process mesh) or save a checkpoint with js.training"
             )
-        tensors[_rename(name, model.save_key_mapping)] = np.ascontiguousarray(jax.device_get(array))
+        tensors[rename_key(rules, name)] = np.ascontiguousarray(jax.device_get(array))
     folder.mkdir(parents=True, exist_ok=True)
     partial = folder / f"{WEIGHTS_NAME}.partial"
     safetensors.numpy.save_file(tensors, str(partial), metadata={"format": "pt"})
