@@ -156,8 +156,11 @@ class Program:
 
     ``kind`` is decided by the first trace, once per layout: ``"read"`` when no state array
     changed (an evaluation, an inference forward), else ``"write"``. A writing program donates
-    the state (unless ``donate=False``) and returns its new arrays, placed on the shardings the
-    state had (``layout.placement``), so sharded state stays where it is; a read-only program
+    the state it writes (unless ``donate=False``) and returns its new arrays, placed on the
+    shardings the state had (``layout.placement``), so sharded state stays where it is. State it
+    only reads (the weights of a decode step that writes a key-value cache) is passed apart,
+    neither donated nor returned: arrays the caller holds stay valid, and two threads may run
+    programs that read the same weights. A read-only program
     neither donates nor returns the state, and costs what a hand-written ``jax.jit`` of the
     forward costs. Should a later input signature write under a read-only program (another
     branch for another shape), that signature's program returns the new arrays (not donated)
@@ -192,10 +195,12 @@ class Program:
             output, new_leaves, extra = self.pure(leaves, dyn_args, dyn_kwargs)
             if not read_only:
                 return output, new_leaves, extra
-            if all(new is old for new, old in zip(new_leaves, leaves, strict=True)):
+            written = tuple(new is not old for new, old in zip(new_leaves, leaves, strict=True))
+            if not any(written):
                 return output, None, extra
             if self.kind == "read":  # decided at trace time, so no exception crosses a trace
-                self.kind, self.run = "write", self.of_kind("write")
+                self.kind = "write"
+                self.run = self.of_kind("write") if all(written) else _SplitRun(self, written)
             return output, new_leaves, extra
 
         donate = (0,) if self.donate and not read_only else ()
@@ -203,6 +208,60 @@ class Program:
             return jax.jit(program, donate_argnums=donate)
         shardings = (None, list(self.layout.placement), None)
         return jax.jit(program, donate_argnums=donate, out_shardings=shardings)
+
+
+class _SplitRun:
+    """The writing program of a layout whose function leaves some state unchanged: the
+    arrays it writes are one (donated) argument, those it only reads another, returned never.
+
+    Called like a program of :meth:`Program.of_kind` (``(leaves, dyn_args, dyn_kwargs) ->
+    (output, new leaves, extra)``); ``lower`` likewise. Should another input signature write
+    an array the first trace only read, that array comes back too (not donated).
+    """
+
+    __slots__ = ("written", "kept", "jitted")
+
+    def __init__(self, program: Program, written: tuple[bool, ...]):
+        self.written = [i for i, flag in enumerate(written) if flag]
+        self.kept = [i for i, flag in enumerate(written) if not flag]
+        order = self.written + self.kept
+        position = sorted(range(len(order)), key=order.__getitem__)  # leaf i -> its slot
+        n = len(self.written)
+
+        def split_program(changed, kept, dyn_args, dyn_kwargs):
+            both = changed + kept
+            leaves = [both[slot] for slot in position]
+            output, new_leaves, extra = program.pure(leaves, dyn_args, dyn_kwargs)
+            late = {
+                slot - n: new_leaves[i]
+                for slot, i in enumerate(order[n:], start=n)
+                if new_leaves[i] is not leaves[i]
+            }
+            return output, [new_leaves[i] for i in self.written], late, extra
+
+        donate = (0,) if program.donate else ()
+        placement = program.layout.placement
+        if placement is None:
+            self.jitted = jax.jit(split_program, donate_argnums=donate)
+        else:
+            shardings = (None, [placement[i] for i in self.written], None, None)
+            self.jitted = jax.jit(split_program, donate_argnums=donate, out_shardings=shardings)
+
+    def _arguments(self, leaves, dyn_args, dyn_kwargs):
+        changed = [leaves[i] for i in self.written]
+        return changed, [leaves[i] for i in self.kept], dyn_args, dyn_kwargs
+
+    def __call__(self, leaves, dyn_args, dyn_kwargs):
+        output, changed, late, extra = self.jitted(*self._arguments(leaves, dyn_args, dyn_kwargs))
+        new_leaves = list(leaves)
+        for i, value in zip(self.written, changed, strict=True):
+            new_leaves[i] = value
+        for slot, value in late.items():
+            new_leaves[self.kept[slot]] = value
+        return output, new_leaves, extra
+
+    def lower(self, leaves, dyn_args, dyn_kwargs) -> jax.stages.Lowered:
+        return self.jitted.lower(*self._arguments(leaves, dyn_args, dyn_kwargs))
 
 
 class _Binding:

@@ -11,6 +11,9 @@ _require("js-models", __version__, _REQUIRES)
 
 from ._base import PretrainedConfig as PretrainedConfig  # noqa: E402
 from ._base import PreTrainedModel as PreTrainedModel  # noqa: E402
+from ._generation import GenerationMixin as GenerationMixin  # noqa: E402
+from ._generation import generate as generate  # noqa: E402
+from ._generation import stream as stream  # noqa: E402
 from ._pretrained import LoadingInfo as LoadingInfo  # noqa: E402
 from ._pretrained import from_pretrained as from_pretrained  # noqa: E402
 from ._pretrained import loading_info as loading_info  # noqa: E402
@@ -46,6 +49,7 @@ __all__ = [
     "ConvNeXtConfig",
     "ConvNeXtModel",
     "GPT2Config",
+    "GenerationMixin",
     "GPT2LMHeadModel",
     "GPT2Model",
     "LlamaConfig",
@@ -66,7 +70,9 @@ __all__ = [
     "ViTForImageClassification",
     "ViTModel",
     "from_pretrained",
+    "generate",
     "loading_info",
+    "stream",
     "__interface__",
     "__version__",
 ]

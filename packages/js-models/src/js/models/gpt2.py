@@ -23,9 +23,11 @@ import jax.numpy as jnp
 
 from js import Module, Parameter, Rngs, nn
 from js.nn import functional as F
+from js.nn import KVCache
 from js.nn.attention import causal_mask, padding_mask
 
 from ._base import PretrainedConfig, PreTrainedModel
+from ._generation import GenerationMixin
 from ._hf import ACTIVATIONS
 
 __all__ = [
@@ -130,6 +132,7 @@ class GPT2Attention(Module):
                 f"GPT2Config: n_embd ({embed_dim}) must be divisible by n_head "
                 f"({self.num_heads}). Fix: choose n_head dividing n_embd"
             )
+        self.layer_idx = layer_idx
         self.scaling = self.head_dim**-0.5 if config.scale_attn_weights else 1.0
         if config.scale_attn_by_inverse_layer_idx:
             self.scaling /= float(layer_idx + 1)
@@ -142,11 +145,18 @@ class GPT2Attention(Module):
         self.resid_dropout = nn.Dropout(config.resid_pdrop)
 
     def forward(
-        self, hidden_states: jax.Array, mask: jax.Array, *, rngs: Rngs | None = None
+        self,
+        hidden_states: jax.Array,
+        mask: jax.Array,
+        *,
+        rngs: Rngs | None = None,
+        cache: KVCache | None = None,
     ) -> jax.Array:
         batch, length, width = hidden_states.shape
         qkv = self.c_attn(hidden_states).reshape(batch, length, 3, self.num_heads, self.head_dim)
         query, key, value = (jnp.moveaxis(qkv[:, :, i], 1, 2) for i in range(3))  # [B, H, L, D]
+        if cache is not None:  # every cached slot: [B, H, max_length, D]
+            key, value = cache.update(self.layer_idx, key, value)
         p = self.attn_dropout.p if self.training else 0.0
         out = F.scaled_dot_product_attention(
             query,
@@ -196,9 +206,15 @@ class GPT2Block(Module):
         self.mlp = GPT2MLP(inner, config, rngs=rngs)
 
     def forward(
-        self, hidden_states: jax.Array, mask: jax.Array, *, rngs: Rngs | None = None
+        self,
+        hidden_states: jax.Array,
+        mask: jax.Array,
+        *,
+        rngs: Rngs | None = None,
+        cache: KVCache | None = None,
     ) -> jax.Array:
-        hidden_states = hidden_states + self.attn(self.ln_1(hidden_states), mask, rngs=rngs)
+        attended = self.attn(self.ln_1(hidden_states), mask, rngs=rngs, cache=cache)
+        hidden_states = hidden_states + attended
         return hidden_states + self.mlp(self.ln_2(hidden_states), rngs=rngs)
 
 
@@ -214,6 +230,21 @@ class GPT2PreTrainedModel(PreTrainedModel):
         r"attn\.masked_bias",
         r"crossattention\.(masked_)?bias",
     )
+
+    def make_cache(self, batch_size: int, max_length: int, *, dtype: Any = None) -> KVCache:
+        """A ``js.nn.KVCache`` for this model: ``n_layer`` layers of ``n_head`` heads, in
+        ``dtype`` (default: the embedding's dtype)."""
+        config = self.config
+        wte = self.transformer.wte if isinstance(self, GPT2LMHeadModel) else self.wte
+        dtype = wte.weight.value.dtype if dtype is None else dtype
+        head_dim = config.n_embd // config.n_head
+        return KVCache(
+            batch_size, max_length, config.n_layer, config.n_head, head_dim, dtype=dtype
+        )
+
+    def max_positions(self) -> int:
+        """Positions the model embeds (``n_positions``): prompt plus new tokens at most."""
+        return self.config.n_positions
 
 
 class GPT2Model(GPT2PreTrainedModel):
@@ -257,6 +288,7 @@ class GPT2Model(GPT2PreTrainedModel):
         inputs_embeds: jax.Array | None = None,
         *,
         rngs: Rngs | None = None,
+        cache: KVCache | None = None,
     ) -> jax.Array:
         """The last hidden state ``[B, L, n_embd]``.
 
@@ -267,6 +299,9 @@ class GPT2Model(GPT2PreTrainedModel):
             position_ids: ``[B, L]`` or ``[1, L]`` (default ``0..L-1``).
             inputs_embeds: instead of ``input_ids``.
             rngs: ``js.Rngs`` with a ``dropout`` stream, for dropout in training mode.
+            cache: a ``js.nn.KVCache`` (``make_cache``) to decode with: the tokens are stored
+                after those of earlier calls and attend to them; positions continue each row's
+                count (``position_ids`` overrides them). See ``js.models.generate``.
         """
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError(
@@ -282,22 +317,27 @@ class GPT2Model(GPT2PreTrainedModel):
                 f"GPT2Model: the sequence has {length} positions, the model "
                 f"{self.config.n_positions} (n_positions). Fix: shorten the input"
             )
-        if position_ids is None:
+        if cache is not None:
+            position_ids = cache.begin(length, attention_mask, position_ids)  # [B, L]
+        elif position_ids is None:
             position_ids = jnp.arange(length)[None, :]
         hidden_states = embeds + self.wpe(jnp.asarray(position_ids)).astype(embeds.dtype)
         if token_type_ids is not None:
             hidden_states = hidden_states + self.wte(jnp.asarray(token_type_ids))
         hidden_states = self.drop(hidden_states, rngs=rngs)
-        mask = causal_mask(length)  # [1, 1, L, L]
-        if attention_mask is not None:
-            valid = jnp.asarray(attention_mask).reshape(batch, length) != 0
-            mask = mask & padding_mask(valid)  # [B, 1, L, L]
+        if cache is not None:
+            mask = cache.mask(length)  # [B, 1, L, max_length]
+        else:
+            mask = causal_mask(length)  # [1, 1, L, L]
+            if attention_mask is not None:
+                valid = jnp.asarray(attention_mask).reshape(batch, length) != 0
+                mask = mask & padding_mask(valid)  # [B, 1, L, L]
         for block in self.h:
-            hidden_states = block(hidden_states, mask, rngs=rngs)
+            hidden_states = block(hidden_states, mask, rngs=rngs, cache=cache)
         return self.ln_f(hidden_states)
 
 
-class GPT2LMHeadModel(GPT2PreTrainedModel):
+class GPT2LMHeadModel(GenerationMixin, GPT2PreTrainedModel):
     """GPT-2 with its language-modelling head: returns logits ``[B, L, vocab_size]``.
 
     With ``tie_word_embeddings`` (the default) ``lm_head.weight`` is the same Parameter as
@@ -328,8 +368,14 @@ class GPT2LMHeadModel(GPT2PreTrainedModel):
         inputs_embeds: jax.Array | None = None,
         *,
         rngs: Rngs | None = None,
+        cache: KVCache | None = None,
+        logits_to_keep: int = 0,
     ) -> jax.Array:
-        """Logits ``[B, L, vocab_size]``; arguments as ``GPT2Model.forward``."""
+        """Logits ``[B, L, vocab_size]``; arguments as ``GPT2Model.forward``.
+
+        ``logits_to_keep=n > 0`` computes the logits of the last ``n`` positions only
+        (``[B, n, vocab]``), as transformers' argument does; 0 (default) computes all.
+        """
         hidden_states = self.transformer(
             input_ids,
             attention_mask,
@@ -337,7 +383,10 @@ class GPT2LMHeadModel(GPT2PreTrainedModel):
             position_ids,
             inputs_embeds,
             rngs=rngs,
+            cache=cache,
         )
+        if logits_to_keep:
+            hidden_states = hidden_states[:, -logits_to_keep:]
         return self.lm_head(hidden_states)
 
 

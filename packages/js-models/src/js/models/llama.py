@@ -34,9 +34,11 @@ import jax
 import jax.numpy as jnp
 
 from js import Module, Rngs, nn
+from js.nn import KVCache
 from js.nn import functional as F
 
 from ._base import PretrainedConfig, PreTrainedModel
+from ._generation import GenerationMixin
 from ._hf import ACTIVATIONS
 
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
@@ -394,7 +396,12 @@ class LlamaAttention(Module):
         self.o_proj = nn.Linear(heads * dim, hidden, bias=o_bias, rngs=rngs)
 
     def forward(
-        self, hidden_states: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array
+        self,
+        hidden_states: jax.Array,
+        cos: jax.Array,
+        sin: jax.Array,
+        mask: jax.Array,
+        cache: KVCache | None = None,
     ) -> jax.Array:
         B, L, _ = hidden_states.shape
 
@@ -404,6 +411,8 @@ class LlamaAttention(Module):
         q = F.apply_rotary_pos_emb(heads(self.q_proj(hidden_states)), cos, sin)  # [B, H, L, D]
         k = F.apply_rotary_pos_emb(heads(self.k_proj(hidden_states)), cos, sin)  # [B, KV, L, D]
         v = heads(self.v_proj(hidden_states))  # [B, KV, L, D]
+        if cache is not None:  # every cached slot: [B, KV, max_length, D]
+            k, v = cache.update(self.layer_idx, k, v)
         # query head h reads kv head h // (H / KV); a row with no allowed key gives zeros
         out = F.scaled_dot_product_attention(q, k, v, mask, enable_gqa=True)  # [B, H, L, D]
         return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, L, -1))
@@ -421,9 +430,15 @@ class LlamaDecoderLayer(Module):
         self.post_attention_layernorm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
 
     def forward(
-        self, hidden_states: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array
+        self,
+        hidden_states: jax.Array,
+        cos: jax.Array,
+        sin: jax.Array,
+        mask: jax.Array,
+        cache: KVCache | None = None,
     ) -> jax.Array:
-        x = hidden_states + self.self_attn(self.input_layernorm(hidden_states), cos, sin, mask)
+        attended = self.self_attn(self.input_layernorm(hidden_states), cos, sin, mask, cache)
+        x = hidden_states + attended
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -493,6 +508,14 @@ class LlamaModel(PreTrainedModel):
         """config.json's keys, ``architectures`` named after the config's ``model_type``."""
         return {**self.config.to_dict(), "architectures": [_architecture(self)]}
 
+    def make_cache(self, batch_size: int, max_length: int, *, dtype: Any = None) -> KVCache:
+        """A ``js.nn.KVCache`` for this decoder: one layer per decoder layer, storing the
+        ``num_key_value_heads`` heads only, in ``dtype`` (default: the embedding's dtype)."""
+        config = self.config
+        dtype = self.embed_tokens.weight.value.dtype if dtype is None else dtype
+        layers, heads = config.num_hidden_layers, config.num_key_value_heads
+        return KVCache(batch_size, max_length, layers, heads, _head_dim(config), dtype=dtype)
+
     def _embed(self, input_ids: jax.Array | None, inputs_embeds: jax.Array | None) -> jax.Array:
         name = type(self).__name__
         both = f"{name}: give exactly one of input_ids and inputs_embeds"
@@ -520,6 +543,8 @@ class LlamaModel(PreTrainedModel):
         attention_mask: jax.Array | None = None,
         position_ids: jax.Array | None = None,
         inputs_embeds: jax.Array | None = None,
+        *,
+        cache: KVCache | None = None,
     ) -> jax.Array:
         """The last hidden state ``[B, L, hidden]`` (after the final ``norm``).
 
@@ -533,6 +558,10 @@ class LlamaModel(PreTrainedModel):
                 restart mark packed sequences that do not attend to each other, as
                 transformers' forward does then (with its default ``use_cache=True`` it
                 does not look for them).
+            cache: a ``js.nn.KVCache`` (``make_cache``) to decode with: the tokens are stored
+                after those of earlier calls and attend to them (within each layer's sliding
+                window); positions continue each row's count (``position_ids`` overrides
+                them). See ``js.models.generate``.
         """
         hidden = self._embed(input_ids, inputs_embeds)  # [B, L, hidden]
         B, L = hidden.shape[:2]
@@ -541,6 +570,8 @@ class LlamaModel(PreTrainedModel):
                 f"{type(self).__name__}: attention_mask must be [B, L] = {[B, L]} (1 for real "
                 f"tokens, 0 for padding), got shape {list(jnp.shape(attention_mask))}"
             )
+        if cache is not None:
+            position_ids = cache.begin(L, attention_mask, position_ids)  # [B, L]
         position_ids = jnp.arange(L) if position_ids is None else jnp.asarray(position_ids)
         if position_ids.shape not in ((L,), (1, L), (B, L)):
             raise ValueError(
@@ -553,15 +584,19 @@ class LlamaModel(PreTrainedModel):
         # (use_cache False, which defaults to config.use_cache)
         packed = None if getattr(self.config, "use_cache", True) else position_ids
         masks = {
-            window: _causal_mask(attention_mask, packed, L, window)
+            window: (
+                _causal_mask(attention_mask, packed, L, window)
+                if cache is None
+                else cache.mask(L, window)  # [B, 1, L, max_length]
+            )
             for window in set(self.sliding_windows)
         }
         for layer, window in zip(self.layers, self.sliding_windows, strict=True):
-            hidden = layer(hidden, cos, sin, masks[window])
+            hidden = layer(hidden, cos, sin, masks[window], cache)
         return self.norm(hidden)
 
 
-class LlamaForCausalLM(PreTrainedModel):
+class LlamaForCausalLM(GenerationMixin, PreTrainedModel):
     """``LlamaModel`` and the ``lm_head`` projection to next-token logits ``[B, L, vocab]``.
 
     With ``tie_word_embeddings``, ``lm_head.weight`` is ``model.embed_tokens.weight`` (one
@@ -594,20 +629,34 @@ class LlamaForCausalLM(PreTrainedModel):
         """config.json's keys, ``architectures`` named after the config's ``model_type``."""
         return {**self.config.to_dict(), "architectures": [_architecture(self)]}
 
+    def make_cache(self, batch_size: int, max_length: int, *, dtype: Any = None) -> KVCache:
+        """A ``js.nn.KVCache`` for this model (see ``LlamaModel.make_cache``)."""
+        return self.model.make_cache(batch_size, max_length, dtype=dtype)
+
     def forward(
         self,
         input_ids: jax.Array | None = None,
         attention_mask: jax.Array | None = None,
         position_ids: jax.Array | None = None,
         inputs_embeds: jax.Array | None = None,
+        *,
+        cache: KVCache | None = None,
+        logits_to_keep: int = 0,
     ) -> jax.Array:
-        """Logits ``[B, L, vocab]``; arguments as ``LlamaModel.forward``."""
+        """Logits ``[B, L, vocab]``; arguments as ``LlamaModel.forward``.
+
+        ``logits_to_keep=n > 0`` computes the logits of the last ``n`` positions only
+        (``[B, n, vocab]``), as transformers' argument does; 0 (default) computes all.
+        """
         hidden = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
             inputs_embeds=inputs_embeds,
+            cache=cache,
         )
+        if logits_to_keep:
+            hidden = hidden[:, -logits_to_keep:]
         return self.lm_head(hidden)
 
 

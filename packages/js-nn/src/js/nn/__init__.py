@@ -36,6 +36,7 @@ from ._dropout import Dropout as Dropout  # noqa: E402
 from ._dropout import Dropout1d as Dropout1d  # noqa: E402
 from ._dropout import Dropout2d as Dropout2d  # noqa: E402
 from ._embedding import Embedding as Embedding  # noqa: E402
+from ._kv_cache import KVCache as KVCache  # noqa: E402
 from ._linear import Identity as Identity  # noqa: E402
 from ._linear import Linear as Linear  # noqa: E402
 from ._normalization import BatchNorm1d as BatchNorm1d  # noqa: E402
@@ -91,6 +92,7 @@ __all__ = [
     "Hardtanh",
     "GRU",
     "Identity",
+    "KVCache",
     "LSTM",
     "LayerNorm",
     "LeakyReLU",

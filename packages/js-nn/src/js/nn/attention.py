@@ -22,6 +22,7 @@ from . import _random
 from . import functional as F
 from ._checks import check_bool, check_int, check_probability, dropout_key
 from ._factory import float_dtype
+from ._kv_cache import KVCache
 from ._linear import Linear
 
 
@@ -205,6 +206,10 @@ class MultiheadAttention(Module):
     :func:`causal_mask`, :func:`padding_mask`). ``need_weights`` is a Python bool, static
     under compilation (``js.jit(..., static_argnames="need_weights")``). ``rngs`` (with a
     ``dropout`` stream, one key per call) is needed only in training with ``dropout > 0``.
+    ``cache`` (a :class:`js.nn.KVCache`, after the model's ``cache.begin(Tq, ...)``) decodes
+    self-attention incrementally: this call's keys and values are stored as cache layer
+    ``layer`` and the queries attend to every cached token (``mask``, if given, must then
+    broadcast to ``[B, heads, Tq, max_length]``).
 
     Shape:
         - query: ``[B, Tq, D]``; key: ``[B, Tk, kdim]``; value: ``[B, Tk, vdim]``
@@ -359,6 +364,8 @@ class MultiheadAttention(Module):
         need_weights: bool = False,
         *,
         rngs: Rngs | None = None,
+        cache: KVCache | None = None,
+        layer: int = 0,
         key_padding_mask: jax.Array | None = None,
         attn_mask: jax.Array | None = None,
     ) -> jax.Array | tuple[jax.Array, jax.Array]:
@@ -366,6 +373,13 @@ class MultiheadAttention(Module):
             "MultiheadAttention", key_padding_mask=key_padding_mask, attn_mask=attn_mask
         )
         B, Tq, Tk = self._check_inputs(query, key, value)
+        if cache is not None:  # keys are every cached slot (this call's tokens written first)
+            if not (self.batch_first and Tk == Tq):
+                raise ValueError(
+                    "MultiheadAttention: cache= decodes self-attention: key and value must be "
+                    f"the new tokens (Tk = Tq, got Tq={Tq}, Tk={Tk}) with batch_first=True"
+                )
+            Tk = cache.max_length
         if not isinstance(need_weights, bool):
             raise TypeError(
                 "MultiheadAttention: need_weights must be a Python bool (it selects the return "
@@ -386,6 +400,10 @@ class MultiheadAttention(Module):
         if not self.batch_first:  # [T, B, ·] -> [B, T, ·]
             query, key, value = (jnp.swapaxes(x, 0, 1) for x in (query, key, value))
         q, k, v = self._project(query, key, value)  # [B, heads, T, d] each
+        if cache is not None:
+            k, v = cache.update(layer, k, v)  # [B, heads, max_length, d]
+            allowed = cache.mask(Tq)  # [B, 1, Tq, max_length]
+            mask = allowed if mask is None else mask & allowed
         heads, weights = _attend(q, k, v, mask, dropout=self.dropout, key=drop)  # [B, h, Tq, d]
         output = self.out_proj(heads.transpose(0, 2, 1, 3).reshape(B, Tq, self.embed_dim))
         if mask is not None:  # a query row with no allowed key in any head outputs zero
