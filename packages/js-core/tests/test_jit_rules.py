@@ -157,3 +157,27 @@ def test_jit_through_a_partial_of_plain_values_is_fine():
     scale = js.jit(functools.partial(mse, y=jnp.zeros((1, 4))))
     model = MLP(rngs=js.Rngs(params=0))
     assert scale(model, jnp.ones((1, 10))).shape == ()
+
+
+def test_a_program_donates_only_the_state_it_writes():
+    model, counter = Linear(2, 2, rngs=js.Rngs(params=0)), Counter()
+    weight, calls = model.weight.value, counter.calls.value
+    traces = []
+
+    @js.jit
+    def count_and_predict(model, counter, x):
+        traces.append(x.shape)  # runs only while tracing
+        if x.shape[0] == 3:  # another signature also writes the weights
+            model.weight.value = model.weight.value * 2
+        return counter(model(x[:2]))
+
+    expected = model(jnp.ones(2))
+    assert jnp.array_equal(count_and_predict(model, counter, jnp.ones(2)), expected)
+    assert calls.is_deleted() and not weight.is_deleted()  # the read weights stay valid
+    assert model.weight.value is weight and int(counter.calls.value) == 1
+    count_and_predict(model, counter, jnp.ones(2))
+    assert int(counter.calls.value) == 2 and traces == [(2,)]
+    lowered = count_and_predict.lower(model, counter, jnp.ones(2))
+    assert "donated" in lowered.as_text() or "tf.aliasing_output" in lowered.as_text()
+    count_and_predict(model, counter, jnp.ones(3))  # writes what the first trace only read
+    assert jnp.array_equal(model.weight.value, weight * 2) and int(counter.calls.value) == 3

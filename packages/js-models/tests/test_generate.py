@@ -3,12 +3,12 @@ the uncached forward, the logits warpers against transformers' processors, and t
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
 from gpt2_support import transformers
 
-import jax.numpy as jnp
 import js
 from js.models import _generation, generate, stream
 from js.models._sampling import check_sampling, warp
@@ -85,7 +85,9 @@ def test_greedy_with_an_end_token_stops_rows_and_pads_as_transformers(models):
     eos = int(free[1, 3])  # row 1 ends at its 4th new token; others may end at theirs
     expected = reference_generate(reference, ids, mask, 12, eos=eos)
     out = np.asarray(
-        generate(model, ids, attention_mask=mask, max_new_tokens=12, eos_token_id=eos, pad_token_id=0)
+        generate(
+            model, ids, attention_mask=mask, max_new_tokens=12, eos_token_id=eos, pad_token_id=0
+        )
     )
     np.testing.assert_array_equal(out, expected)
     assert (out[1, 10:] == 0).all()  # padded after its end token
@@ -96,7 +98,9 @@ def test_every_row_ending_stops_the_loop_early(tmp_path):
     ids, mask = prompts()
     first = reference_generate(reference, ids, mask, 1, eos=None)[:, 6]
     eos = sorted(set(first.tolist()))  # each row's first new token ends it
-    out = generate(model, ids, attention_mask=mask, max_new_tokens=20, eos_token_id=eos, pad_token_id=0)
+    out = generate(
+        model, ids, attention_mask=mask, max_new_tokens=20, eos_token_id=eos, pad_token_id=0
+    )
     out = np.asarray(out)
     np.testing.assert_array_equal(out, reference_generate(reference, ids, mask, 20, eos=eos))
     assert out.shape == (3, 7)
@@ -144,7 +148,10 @@ def test_a_bf16_cache_generates_close_to_float32(tmp_path):
         model, ids, attention_mask=mask, max_new_tokens=4, eos_token_id=[], cache_dtype=jnp.bfloat16
     )
     cache = model.make_cache(3, 32, dtype=jnp.bfloat16)
-    assert cache.layers[0].k.value.dtype == jnp.bfloat16 and cache.nbytes == 2 * 2 * 3 * 2 * 32 * 16 * 2
+    assert (
+        cache.layers[0].k.value.dtype == jnp.bfloat16
+        and cache.nbytes == 2 * 2 * 3 * 2 * 32 * 16 * 2
+    )
     assert np.mean(np.asarray(full) == np.asarray(half)) > 0.8
 
 
@@ -190,8 +197,15 @@ LOGITS = np.random.default_rng(0).normal(size=(4, 50)).astype(np.float32) * 3
 
 @pytest.mark.parametrize(
     "temperature, top_k, top_p",
-    [(0.7, None, None), (1.0, 5, None), (1.0, None, 0.8), (1.3, 10, 0.6), (0.5, 1, 0.3),
-     (1.0, 60, 0.999), (2.0, None, 0.05)],
+    [
+        (0.7, None, None),
+        (1.0, 5, None),
+        (1.0, None, 0.8),
+        (1.3, 10, 0.6),
+        (0.5, 1, 0.3),
+        (1.0, 60, 0.999),
+        (2.0, None, 0.05),
+    ],
 )
 def test_the_warpers_equal_transformers_logits_processors(temperature, top_k, top_p):
     hf = transformers()
@@ -217,8 +231,16 @@ def test_bad_requests_are_refused_before_anything_runs(tmp_path):
     ids, mask = prompts()
     cases = [
         (dict(max_new_tokens=0), ValueError, "max_new_tokens must be >= 1"),
-        (dict(max_new_tokens=4, top_p=0.0, do_sample=True), ValueError, r"top_p must be in \(0, 1\]"),
-        (dict(max_new_tokens=4, top_p=1.5, do_sample=True), ValueError, r"top_p must be in \(0, 1\]"),
+        (
+            dict(max_new_tokens=4, top_p=0.0, do_sample=True),
+            ValueError,
+            r"top_p must be in \(0, 1\]",
+        ),
+        (
+            dict(max_new_tokens=4, top_p=1.5, do_sample=True),
+            ValueError,
+            r"top_p must be in \(0, 1\]",
+        ),
         (dict(max_new_tokens=4, temperature=0.0, do_sample=True), ValueError, "temperature"),
         (dict(max_new_tokens=4, do_sample=True), TypeError, r"rngs=js.Rngs\(sample=0\)"),
         (dict(max_new_tokens=60), ValueError, "shorten the prompt to at most 4 tokens"),

@@ -224,8 +224,8 @@ def _sampling_key(rngs: js.Rngs | None, do_sample: bool) -> jax.Array:
 
 @functools.partial(js.jit, static_argnames=("rule", "slots"))
 def _prefill(model, cache, ids, mask, key, values, eos, *, rule: Sampling, slots: int):
-    """Run the prompt, filling ``cache``; ``(out [B, slots] with the first token, finished [B])``.
-    """
+    """Run the prompt, filling ``cache``: ``(out, finished)``, ``out [B, slots]`` holding the
+    first new token."""
     TRACES["prefill"] += 1
     cache.reset()
     logits = model(ids, attention_mask=mask, cache=cache, logits_to_keep=1)[:, -1]  # [B, V]
@@ -267,9 +267,7 @@ def _decode(model, cache, out, count, limit, finished, key, values, eos, pad, *,
 # Caches kept between calls (one per model: the last shape used), so that a repeated call
 # reuses the cache's arrays and the programs' bindings.
 
-_CACHES: weakref.WeakKeyDictionary[Any, tuple[tuple, js.nn.KVCache]] = (
-    weakref.WeakKeyDictionary()
-)
+_CACHES: weakref.WeakKeyDictionary[Any, tuple[tuple, js.nn.KVCache]] = weakref.WeakKeyDictionary()
 
 
 def _cache_for(model: Any, batch: int, slots: int, dtype: Any) -> js.nn.KVCache:

@@ -86,8 +86,8 @@ def top_p_filter(logits: jax.Array, rest: jax.Array) -> jax.Array:
 
 
 def warp(logits: jax.Array, rule: Sampling, values: jax.Array) -> jax.Array:
-    """``logits [B, V]`` after the warpers ``rule`` turns on (``values``: temperature, 1 - top_p).
-    """
+    """``logits [B, V]`` after the warpers ``rule`` turns on (``values``: temperature and
+    ``1 - top_p``)."""
     if rule.temperature:
         # XLA rewrites x / broadcast(t) as x * (1 / t), one rounding more than torch's x / t:
         # the barrier keeps the division (the same float32 quotients as transformers)

@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 
 from js import Module, Parameter, Rngs, nn
-from js.nn import functional as F
 from js.nn import KVCache
+from js.nn import functional as F
 from js.nn.attention import causal_mask, padding_mask
 
 from ._base import PretrainedConfig, PreTrainedModel
@@ -238,9 +238,7 @@ class GPT2PreTrainedModel(PreTrainedModel):
         wte = self.transformer.wte if isinstance(self, GPT2LMHeadModel) else self.wte
         dtype = wte.weight.value.dtype if dtype is None else dtype
         head_dim = config.n_embd // config.n_head
-        return KVCache(
-            batch_size, max_length, config.n_layer, config.n_head, head_dim, dtype=dtype
-        )
+        return KVCache(batch_size, max_length, config.n_layer, config.n_head, head_dim, dtype=dtype)
 
     def max_positions(self) -> int:
         """Positions the model embeds (``n_positions``): prompt plus new tokens at most."""

@@ -204,4 +204,3 @@ class KVCache(Module):
         if window is not None:
             allowed = allowed & (slot > query - window)
         return (allowed[None] & self.valid.value[:, None, :])[:, None]  # [B, 1, T, M]
-
