@@ -271,12 +271,25 @@ def test_e_a_hugging_face_folder_runs_without_orbax_torch_optim_or_train(work, i
     np.save(work / "gpt2_ids.npy", ids)
     np.save(work / "gpt2_mask.npy", mask)
     np.save(work / "gpt2_logits.npy", out.logits.numpy())
+    with torch.inference_mode():  # greedy continuation of the padded batch, 8 new tokens
+        generated = reference.generate(
+            torch.from_numpy(ids),
+            attention_mask=torch.from_numpy(mask),
+            max_new_tokens=8,
+            do_sample=False,
+            eos_token_id=None,
+            pad_token_id=0,
+        )
+    np.save(work / "gpt2_generated.npy", generated.numpy())
     script = INFERENCE_PROLOGUE + textwrap.dedent(
         """
         import js.models
         model = js.models.from_pretrained({work!r} + "/gpt2")
         ids, mask = np.load({work!r} + "/gpt2_ids.npy"), np.load({work!r} + "/gpt2_mask.npy")
         logits = np.asarray(model(ids, attention_mask=mask))
+        tokens = model.generate(ids, attention_mask=mask, max_new_tokens=8, eos_token_id=[])
+        same = np.array_equal(tokens, np.load({work!r} + "/gpt2_generated.npy"))
+        print("e: generate equals transformers:", same)
         loaded = sorted(
             m for m in sys.modules
             if m.split(".")[0] in ("orbax", "torch") or m.startswith(("js.optim", "js.training"))
@@ -291,4 +304,5 @@ def test_e_a_hugging_face_folder_runs_without_orbax_torch_optim_or_train(work, i
     output = inference.python_code(script.format(work=str(work))).stdout
     print(output)
     assert "e: GPT2LMHeadModel" in output, output
+    assert "e: generate equals transformers: True" in output, output
     assert float(output.split("relative diff ")[1]) < 1e-4, output

@@ -112,21 +112,20 @@ def test_the_cached_step_equals_the_uncached_forward_at_every_step(kind, tmp_pat
     ids, mask = prompts(1)
     cache = model.make_cache(3, 32)
     step = js.jit(lambda model, cache, ids, mask: model(ids, attention_mask=mask, cache=cache))
-    logits = step(model, cache, ids, mask)[:, -1]
-    sequence, full_mask = ids, mask
+    steps = [step(model, cache, ids, mask)[:, -1]]  # the prompt, then one token at a time
+    sequence = ids
     for _ in range(8):
-        positions = np.where(full_mask == 1, np.cumsum(full_mask, 1) - 1, 0)  # as generate
-        expected = model(
-            jnp.asarray(sequence),
-            attention_mask=jnp.asarray(full_mask),
-            position_ids=jnp.asarray(positions),
-        )[:, -1]
-        np.testing.assert_allclose(logits, expected, rtol=1e-5, atol=2e-5)
-        token = np.asarray(jnp.argmax(logits, -1))[:, None]
+        token = np.asarray(jnp.argmax(steps[-1], -1))[:, None]
         sequence = np.concatenate([sequence, token], 1)
-        full_mask = np.concatenate([full_mask, np.ones_like(token)], 1)
-        logits = step(model, cache, token, np.ones_like(token))[:, -1]
+        steps.append(step(model, cache, token, np.ones_like(token))[:, -1])
     assert int(cache.length.value) == 6 + 8
+    # one uncached forward over the whole sequence: position t's logits predict token t + 1
+    full_mask = np.concatenate([mask, np.ones((3, 8), mask.dtype)], 1)
+    positions = np.where(full_mask == 1, np.cumsum(full_mask, 1) - 1, 0)  # as generate
+    forward = js.jit(lambda model, ids, mask, positions: model(ids, mask, position_ids=positions))
+    full = forward(model, sequence, full_mask, positions)
+    for i, logits in enumerate(steps):
+        np.testing.assert_allclose(logits, full[:, 5 + i], rtol=1e-5, atol=2e-5)
 
 
 def test_the_decode_step_donates_the_cache_and_leaves_the_weights_alone(tmp_path):
@@ -258,3 +257,21 @@ def test_bad_requests_are_refused_before_anything_runs(tmp_path):
         generate(js.nn.Linear(2, 2, rngs=js.Rngs(params=0)), ids, max_new_tokens=3)
     with pytest.raises(ValueError, match="chunk must be an int >= 1"):
         stream(model, ids, max_new_tokens=3, chunk=0)
+
+
+def test_calls_in_two_threads_do_not_share_a_cache(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    _, model = pair("llama", tmp_path)
+    ids, mask = prompts()
+    expected = [
+        np.asarray(generate(model, ids[:, i:], attention_mask=mask[:, i:], max_new_tokens=6))
+        for i in (0, 1)
+    ]
+    with ThreadPoolExecutor(2) as pool:
+        runs = [
+            pool.submit(generate, model, ids[:, i:], attention_mask=mask[:, i:], max_new_tokens=6)
+            for i in (0, 1) * 4
+        ]
+        for i, run in zip((0, 1) * 4, runs, strict=True):
+            np.testing.assert_array_equal(run.result(), expected[i])

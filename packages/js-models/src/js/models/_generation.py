@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -264,21 +265,26 @@ def _decode(model, cache, out, count, limit, finished, key, values, eos, pad, *,
 
 
 # ---------------------------------------------------------------------------------------------
-# Caches kept between calls (one per model: the last shape used), so that a repeated call
-# reuses the cache's arrays and the programs' bindings.
+# Caches kept between calls (per model, the last shape used), so that a repeated call reuses the
+# cache's arrays and the programs' bindings. A call takes the cache out while it runs and puts it
+# back after, so that calls in two threads never share one (the second makes its own).
 
 _CACHES: weakref.WeakKeyDictionary[Any, tuple[tuple, js.nn.KVCache]] = weakref.WeakKeyDictionary()
+_CACHES_LOCK = threading.Lock()
 
 
-def _cache_for(model: Any, batch: int, slots: int, dtype: Any) -> js.nn.KVCache:
-    spec = (batch, slots, None if dtype is None else jnp.dtype(dtype))
-    kept = _CACHES.get(model)
+def _take_cache(model: Any, spec: tuple) -> js.nn.KVCache:
+    with _CACHES_LOCK:
+        kept = _CACHES.pop(model, None)  # a cache of another shape is freed here
     if kept is not None and kept[0] == spec:
         return kept[1]
-    _CACHES.pop(model, None)  # free the old cache before making a new one
-    cache = model.make_cache(batch, slots, dtype=dtype)
-    _CACHES[model] = (spec, cache)
-    return cache
+    batch, slots, dtype = spec
+    return model.make_cache(batch, slots, dtype=dtype)
+
+
+def _give_back(model: Any, spec: tuple, cache: js.nn.KVCache) -> None:
+    with _CACHES_LOCK:
+        _CACHES[model] = (spec, cache)
 
 
 class _Run:
@@ -288,7 +294,9 @@ class _Run:
         self.model, self.request = model, request
         B, width = request.ids.shape
         self.slots = bucket(request.new)
-        self.cache = _cache_for(model, B, width + self.slots, cache_dtype)
+        dtype = None if cache_dtype is None else jnp.dtype(cache_dtype)
+        self.spec = (B, width + self.slots, dtype)
+        self.cache = _take_cache(model, self.spec)
         self.eos, self.values = jnp.asarray(request.eos), jnp.asarray(request.values)
         self.out, self.finished = _prefill(
             model,
@@ -322,6 +330,10 @@ class _Run:
         )
         self.count = int(count)
         self.done = self.count >= request.new or bool(jnp.all(self.finished))
+
+    def close(self) -> None:
+        """Keep the cache for the model's next call."""
+        _give_back(self.model, self.spec, self.cache)
 
     def tokens(self, start: int = 0) -> np.ndarray:
         """New tokens ``start .. count - 1`` of every row, ``[B, count - start]`` int32."""
@@ -413,6 +425,7 @@ def generate(
         run = _Run(model, request, cache_dtype)
         if not run.done:
             run.advance(request.new)
+        run.close()
     new = run.tokens()
     return jnp.asarray(np.concatenate([request.prompt.astype(np.int32), new], axis=1))
 
@@ -469,11 +482,14 @@ def stream(
 def _stream(model: Any, request: _Request, chunk: int, cache_dtype: Any) -> Iterator[np.ndarray]:
     with _eval_mode(model):
         run = _Run(model, request, cache_dtype)
-        given = 0
-        while True:
-            if not run.done and run.count < given + chunk:
-                run.advance(given + chunk)
-            yield run.tokens(given)
-            given = run.count
-            if run.done:
-                return
+        try:
+            given = 0
+            while True:
+                if not run.done and run.count < given + chunk:
+                    run.advance(given + chunk)
+                yield run.tokens(given)
+                given = run.count
+                if run.done:
+                    return
+        finally:
+            run.close()
