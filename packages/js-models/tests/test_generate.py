@@ -132,7 +132,7 @@ def test_the_decode_step_donates_the_cache_and_leaves_the_weights_alone(tmp_path
     _, model = pair("gpt2", tmp_path)
     cache = model.make_cache(3, 16)
     weight = model.lm_head.weight.value
-    old_keys = cache.layers[0].k.value
+    old_keys = cache.layer(0).k.value
     step = js.jit(lambda model, cache, ids: model(ids, cache=cache))
     step(model, cache, jnp.ones((3, 2), jnp.int32))
     assert old_keys.is_deleted() and not weight.is_deleted()
@@ -148,8 +148,7 @@ def test_a_bf16_cache_generates_close_to_float32(tmp_path):
     )
     cache = model.make_cache(3, 32, dtype=jnp.bfloat16)
     assert (
-        cache.layers[0].k.value.dtype == jnp.bfloat16
-        and cache.nbytes == 2 * 2 * 3 * 2 * 32 * 16 * 2
+        cache.layer(0).k.value.dtype == jnp.bfloat16 and cache.nbytes == 2 * 2 * 3 * 2 * 32 * 16 * 2
     )
     assert np.mean(np.asarray(full) == np.asarray(half)) > 0.8
 

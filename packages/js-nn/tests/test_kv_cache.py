@@ -32,7 +32,7 @@ def test_update_writes_the_claimed_slots_and_returns_every_slot():
     k = jnp.arange(12.0).reshape(1, 2, 2, 3)
     keys, values = cache.update(1, k, -k)
     assert keys.shape == (1, 2, 4, 3) and keys.dtype == jnp.float32
-    assert cache.layers[1].k.value.dtype == jnp.bfloat16
+    assert cache.layer(1).k.value.dtype == jnp.bfloat16
     np.testing.assert_array_equal(keys[:, :, :2], k)
     np.testing.assert_array_equal(values[:, :, 2:], 0)
     assert cache.nbytes == 2 * 2 * (1 * 2 * 4 * 3) * 2

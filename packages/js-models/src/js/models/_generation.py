@@ -24,7 +24,7 @@ import collections
 import functools
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,8 +162,8 @@ def _request(
         )
     prompt, real = _prompt(input_ids, attention_mask)
     B, P = prompt.shape
-    limit = getattr(model, "max_positions", None)
-    limit = limit() if callable(limit) else None
+    positions: Callable[[], int] | None = getattr(model, "max_positions", None)
+    limit = positions() if callable(positions) else None
     if limit is not None and P + max_new_tokens > limit:
         need = P + max_new_tokens
         raise ValueError(

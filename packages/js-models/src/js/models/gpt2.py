@@ -235,7 +235,8 @@ class GPT2PreTrainedModel(PreTrainedModel):
         """A ``js.nn.KVCache`` for this model: ``n_layer`` layers of ``n_head`` heads, in
         ``dtype`` (default: the embedding's dtype)."""
         config = self.config
-        wte = self.transformer.wte if isinstance(self, GPT2LMHeadModel) else self.wte
+        base: Any = getattr(self, "transformer", self)  # GPT2LMHeadModel or GPT2Model
+        wte = base.wte
         dtype = wte.weight.value.dtype if dtype is None else dtype
         head_dim = config.n_embd // config.n_head
         return KVCache(batch_size, max_length, config.n_layer, config.n_head, head_dim, dtype=dtype)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import jax
 import jax.numpy as jnp
@@ -511,7 +511,7 @@ class LlamaModel(PreTrainedModel):
     def make_cache(self, batch_size: int, max_length: int, *, dtype: Any = None) -> KVCache:
         """A ``js.nn.KVCache`` for this decoder: one layer per decoder layer, storing the
         ``num_key_value_heads`` heads only, in ``dtype`` (default: the embedding's dtype)."""
-        config = self.config
+        config = cast(LlamaConfig, self.config)
         dtype = self.embed_tokens.weight.value.dtype if dtype is None else dtype
         layers, heads = config.num_hidden_layers, config.num_key_value_heads
         return KVCache(batch_size, max_length, layers, heads, _head_dim(config), dtype=dtype)

@@ -28,7 +28,10 @@ keeps the count (``js.models.generate`` sizes the cache for the prompt and the n
 
 from __future__ import annotations
 
+from typing import cast
+
 import jax
+import jax.core  # jax.core.Tracer: a submodule the checker knows only once imported
 import jax.numpy as jnp
 from jax.typing import DTypeLike
 
@@ -60,10 +63,10 @@ class KVCache(Module):
         dtype: the stored dtype (float32 default; ``jnp.bfloat16`` halves the memory; the
             layers read the cache back in their query's dtype).
 
-    Buffers (non-persistent: in no ``state_dict``): ``layers[i].k``/``.v``; ``valid``
-    ``[B, max_length]`` bool, which slots hold a real token; ``start`` (the first slot of the
-    last ``begin``) and ``length`` (slots written), int32 scalars; ``next_position`` ``[B]``
-    int32, each row's position for its next token.
+    Buffers (non-persistent: in no ``state_dict``): ``layer(i).k``/``.v`` (held in
+    ``layers``); ``valid`` ``[B, max_length]`` bool, which slots hold a real token; ``start``
+    (the first slot of the last ``begin``) and ``length`` (slots written), int32 scalars;
+    ``next_position`` ``[B]`` int32, each row's position for its next token.
 
     Example:
         >>> import jax.numpy as jnp, js.nn as nn
@@ -107,8 +110,12 @@ class KVCache(Module):
         self.length = Buffer(jnp.zeros((), jnp.int32), persistent=False)
         self.next_position = Buffer(jnp.zeros((B,), jnp.int32), persistent=False)
 
+    def layer(self, index: int) -> LayerKV:
+        """Attention layer ``index``'s keys and values (``.k``, ``.v``)."""
+        return cast(LayerKV, self.layers[index])
+
     def extra_repr(self) -> str:
-        k = self.layers[0].k.value if len(self.layers) else None
+        k = self.layer(0).k.value if len(self.layers) else None
         heads, dim = (k.shape[1], k.shape[3]) if k is not None else (0, 0)
         dtype = k.dtype if k is not None else "float32"
         return (
@@ -119,7 +126,8 @@ class KVCache(Module):
     @property
     def nbytes(self) -> int:
         """Bytes of the cached keys and values (every layer)."""
-        return sum(layer.k.value.nbytes + layer.v.value.nbytes for layer in self.layers)
+        layers = (self.layer(i) for i in range(len(self.layers)))
+        return sum(layer.k.value.nbytes + layer.v.value.nbytes for layer in layers)
 
     def reset(self) -> None:
         """Forget every token: the next ``begin`` writes from slot 0 (the stored keys stay, and
@@ -181,7 +189,7 @@ class KVCache(Module):
         """Store the new tokens' keys and values ``[B, kv_heads, T, head_dim]`` of attention
         layer ``layer`` at the slots ``begin`` claimed; returns all slots' keys and values
         ``[B, kv_heads, max_length, head_dim]`` in ``k``'s dtype."""
-        cache = self.layers[layer]
+        cache = self.layer(layer)
         stored = cache.k.value
         if k.shape[:2] != stored.shape[:2] or k.shape[3] != stored.shape[3] or k.shape != v.shape:
             raise ValueError(
