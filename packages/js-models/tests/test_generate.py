@@ -256,6 +256,8 @@ def test_bad_requests_are_refused_before_anything_runs(tmp_path):
         generate(js.nn.Linear(2, 2, rngs=js.Rngs(params=0)), ids, max_new_tokens=3)
     with pytest.raises(ValueError, match="chunk must be an int >= 1"):
         stream(model, ids, max_new_tokens=3, chunk=0)
+    with pytest.raises(TypeError, match="'temprature'. It takes generate's arguments"):
+        stream(model, ids, max_new_tokens=3, temprature=0.5)
 
 
 def test_calls_in_two_threads_do_not_share_a_cache(tmp_path):

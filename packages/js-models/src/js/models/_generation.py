@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import inspect
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -86,6 +87,7 @@ class _Request:
     eos: np.ndarray  # [E] int32 (E may be 0)
     pad: np.int32
     key: jax.Array
+    cache_dtype: Any  # None: the model's
 
 
 def _prompt(input_ids: Any, attention_mask: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -144,6 +146,7 @@ def _request(
     eos_token_id: int | Sequence[int] | None,
     pad_token_id: int | None,
     rngs: js.Rngs | None,
+    cache_dtype: Any,
 ) -> _Request:
     for method in ("make_cache", "__call__"):
         if not callable(getattr(model, method, None)):
@@ -198,6 +201,7 @@ def _request(
         eos=np.array(eos, np.int32),
         pad=np.int32(pad[0]),
         key=key,
+        cache_dtype=None if cache_dtype is None else jnp.dtype(cache_dtype),
     )
 
 
@@ -290,12 +294,11 @@ def _give_back(model: Any, spec: tuple, cache: js.nn.KVCache) -> None:
 class _Run:
     """One generation: the prefill on construction, then ``advance(limit)`` turns of decode."""
 
-    def __init__(self, model: Any, request: _Request, cache_dtype: Any):
+    def __init__(self, model: Any, request: _Request):
         self.model, self.request = model, request
         B, width = request.ids.shape
         self.slots = bucket(request.new)
-        dtype = None if cache_dtype is None else jnp.dtype(cache_dtype)
-        self.spec = (B, width + self.slots, dtype)
+        self.spec = (B, width + self.slots, request.cache_dtype)
         self.cache = _take_cache(model, self.spec)
         self.eos, self.values = jnp.asarray(request.eos), jnp.asarray(request.values)
         self.out, self.finished = _prefill(
@@ -420,9 +423,10 @@ def generate(
         eos_token_id=eos_token_id,
         pad_token_id=pad_token_id,
         rngs=rngs,
+        cache_dtype=cache_dtype,
     )
     with _eval_mode(model):
-        run = _Run(model, request, cache_dtype)
+        run = _Run(model, request)
         if not run.done:
             run.advance(request.new)
         run.close()
@@ -430,28 +434,17 @@ def generate(
     return jnp.asarray(np.concatenate([request.prompt.astype(np.int32), new], axis=1))
 
 
-def stream(
-    model: Any,
-    input_ids: Any,
-    *,
-    chunk: int = 16,
-    attention_mask: Any = None,
-    max_new_tokens: int,
-    do_sample: bool = False,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    eos_token_id: int | Sequence[int] | None = None,
-    pad_token_id: int | None = None,
-    rngs: js.Rngs | None = None,
-    cache_dtype: Any = None,
-) -> Iterator[np.ndarray]:
+def stream(model: Any, input_ids: Any, *, chunk: int = 16, **options: Any) -> Iterator[np.ndarray]:
     """``generate``'s new tokens, ``chunk`` at a time: yields ``[B, n]`` int32 NumPy arrays
     (``n <= chunk``; the first chunk includes the prompt's first new token), for showing text
     as it comes. Each chunk is one run of the compiled decode loop (the same program for every
     chunk); the chunks together are ``generate(...)[:, L:]`` for the same arguments and seed.
 
-    Arguments as ``generate``, plus ``chunk`` (>= 1), the tokens per yielded array.
+    Args:
+        model, input_ids: as ``generate``.
+        chunk: new tokens per yielded array (>= 1).
+        options: ``generate``'s keyword arguments (``max_new_tokens``, ``attention_mask``,
+            ``do_sample``, ...), checked before anything runs.
 
     Example:
         >>> import jax.numpy as jnp, js
@@ -463,25 +456,17 @@ def stream(
     """
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ValueError(f"js.models.stream: chunk must be an int >= 1, got {chunk!r}")
-    request = _request(
-        model,
-        input_ids,
-        attention_mask=attention_mask,
-        max_new_tokens=max_new_tokens,
-        do_sample=do_sample,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        eos_token_id=eos_token_id,
-        pad_token_id=pad_token_id,
-        rngs=rngs,
-    )
-    return _stream(model, request, int(chunk), cache_dtype)
+    try:  # generate's keywords and defaults; an unknown or missing one is named
+        call = inspect.signature(generate).bind(model, input_ids, **options)
+    except TypeError as error:
+        raise TypeError(f"js.models.stream: {error}. It takes generate's arguments") from None
+    call.apply_defaults()
+    return _stream(model, _request(**call.arguments), int(chunk))
 
 
-def _stream(model: Any, request: _Request, chunk: int, cache_dtype: Any) -> Iterator[np.ndarray]:
+def _stream(model: Any, request: _Request, chunk: int) -> Iterator[np.ndarray]:
     with _eval_mode(model):
-        run = _Run(model, request, cache_dtype)
+        run = _Run(model, request)
         try:
             given = 0
             while True:
