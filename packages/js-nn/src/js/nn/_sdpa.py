@@ -214,12 +214,16 @@ def scaled_dot_product_attention(
     length, source = query.shape[-2], key.shape[-2]
     compute = jnp.promote_types(query.dtype, jnp.float32)
     factor = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    if groups > 1:  # [..., Hkv, G, L, E] against [..., Hkv, 1, S, E]
+    if groups > 1:  # query [..., Hkv, G, L, E]; its G * L rows against key [..., Hkv, S, E]
         query = _grouped(query, groups, heads_q)
-        key, value = jnp.expand_dims(key, -3), jnp.expand_dims(value, -3)
         if attn_mask is not None:
             attn_mask = _grouped(attn_mask, groups, heads_q)
-    scores = jnp.matmul(query, jnp.swapaxes(key, -1, -2), preferred_element_type=compute)
+    # A group's queries are rows of one matmul against their key/value head: the key and value
+    # are never repeated (a broadcast copied them G times, in every step of a decode loop).
+    rows = query.reshape(*query.shape[:-3], -1, query.shape[-1]) if groups > 1 else query
+    scores = jnp.matmul(rows, jnp.swapaxes(key, -1, -2), preferred_element_type=compute)
+    if groups > 1:
+        scores = scores.reshape(*query.shape[:-1], source)  # [..., Hkv, G, L, S]
     scores = scores * jnp.asarray(factor, compute)
     alive = None  # [..., L, 1]: whether a query row may attend to some key (bool masks)
     if attn_mask is not None and attn_mask.dtype != jnp.bool_:
@@ -245,7 +249,13 @@ def scaled_dot_product_attention(
         else:
             keep = jax.random.bernoulli(dropout_key, 1.0 - dropout_p, weights.shape)
             weights = jnp.where(keep, weights / (1.0 - dropout_p), 0.0)
-    out = jnp.matmul(weights.astype(value.dtype), value, preferred_element_type=compute)
+    weights = weights.astype(value.dtype)
+    grouped = weights.shape[:-1]  # [..., Hkv, G, L]
+    if groups > 1:
+        weights = weights.reshape(*weights.shape[:-3], -1, source)  # [..., Hkv, G * L, S]
+    out = jnp.matmul(weights, value, preferred_element_type=compute)
+    if groups > 1:
+        out = out.reshape(*grouped, out.shape[-1])  # [..., Hkv, G, L, Ev]
     if alive is not None:  # rows with no allowed key: zeros, and no gradient, as PyTorch
         out = jnp.where(alive, out, 0.0)
     if groups > 1:
