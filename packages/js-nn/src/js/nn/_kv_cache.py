@@ -198,13 +198,9 @@ class KVCache(Module):
                 f"{list(k.shape)} and v {list(v.shape)}"
             )
         at = (0, 0, self.start.value, 0)
-        keys = jax.lax.dynamic_update_slice(stored, k.astype(stored.dtype), at)
-        values = jax.lax.dynamic_update_slice(cache.v.value, v.astype(stored.dtype), at)
-        # One update each, in place: without the barrier XLA fused the update twice (once for
-        # the attention, once for the stored cache), copying the whole cache on every step.
-        keys, values = jax.lax.optimization_barrier((keys, values))
-        cache.k.value, cache.v.value = keys, values
-        return keys.astype(k.dtype), values.astype(v.dtype)
+        cache.k.value = jax.lax.dynamic_update_slice(stored, k.astype(stored.dtype), at)
+        cache.v.value = jax.lax.dynamic_update_slice(cache.v.value, v.astype(stored.dtype), at)
+        return cache.k.value.astype(k.dtype), cache.v.value.astype(v.dtype)
 
     def mask(self, T: int, window: int | None = None) -> jax.Array:
         """Boolean ``[B, 1, T, max_length]``, True = query ``t`` (slot ``start + t``) may attend
