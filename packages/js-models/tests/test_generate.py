@@ -246,6 +246,10 @@ def test_bad_requests_are_refused_before_anything_runs(tmp_path):
     for options, error, message in cases:
         with pytest.raises(error, match=message):
             generate(model, ids, attention_mask=mask, **options)
+    with pytest.raises(ValueError, match=r"outside the vocabulary \[0, 96\)"):
+        generate(model, ids + 90, max_new_tokens=3)
+    with pytest.raises(TypeError, match="eos_token_id must be an int or a list of ints"):
+        generate(model, ids, max_new_tokens=3, eos_token_id=2.5)
     with pytest.raises(ValueError, match="the prompt is empty"):
         generate(model, np.zeros((2, 0), np.int32), max_new_tokens=3)
     with pytest.raises(ValueError, match="needs left padding"):

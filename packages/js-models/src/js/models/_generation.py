@@ -127,10 +127,13 @@ def _prompt(input_ids: Any, attention_mask: Any) -> tuple[np.ndarray, np.ndarray
 
 
 def _token_ids(name: str, value: Any) -> list[int]:
-    values = [value] if isinstance(value, (int, np.integer)) else list(value)
-    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in values):
+    if isinstance(value, (int, np.integer)):
+        value = [value]
+    if not isinstance(value, (list, tuple, np.ndarray)) or any(
+        isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) for v in value
+    ):
         raise TypeError(f"{OWNER}: {name} must be an int or a list of ints, got {value!r}")
-    return [int(v) for v in values]
+    return [int(v) for v in value]
 
 
 def _request(
@@ -165,6 +168,12 @@ def _request(
         )
     prompt, real = _prompt(input_ids, attention_mask)
     B, P = prompt.shape
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    if isinstance(vocab, int) and (prompt.min() < 0 or prompt.max() >= vocab):
+        raise ValueError(
+            f"{OWNER}: input_ids holds ids outside the vocabulary [0, {vocab}) (from "
+            f"{int(prompt.min())} to {int(prompt.max())}). Fix: encode with the model's tokenizer"
+        )
     positions: Callable[[], int] | None = getattr(model, "max_positions", None)
     limit = positions() if callable(positions) else None
     if limit is not None and P + max_new_tokens > limit:
