@@ -29,7 +29,7 @@ def test_generate_example_trains_and_continues_prompts():
     )
     assert last < first / 2
     for kind in ("greedy", "sampled"):
-        continuations = re.findall(rf"^{kind}  '.*?' +-> '(.*)'$", out, re.M)
+        continuations = re.findall(rf"^{kind} +'.*?' +-> '(.*)'$", out, re.M)
         assert len(continuations) == 3 and all(len(text) == 36 for text in continuations), out
     assert re.search(r"^first call \d+\.\d\d s \(compiling\); again .* tokens/s$", out, re.M)
     assert re.search(r"^streamed 'the fox' -> (.{1,8}\|){5}$", out, re.M), out
