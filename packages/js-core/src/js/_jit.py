@@ -224,18 +224,14 @@ class _SplitRun:
     def __init__(self, program: Program, written: tuple[bool, ...]):
         self.written = [i for i, flag in enumerate(written) if flag]
         self.kept = [i for i, flag in enumerate(written) if not flag]
-        order = self.written + self.kept
-        position = sorted(range(len(order)), key=order.__getitem__)  # leaf i -> its slot
-        n = len(self.written)
 
         def split_program(changed, kept, dyn_args, dyn_kwargs):
-            both = changed + kept
-            leaves = [both[slot] for slot in position]
+            leaves = [None] * len(written)
+            for i, leaf in zip(self.written + self.kept, changed + kept, strict=True):
+                leaves[i] = leaf
             output, new_leaves, extra = program.pure(leaves, dyn_args, dyn_kwargs)
             late = {
-                slot - n: new_leaves[i]
-                for slot, i in enumerate(order[n:], start=n)
-                if new_leaves[i] is not leaves[i]
+                j: new_leaves[i] for j, i in enumerate(self.kept) if new_leaves[i] is not leaves[i]
             }
             return output, [new_leaves[i] for i in self.written], late, extra
 
@@ -256,8 +252,8 @@ class _SplitRun:
         new_leaves = list(leaves)
         for i, value in zip(self.written, changed, strict=True):
             new_leaves[i] = value
-        for slot, value in late.items():
-            new_leaves[self.kept[slot]] = value
+        for j, value in late.items():
+            new_leaves[self.kept[j]] = value
         return output, new_leaves, extra
 
     def lower(self, leaves, dyn_args, dyn_kwargs) -> jax.stages.Lowered:
