@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import js
+from js._checks import is_int
 
 from ._sampling import Sampling, check_sampling, choose
 
@@ -127,11 +128,9 @@ def _prompt(input_ids: Any, attention_mask: Any) -> tuple[np.ndarray, np.ndarray
 
 
 def _token_ids(name: str, value: Any) -> list[int]:
-    if isinstance(value, (int, np.integer)):
+    if is_int(value):
         value = [value]
-    if not isinstance(value, (list, tuple, np.ndarray)) or any(
-        isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) for v in value
-    ):
+    if not isinstance(value, (list, tuple, np.ndarray)) or not all(map(is_int, value)):
         raise TypeError(f"{OWNER}: {name} must be an int or a list of ints, got {value!r}")
     return [int(v) for v in value]
 
@@ -159,7 +158,7 @@ def _request(
                 "forward taking (input_ids, attention_mask=, cache=, logits_to_keep=), such as "
                 "js.models' GPT2LMHeadModel or LlamaForCausalLM"
             )
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)):
+    if not is_int(max_new_tokens):
         raise TypeError(f"{OWNER}: max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
     if max_new_tokens < 1:
         raise ValueError(
@@ -322,17 +321,20 @@ class _Run:
             slots=self.slots,
         )
         self.count = 1  # tokens in self.out
-        self.done = request.new == 1 or bool(jnp.all(self.finished))
+        # Rows that all ended at their first token end the decode loop at once: no device read
+        # here to find out.
+        self.done = request.new == 1
 
     def advance(self, limit: int) -> None:
         """Decode until ``limit`` tokens are out (or every row is finished)."""
         request = self.request
+        target = min(limit, request.new)
         self.out, count, self.finished = _decode(
             self.model,
             self.cache,
             self.out,
             np.int32(self.count),
-            np.int32(min(limit, request.new)),
+            np.int32(target),
             self.finished,
             request.key,
             self.values,
@@ -340,8 +342,8 @@ class _Run:
             request.pad,
             rule=request.rule,
         )
-        self.count = int(count)
-        self.done = self.count >= request.new or bool(jnp.all(self.finished))
+        self.count = int(count)  # short of the target only when every row has ended
+        self.done = self.count < target or self.count >= request.new
 
     def close(self) -> None:
         """Keep the cache for the model's next call."""
@@ -463,7 +465,7 @@ def stream(model: Any, input_ids: Any, *, chunk: int = 16, **options: Any) -> It
         >>> [part.shape for part in stream(model, jnp.array([[1, 2]]), max_new_tokens=5, chunk=2)]
         [(1, 2), (1, 2), (1, 1)]
     """
-    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+    if not is_int(chunk) or chunk < 1:
         raise ValueError(f"js.models.stream: chunk must be an int >= 1, got {chunk!r}")
     try:  # generate's keywords and defaults; an unknown or missing one is named
         call = inspect.signature(generate).bind(model, input_ids, **options)
@@ -481,7 +483,8 @@ def _stream(model: Any, request: _Request, chunk: int) -> Iterator[np.ndarray]:
             while True:
                 if not run.done and run.count < given + chunk:
                     run.advance(given + chunk)
-                yield run.tokens(given)
+                if run.count > given:
+                    yield run.tokens(given)
                 given = run.count
                 if run.done:
                     return

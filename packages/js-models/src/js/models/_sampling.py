@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from js._checks import check_bool, is_int
+
 
 class Sampling(NamedTuple):
     """The static side of a decoding rule (part of the compiled programs' key)."""
@@ -34,8 +36,7 @@ def check_sampling(
     As in transformers, the warpers only act when sampling; ``top_k=0`` means no top-k.
     """
     owner = "js.models.generate"
-    if not isinstance(do_sample, (bool, np.bool_)):
-        raise TypeError(f"{owner}: do_sample must be True or False, got {do_sample!r}")
+    check_bool(owner, "do_sample", do_sample)
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.floating)):
         raise TypeError(f"{owner}: temperature must be a float > 0, got {temperature!r}")
     if not (math.isfinite(temperature) and temperature > 0):
@@ -43,7 +44,7 @@ def check_sampling(
             f"{owner}: temperature must be a finite float > 0, got {temperature!r}. Fix: 1.0 "
             "leaves the logits as they are; greedy decoding is do_sample=False"
         )
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer))):
+    if top_k is not None and not is_int(top_k):
         raise TypeError(f"{owner}: top_k must be None or an int >= 1, got {top_k!r}")
     if top_k is not None and top_k < 0:
         raise ValueError(f"{owner}: top_k must be None (or 0: off) or an int >= 1, got {top_k}")
