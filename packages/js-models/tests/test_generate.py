@@ -280,3 +280,15 @@ def test_calls_in_two_threads_do_not_share_a_cache(tmp_path):
         ]
         for i, run in zip((0, 1) * 4, runs, strict=True):
             np.testing.assert_array_equal(run.result(), expected[i])
+
+
+def test_padding_is_read_as_a_real_token_whatever_pad_token_id_is():
+    # GPT2Config's end (and so pad) token 50256 lies outside this vocabulary of 20: the prompt's
+    # bucket padding and the caller's own padding must not be embedded as that id (a NaN row)
+    config = js.models.GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=20, n_positions=64)
+    model = js.models.GPT2LMHeadModel(config, rngs=js.Rngs(params=0)).eval()
+    ids, mask = np.array([[1, 2, 3], [-1, 5, 6]]), np.array([[1, 1, 1], [0, 1, 1]])
+    out = np.asarray(model.generate(ids, attention_mask=mask, max_new_tokens=1))
+    positions = np.where(mask == 1, np.cumsum(mask, 1) - 1, 0)
+    logits = model(np.where(mask == 1, ids, 0), attention_mask=mask, position_ids=positions)
+    np.testing.assert_array_equal(out[:, 3], np.asarray(logits[:, -1]).argmax(-1))

@@ -167,11 +167,14 @@ def _request(
         )
     prompt, real = _prompt(input_ids, attention_mask)
     B, P = prompt.shape
+    # The model reads token 0 at padded positions (masked out as keys): whatever the caller's
+    # padding holds, and whatever pad_token_id is, every id the model embeds is a real one.
+    tokens = np.where(real == 1, prompt, 0)
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
-    if isinstance(vocab, int) and (prompt.min() < 0 or prompt.max() >= vocab):
+    if isinstance(vocab, int) and (tokens.min() < 0 or tokens.max() >= vocab):
         raise ValueError(
             f"{OWNER}: input_ids holds ids outside the vocabulary [0, {vocab}) (from "
-            f"{int(prompt.min())} to {int(prompt.max())}). Fix: encode with the model's tokenizer"
+            f"{int(tokens.min())} to {int(tokens.max())}). Fix: encode with the model's tokenizer"
         )
     positions: Callable[[], int] | None = getattr(model, "max_positions", None)
     limit = positions() if callable(positions) else None
@@ -196,9 +199,8 @@ def _request(
         raise TypeError(f"{OWNER}: pad_token_id must be one int, got {pad_token_id!r}")
     key = _sampling_key(rngs, rule.do_sample)
     width = bucket(P)
-    ids = np.full((B, width), pad[0], np.int32)
-    mask = np.zeros((B, width), np.int32)
-    ids[:, width - P :], mask[:, width - P :] = prompt, real
+    ids, mask = np.zeros((B, width), np.int32), np.zeros((B, width), np.int32)
+    ids[:, width - P :], mask[:, width - P :] = tokens, real
     return _Request(
         prompt=prompt,
         ids=ids,
