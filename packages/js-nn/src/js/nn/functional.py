@@ -63,12 +63,11 @@ def linear(input: jax.Array, weight: jax.Array, bias: jax.Array | None = None) -
     """``y = x W^T + b`` with ``weight`` ``[O, I]``: ``[..., I] -> [..., O]``."""
     if jnp.ndim(weight) != 2:  # PyTorch's linear takes a matrix or a vector only; matmul's rules
         y = jnp.matmul(input, jnp.swapaxes(weight, -1, -2))
-        return y if bias is None else y + bias
-    # One dot contracting the weight's input axis where it lies, no transpose: XLA on the CPU
-    # would copy a transposed weight, and inside a decode loop it did so on every step.
-    dtype = jnp.result_type(input, weight)  # matmul's promotion
-    input, weight = jnp.asarray(input, dtype), jnp.asarray(weight, dtype)
-    y = jax.lax.dot_general(input, weight, (((input.ndim - 1,), (1,)), ((), ())))
+    else:  # one dot contracting the weight's input axis where it lies: XLA on the CPU copied a
+        # transposed weight, and inside a decode loop it did so on every step
+        dtype = jnp.result_type(input, weight)  # matmul's promotion
+        input, weight = jnp.asarray(input, dtype), jnp.asarray(weight, dtype)
+        y = jax.lax.dot_general(input, weight, (((input.ndim - 1,), (1,)), ((), ())))
     return y if bias is None else y + bias
 
 
