@@ -115,9 +115,8 @@ class KVCache(Module):
         return cast(LayerKV, self.layers[index])
 
     def extra_repr(self) -> str:
-        k = self.layer(0).k.value if len(self.layers) else None
-        heads, dim = (k.shape[1], k.shape[3]) if k is not None else (0, 0)
-        dtype = k.dtype if k is not None else "float32"
+        k = self.layer(0).k.value  # num_layers >= 1
+        heads, dim, dtype = k.shape[1], k.shape[3], k.dtype
         return (
             f"batch_size={self.batch_size}, max_length={self.max_length}, "
             f"num_layers={len(self.layers)}, num_kv_heads={heads}, head_dim={dim}, dtype={dtype}"
