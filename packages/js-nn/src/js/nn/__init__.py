@@ -53,6 +53,7 @@ from ._pooling import MaxPool2d as MaxPool2d  # noqa: E402
 from ._recurrent import GRU as GRU  # noqa: E402
 from ._recurrent import LSTM as LSTM  # noqa: E402
 from ._recurrent import RNN as RNN  # noqa: E402
+from ._scanned import ScannedStack as ScannedStack  # noqa: E402
 from ._summary import summary as summary  # noqa: E402
 from ._torch import load_torch_state_dict as load_torch_state_dict  # noqa: E402
 from ._torch import torch_state_dict as torch_state_dict  # noqa: E402
@@ -109,6 +110,7 @@ __all__ = [
     "ReLU",
     "ReLU6",
     "RMSNorm",
+    "ScannedStack",
     "Sequential",
     "SiLU",
     "Sigmoid",
