@@ -76,8 +76,8 @@ class GradientCheckpointingMixin:
         )
 
     def _modules_here(self) -> list[Any]:
-        modules = getattr(self, "modules", None)
-        return list(modules()) if callable(modules) else [self]
+        """This model's modules (every class using the mixin is a ``js.Module``)."""
+        return list(self.modules()) if isinstance(self, Module) else [self]
 
     def _set_checkpointing(self, enabled: bool, policy: Any) -> None:
         for module in self._modules_here():

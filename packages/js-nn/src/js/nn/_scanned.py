@@ -1,16 +1,18 @@
 """ScannedStack: identical blocks run by one ``lax.scan`` over their stacked parameters.
 
-A stack of N blocks unrolled into one program compiles N copies of the block; a scan compiles
-one loop body, and with ``remat=True`` (each block checkpointed inside the loop) keeps one
-block's activations at a time in the backward pass, which unrolled ``jax.checkpoint`` did not
-achieve on XLA:CPU (issue 22).
+A stack of N blocks unrolled into one program traces N copies of the block; a scan traces one
+loop body, and with ``remat=True`` (each block checkpointed inside the loop) keeps one block's
+activations at a time in the backward pass, which unrolled ``jax.checkpoint`` did not achieve
+on XLA:CPU (issue 22: 12 blocks of width 256, temporary memory 0.31x of the plain step's). On
+XLA:CPU (jaxlib 0.10) the loop did not compile faster: 8 s against 4 s unrolled for those 12
+blocks (a bare scan of 12 dense blocks 1.4 s against 0.4 s); the 60 s compilations that
+prompted the issue came from LayerNorm's autodiff backward, since replaced.
 
 The blocks stay what they are: a ``ModuleList`` of per-layer modules, so ``state_dict`` names
 (``<path>.0.weight``), weight files, optimizers and ``load_state_dict`` are those of the
 unrolled list. Each call stacks the per-layer arrays on a leading axis (one copy of the
-parameters per step, and the gradient's transpose slices them back), which measured as a small
-part of a step; storing stacked parameters instead would change every name and every
-optimizer's view of them.
+parameters per step, and the gradient's transpose slices them back); storing stacked
+parameters instead would change every name and every optimizer's view of them.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class ScannedStack(ModuleList):
     """A stack of identical blocks applied in turn by one ``jax.lax.scan``.
 
     ``stack(x, *args, **kwargs)`` computes ``x = block(x, *args, **kwargs)`` for each block in
-    order, as the loop over an unrolled ``ModuleList`` does, but traces and compiles one block:
+    order, as the loop over an unrolled ``ModuleList`` does, but traces one block:
     the per-layer Parameters and Buffers are stacked on a leading axis and scanned over.
     ``x`` (an array or a pytree of arrays) is the carry: each block must return it with the
     same shapes and dtypes. The other arguments are given to every block: arrays (a mask) as
@@ -62,7 +64,10 @@ class ScannedStack(ModuleList):
 
     The blocks remain children ``0 .. N-1``: ``state_dict`` names, weight files and optimizers
     are those of the unrolled ``ModuleList`` (``h.0.attn.weight``), so weights load from one
-    into the other. Each call stacks the parameters (one copy per step).
+    into the other. Each call stacks the parameters (one copy per step). What it is for:
+    ``remat=True`` cuts the training step's temporary memory (0.31x for 12 transformer blocks
+    on XLA:CPU), and the program does not grow with depth; on XLA:CPU the loop compiled slower
+    than the unrolled blocks, and a plain scan keeps as much memory as they do.
 
     Args:
         blocks: the blocks (a ``ModuleList`` or any iterable of modules of one structure: same
