@@ -77,8 +77,7 @@ def _adapters(model: Module) -> dict[str, LoRALinear]:
 
 def _freeze(model: Module) -> None:
     """Every parameter frozen but the adapters' (PEFT's ``get_peft_model``)."""
-    for _, param in model.named_parameters():
-        param.requires_grad = False
+    model.requires_grad_(False)
     for layer in _adapters(model).values():
         for param in (layer.lora_A.weight, layer.lora_B.weight):
             param.requires_grad = True
