@@ -26,10 +26,28 @@ pytestmark = [
 torch = pytest.importorskip("torch")
 
 IDS = np.array([[5, 9, 13, 2, 40, 7, 1, 30], [3, 3, 8, 21, 60, 1, 17, 2]])
-GPT2 = dict(n_embd=32, n_layer=2, n_head=4, vocab_size=64, n_positions=16, bos_token_id=0,
-            eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-LLAMA = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-             num_attention_heads=4, num_key_value_heads=2, bos_token_id=0, eos_token_id=0)
+GPT2 = dict(
+    n_embd=32,
+    n_layer=2,
+    n_head=4,
+    vocab_size=64,
+    n_positions=16,
+    bos_token_id=0,
+    eos_token_id=0,
+    resid_pdrop=0.0,
+    embd_pdrop=0.0,
+    attn_pdrop=0.0,
+)
+LLAMA = dict(
+    vocab_size=64,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    bos_token_id=0,
+    eos_token_id=0,
+)
 # family: (config class, model class, config, PEFT's target_modules, fan_in_fan_out)
 FAMILIES = {
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", GPT2, ["c_attn", "c_fc"], True),
@@ -169,3 +187,30 @@ def test_optimizer_state_of_lora_r8_against_full_fine_tuning_of_gpt2_124m():
     assert full == 124_439_808
     moments = 2 * 4  # bytes per trainable number
     assert (full * moments, trainable * moments) == (995_518_464, 2_359_296)
+
+
+def test_vit_adapters_cross_in_transformers_5_s_module_names(tmp_path):
+    """transformers 5 renamed ViT's modules (``layers.N.attention.q_proj``) and PEFT names its
+    adapters after them; js's ViT keeps the files' names, and its class maps between the two."""
+    from bertvit_support import PIXELS, rel, vit_outputs, vit_reference
+
+    _, peft = _libraries()
+    ref = vit_reference(num_labels=5)
+    ref.save_pretrained(str(tmp_path / "base"))
+    config = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "fc1"])
+    peft_model = peft.get_peft_model(ref, config)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, param in peft_model.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.1)
+    peft_model.eval().save_pretrained(str(tmp_path / "adapter"))
+    model = js.models.from_pretrained(tmp_path / "base").eval()
+    paths = model.load_adapter(tmp_path / "adapter")
+    assert "vit.encoder.layer.0.attention.attention.query" in paths and len(paths) == 6
+    expected = vit_outputs(peft_model).logits
+    assert rel(model(jnp.asarray(PIXELS)), expected) < 1e-5
+    model.save_adapter(tmp_path / "js")  # back in transformers 5's names, for PEFT
+    fresh = vit_reference(num_labels=5)
+    loaded = peft.PeftModel.from_pretrained(fresh, str(tmp_path / "js")).eval()
+    assert rel(vit_outputs(loaded).logits, expected) < 1e-5

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from typing import ClassVar
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -98,7 +97,9 @@ def test_inject_keeps_paths_freezes_the_base_and_merge_restores_types():
     # the base weights keep their names: old checkpoints and weight files still load
     assert set(names) < set(model.state_dict())
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
-    assert trainable == [f"layers.{i}.{p}_proj.lora_{m}.weight" for i in (0, 1) for p in "qv" for m in "AB"]
+    assert trainable == [
+        f"layers.{i}.{p}_proj.lora_{m}.weight" for i in (0, 1) for p in "qv" for m in "AB"
+    ]
     _randomise_b(model)
     out = np.asarray(model(X))
     assert sorted(lora.merge(model)) == sorted(paths)
@@ -233,7 +234,9 @@ def test_load_refuses_keys_that_do_not_fit(tmp_path):
     save_file({**tensors, "base_model.model.head.lora_E.weight": np.zeros(2)}, tmp_path / WEIGHTS)
     with pytest.raises(KeyError, match=r"no LoRA weights.*lora_E"):
         lora.load_adapter(Net(), tmp_path)
-    save_file({k.replace("head", "layers.0.norm"): v for k, v in tensors.items()}, tmp_path / WEIGHTS)
+    save_file(
+        {k.replace("head", "layers.0.norm"): v for k, v in tensors.items()}, tmp_path / WEIGHTS
+    )
     with pytest.raises(ValueError, match="'layers.0.norm': a LayerNorm, not a linear layer"):
         lora.load_adapter(Net(), tmp_path)
     other = Net()

@@ -371,16 +371,22 @@ def _check_places(model: Module, pairs: dict[str, dict[str, np.ndarray]], config
         in_out = shape if getattr(module, "fan_in_fan_out", False) else shape[::-1]
         got = (pair["lora_A"].shape[1], pair["lora_B"].shape[0])
         if got != tuple(in_out):
-            problems.append(f"{path!r}: the layer maps {in_out[0]} -> {in_out[1]}, the adapter "
-                            f"{got[0]} -> {got[1]}")
+            problems.append(
+                f"{path!r}: the layer maps {in_out[0]} -> {in_out[1]}, the adapter "
+                f"{got[0]} -> {got[1]}"
+            )
         if isinstance(module, LoRALinear) and (module.r, module.alpha) != (
-            config["r"], config["lora_alpha"]
+            config["r"],
+            config["lora_alpha"],
         ):
-            problems.append(f"{path!r}: the layer has r={module.r}, alpha={module.alpha}; the "
-                            f"config r={config['r']}, lora_alpha={config['lora_alpha']}")
+            problems.append(
+                f"{path!r}: the layer has r={module.r}, alpha={module.alpha}; the "
+                f"config r={config['r']}, lora_alpha={config['lora_alpha']}"
+            )
     if problems:
         raise ValueError(
-            "lora.load_adapter: the adapter does not fit the model: " + "; ".join(problems)
+            "lora.load_adapter: the adapter does not fit the model: "
+            + "; ".join(problems)
             + ". Fix: the model the adapter was trained on (and key_mapping if its module "
             "names differ)"
         )
