@@ -37,7 +37,6 @@ import re
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -46,13 +45,9 @@ import safetensors.numpy
 from js import Module, ModuleDict, ModuleList, Rngs
 
 from ._lora import LoRALinear, is_linear
+from ._peft_folder import CONFIG_NAME, PREFIX, WEIGHTS_NAME, read_config, read_pairs, rename
 
 __all__ = ["inject", "load_adapter", "merge", "save_adapter"]
-
-CONFIG_NAME = "adapter_config.json"
-WEIGHTS_NAME = "adapter_model.safetensors"
-PREFIX = "base_model.model."  # what PEFT's PeftModel puts before the base model's paths
-_KEY = re.compile(r"base_model\.model\.(.+)\.(lora_[AB])\.weight")
 
 
 def _replace(parent: Module, name: str, module: Module) -> None:
@@ -189,18 +184,12 @@ def merge(model: Module) -> list[str]:
     return list(adapters)
 
 
-def _rename(path: str, key_mapping: Mapping[str, str] | None) -> str:
-    for pattern, replacement in (key_mapping or {}).items():
-        path = re.sub(pattern, replacement, path)
-    return path
-
-
 def _target_modules(model: Module, key_mapping: Mapping[str, str] | None) -> list[str] | str:
     """PEFT's ``target_modules`` (in the file's names): the adapted layers' last names when
     these select exactly the adapted layers among the linear ones (PEFT matches by suffix),
     else a regex of their paths."""
     linear = {
-        _rename(p, key_mapping): isinstance(m, LoRALinear)
+        rename(p, key_mapping): isinstance(m, LoRALinear)
         for p, m in model.named_modules()
         if is_linear(m) or isinstance(m, LoRALinear)
     }
@@ -245,7 +234,7 @@ def save_adapter(
             "inject every adapter with the same settings"
         )
     ((r, alpha, dropout, use_rslora),) = settings
-    files = {path: _rename(path, key_mapping) for path in adapters}
+    files = {path: rename(path, key_mapping) for path in adapters}
     tensors: dict[str, np.ndarray] = {}
     for path, layer in adapters.items():
         tensors[f"{PREFIX}{files[path]}.lora_A.weight"] = np.asarray(layer.lora_A.weight.value)
@@ -272,83 +261,6 @@ def save_adapter(
     folder.mkdir(parents=True, exist_ok=True)
     safetensors.numpy.save_file(tensors, str(folder / WEIGHTS_NAME), metadata={"format": "pt"})
     (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-
-
-# Config entries whose non-default values change what the adapter computes or holds, and that
-# js does not implement: (key, default). Anything else (init options, layers_to_transform, which
-# the file's keys already settle) does not matter to a loaded adapter.
-_UNSUPPORTED = (
-    ("use_dora", False),
-    ("rank_pattern", {}),
-    ("alpha_pattern", {}),
-    ("bias", "none"),
-    ("lora_bias", False),
-    ("modules_to_save", None),
-    ("target_parameters", None),
-    ("trainable_token_indices", None),
-    ("layer_replication", None),
-    ("use_qalora", False),
-    ("use_bdlora", None),
-    ("alora_invocation_tokens", None),
-    ("arrow_config", None),
-)
-
-
-def _read_config(folder: Path) -> dict[str, Any]:
-    path = folder / CONFIG_NAME
-    if not path.is_file() or not (folder / WEIGHTS_NAME).is_file():
-        raise FileNotFoundError(
-            f"lora.load_adapter: {folder} lacks {CONFIG_NAME} or {WEIGHTS_NAME}. Fix: the "
-            "folder PEFT's save_pretrained or lora.save_adapter wrote"
-        )
-    config = json.loads(path.read_text())
-    if config.get("peft_type") != "LORA":
-        raise ValueError(
-            f"lora.load_adapter: {path} is a {config.get('peft_type')!r} adapter; only "
-            "peft_type 'LORA' loads. Fix: a LoRA adapter folder"
-        )
-    problems = [
-        f"{key}={config[key]!r} (supported: {default!r})"
-        for key, default in _UNSUPPORTED
-        if config.get(key) not in (default, None, {}, [], False)
-    ]
-    if problems:
-        raise NotImplementedError(
-            f"lora.load_adapter: {path} asks for what js's LoRA does not implement: "
-            f"{'; '.join(problems)}. Fix: merge the adapter with PEFT (merge_and_unload) and "
-            "load the merged weights instead"
-        )
-    return config
-
-
-def _read_pairs(
-    folder: Path, config: dict[str, Any], key_mapping: Mapping[str, str] | None
-) -> dict[str, dict[str, np.ndarray]]:
-    """``{module path: {"lora_A": [r, in], "lora_B": [out, r]}}`` after checking every key."""
-    tensors = safetensors.numpy.load_file(str(folder / WEIGHTS_NAME))
-    pairs: dict[str, dict[str, np.ndarray]] = {}
-    bad = []
-    for key, array in tensors.items():
-        match = _KEY.fullmatch(key)
-        if match is None:
-            bad.append(key)
-            continue
-        pairs.setdefault(_rename(match[1], key_mapping), {})[match[2]] = array
-    if bad:
-        raise KeyError(
-            f"lora.load_adapter: {folder / WEIGHTS_NAME} holds keys that are no LoRA weights "
-            f"(expected 'base_model.model.<path>.lora_A.weight'/'lora_B.weight'): {bad[:5]}"
-        )
-    r = config.get("r")
-    for path, pair in pairs.items():
-        a, b = pair.get("lora_A"), pair.get("lora_B")
-        if a is None or b is None or a.ndim != 2 or b.ndim != 2 or a.shape[0] != r:
-            shapes = {name: array.shape for name, array in pair.items()}
-            raise ValueError(
-                f"lora.load_adapter: {path!r} needs lora_A [r={r}, in] and lora_B [out, r], "
-                f"got {shapes}. Fix: a file and config written together"
-            )
-    return pairs
 
 
 def _check_places(model: Module, pairs: dict[str, dict[str, np.ndarray]], config: dict) -> None:
@@ -421,8 +333,8 @@ def load_adapter(
         Nothing changes when it raises.
     """
     folder = Path(directory)
-    config = _read_config(folder)
-    pairs = _read_pairs(folder, config, key_mapping)
+    config = read_config(folder)
+    pairs = read_pairs(folder, config, key_mapping)
     _check_places(model, pairs, config)
     if not _adapters(model):
         modules = dict(model.named_modules())
