@@ -21,6 +21,8 @@ Sections, each in this one process (``--cores N`` pins it to N cores first):
   from the optimizers' ``state_dict`` of a real model.
 - ``remat``: a 12-block transformer stack (``ScannedStack``, width ``--width``, sequence 128,
   batch 8): temporary memory and step time with ``remat=True`` against without.
+- ``compile``: the seconds to lower and compile a gradient of 12 and of 48 transformer blocks
+  (width 64), unrolled against ``ScannedStack``.
 
 Ratios (frozen / full, remat / plain) are what to read: both variants run in the same process
 and round.
@@ -227,6 +229,49 @@ def remat(rounds: int, steps: int, width: int, smoke: bool) -> dict:
     return out
 
 
+def compile_times(depths: tuple[int, ...], width: int, smoke: bool) -> dict:
+    """Seconds to lower and compile one ``value_and_grad`` step of ``depth`` transformer blocks,
+    unrolled (a Python loop over a ModuleList) against scanned (``ScannedStack``), each in a
+    fresh ``js.jit`` with the persistent compilation cache off."""
+    import jax.numpy as jnp
+
+    import js
+    from js import nn
+
+    width = 32 if smoke else width
+    x = jnp.ones((2, 16, width))
+
+    class Unrolled(js.Module):
+        def __init__(self, blocks):
+            super().__init__()
+            self.blocks = nn.ModuleList(blocks)
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x)
+            return x
+
+    def grad_of(model):
+        return js.grad(lambda m, x: jnp.mean(m(x) ** 2))(model, x)
+
+    out = {}
+    for depth in depths:
+        blocks = lambda: [  # noqa: E731
+            nn.TransformerEncoderLayer(
+                width, 4, 4 * width, dropout=0.0, batch_first=True, rngs=js.Rngs(params=i)
+            )
+            for i in range(depth)
+        ]
+        row = {}
+        for name, model in (("unrolled", Unrolled(blocks())), ("scanned", nn.ScannedStack(blocks()))):
+            start = time.perf_counter()
+            js.jit(grad_of).lower(model).compile()
+            row[name + "_s"] = time.perf_counter() - start
+        row["ratio"] = row["scanned_s"] / row["unrolled_s"]
+        out[str(depth)] = row
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     argv = sys.argv[1:] if argv is None else argv
     cores = _cores.pin(argv)
@@ -235,7 +280,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--width", type=int, default=256)
-    parser.add_argument("--sections", default="frozen,lora,remat")
+    parser.add_argument("--sections", default="frozen,lora,remat,compile")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
@@ -249,6 +294,9 @@ def main(argv: list[str] | None = None) -> dict:
         results["lora"] = lora(args.smoke)
     if "remat" in sections:
         results["remat"] = remat(args.rounds, args.steps, args.width, args.smoke)
+    if "compile" in sections:
+        depths = (2, 4) if args.smoke else (12, 48)
+        results["compile"] = compile_times(depths, 64, args.smoke)
     text = json.dumps(results, indent=2)
     print(text)
     if args.json:
