@@ -16,6 +16,7 @@ _require("js-optim", __version__, _REQUIRES)
 from ._accumulate import Accumulate as Accumulate  # noqa: E402  (after the interface check)
 from ._accumulate import accumulate as accumulate  # noqa: E402
 from ._clip import clip_grad_norm as clip_grad_norm  # noqa: E402
+from ._clip import clip_grad_value as clip_grad_value  # noqa: E402
 from ._groups import param_groups as param_groups  # noqa: E402
 from ._optimizer import Optax as Optax  # noqa: E402
 from ._optimizer import Optimizer as Optimizer  # noqa: E402
@@ -42,6 +43,7 @@ __all__ = [
     "__version__",
     "accumulate",
     "clip_grad_norm",
+    "clip_grad_value",
     "cosine_schedule",
     "linear_warmup",
     "param_groups",
