@@ -70,9 +70,15 @@ IDS = [case[0].__name__ for case in CASES]
 
 # option writes between steps: (step, group, option, value), the same on both sides
 WRITES = {
-    AdamW: [(10, 0, "lr", 1e-3), (20, 1, "weight_decay", 0.05), (30, 1, "betas", (0.5, 0.9))],
-    Adam: [(10, 1, "lr", 3e-3), (25, 0, "eps", 1e-4), (30, 0, "weight_decay", 0.0)],
-    SGD: [(10, 0, "lr", 0.02), (20, 1, "momentum", 0.5), (30, 0, "weight_decay", 0.01)],
+    AdamW: [(10, 0, "lr", 1e-3), (20, 0, "weight_decay", 0.05), (30, 1, "betas", (0.5, 0.9))],
+    Adam: [(10, 1, "lr", 3e-3), (25, 0, "eps", 1e-4), (30, 0, "weight_decay", 0.02)],
+    SGD: [(10, 0, "lr", 0.02), (20, 1, "momentum", 0.5), (30, 1, "weight_decay", 0.01)],
+}
+# weight decay written from or to 0: the term enters or leaves the program (one more trace)
+TOGGLES = {
+    AdamW: [(10, 1, "weight_decay", 0.05), (30, 0, "weight_decay", 0.0)],
+    Adam: [(10, 1, "weight_decay", 0.05)],
+    SGD: [(10, 0, "weight_decay", 0.01), (20, 1, "dampening", 0.0)],
 }
 
 
@@ -121,6 +127,16 @@ def test_groups_match_torch_with_options_written_between_steps(
     for _, index, option, value in WRITES[cls]:
         assert opt.param_groups[index][option] == value
     assert int(opt.step_count) == STEPS
+
+
+@pytest.mark.parametrize("cls, torch_cls, defaults, options", CASES, ids=IDS)
+def test_weight_decay_written_from_or_to_zero_retraces_once_and_matches_torch(
+    cls, torch_cls, defaults, options
+):
+    ours, theirs, opt, traces = run_both(cls, torch_cls, defaults, options, True, TOGGLES[cls])
+    for path in theirs:
+        np.testing.assert_allclose(ours[path], theirs[path], rtol=1e-5, atol=2e-6, err_msg=path)
+    assert len(traces) == 1 + len(TOGGLES[cls])
 
 
 def test_two_group_adamw_without_writes_matches_torch():

@@ -63,8 +63,8 @@ def test_numeric_options_reuse_the_program_and_structure_compiles_anew():
     step, traces = counting_step()
     x, y = batch()
     same = [  # numeric options are arrays of the optimizer's state, not program constants
-        lambda p: Adam(p, lr=0.01),
-        lambda p: Adam(p, lr=0.02),
+        lambda p: Adam(p, lr=0.01, weight_decay=0.01),
+        lambda p: Adam(p, lr=0.02, weight_decay=0.01),
         lambda p: Adam(p, lr=0.01, betas=(0.8, 0.999), eps=1e-6, weight_decay=0.1),
     ]
     for build in same:
@@ -74,6 +74,7 @@ def test_numeric_options_reuse_the_program_and_structure_compiles_anew():
     other = [  # another rule, a static option, another optimizer
         lambda p: AdamW(p, lr=0.01),
         lambda p: Adam(p, lr=0.01, amsgrad=True),
+        lambda p: Adam(p, lr=0.01),  # weight_decay=0: torch's update without the term
         lambda p: SGD(p, lr=0.01),
         lambda p: SGD(p, lr=0.01, momentum=0.9),  # a momentum buffer: another state
     ]

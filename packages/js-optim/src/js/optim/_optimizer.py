@@ -370,6 +370,8 @@ class Optimizer(js.Object):
       update reads; they become 0-d float32 arrays (``h`` below). ``h["lr"]`` is added by
       the shell (a float ``lr``, or the schedule evaluated at the step count).
     - ``init(param, group) -> {field: array}``: the per-parameter state (``{}`` for none).
+    - ``flags(group) -> {name: hashable}`` (optional): static facts of numeric options
+      (``weight_decay != 0``), readable in ``update``'s ``group``; changing them recompiles.
     - ``update(param, grad, state, h, step, group) -> (new_param, new_state)``: pure jnp.
       ``step`` is the int32 number of this update counting from 1; ``group`` holds the static
       options only (numbers come through ``h``). Results are cast back to the dtypes of the
@@ -450,6 +452,12 @@ class Optimizer(js.Object):
 
     def init(self, param: jax.Array, group: Mapping[str, Any]) -> dict[str, jax.Array]:
         """The per-parameter state fields, e.g. ``{"mu": jnp.zeros_like(param)}``."""
+        return {}
+
+    def flags(self, group: Mapping[str, Any]) -> dict[str, Hashable]:
+        """Optional: static facts derived from numeric options, e.g. ``{"decay":
+        weight_decay != 0}`` to leave a term out of the program, as torch skips it. ``update``
+        reads them from ``group``; a write that changes them compiles once more."""
         return {}
 
     def update(
@@ -581,6 +589,7 @@ class Optimizer(js.Object):
         return (
             group._indices,
             statics,
+            tuple(self.flags(values).items()),
             _ById(lr) if callable(lr) else None,
             self._scalar_names[index],
             self._fields[index],
@@ -714,8 +723,11 @@ class Optimizer(js.Object):
         candidate = dict(group._values)
         candidate[key] = tuple(value) if isinstance(value, list) else value
         self._check_write(index, candidate, structure=key != "lr")
+        flags = self.flags(group._values)
         group._values[key] = candidate[key]
         self._write_scalars(index)
+        if self.flags(candidate) != flags:  # e.g. weight decay from 0: the program changes
+            self._rekey()
 
     def _check_write(self, index: int, values: dict, *, structure: bool) -> None:
         """A candidate group's options: the checks, then that the update keeps its shape."""
@@ -821,6 +833,7 @@ class Optimizer(js.Object):
     def _view(self, group: ParamGroup) -> _GroupView:
         values = group._values
         shown = {k: values[k] for k in self.static if k in values}
+        shown.update(self.flags(values))
         if callable(values.get("lr")):
             shown["lr"] = values["lr"]
         return _GroupView(shown, type(self).__name__)
@@ -1024,9 +1037,12 @@ class Optimizer(js.Object):
         values = js.placed_like([arrays[k] for k in keys], [targets[k].value for k in keys])
         for key, value in zip(keys, values, strict=True):
             targets[key].value = value
+        flags = [owner.flags(group._values) for group in owner._host.groups]
         for index, (group, values) in enumerate(zip(owner._host.groups, candidates, strict=True)):
             group._values.update(values)
             owner._write_scalars(index)
+        if flags != [owner.flags(group._values) for group in owner._host.groups]:
+            owner._rekey()
 
     def __repr__(self) -> str:
         groups = self.param_groups

@@ -142,15 +142,19 @@ class SGD(Optimizer):
         """A zero momentum buffer ``trace`` when the group's momentum is not 0."""
         return {"trace": jnp.zeros_like(param)} if group["momentum"] != 0 else {}
 
+    def flags(self, group: Mapping[str, Any]) -> dict[str, Any]:
+        """Terms left out of the program while their option is 0, as torch skips them."""
+        return {"decay": group["weight_decay"] != 0, "dampened": group["dampening"] != 0}
+
     def update(self, param, grad, state, h, step, group):
         """torch's SGD step for one parameter."""
         g = -grad if group["maximize"] else grad
-        g = g + h["weight_decay"] * param
+        if group["decay"]:
+            g = g + h["weight_decay"] * param
         if "trace" in state:
             momentum = h["momentum"]
-            buffer = jnp.where(
-                step == 1, g, momentum * state["trace"] + h["one_minus_dampening"] * g
-            )
+            dampened = h["one_minus_dampening"] * g if group["dampened"] else g
+            buffer = jnp.where(step == 1, g, dampened + momentum * state["trace"])
             state = {"trace": buffer}
             g = g + momentum * buffer if group["nesterov"] else buffer
         return param - h["lr"] * g, state
@@ -252,10 +256,15 @@ class Adam(Optimizer):
             state["nu_max"] = jnp.zeros_like(param)
         return state
 
+    def flags(self, group: Mapping[str, Any]) -> dict[str, Any]:
+        """The decay term is left out of the program while weight_decay is 0, as torch does."""
+        return {"decay": group["weight_decay"] != 0}
+
     def update(self, param, grad, state, h, step, group):
         """torch's Adam (or AdamW) step for one parameter."""
         g = -grad if group["maximize"] else grad
-        if not self._decoupled:
+        decay = group["decay"]
+        if decay and not self._decoupled:
             g = g + h["weight_decay"] * param
         # torch's lerp form, m + (1 - b1) (g - m): optax's (1 - b1) g + b1 m, with both
         # weights rounded to float32, sums them to 1 - 2.4e-8 and shrinks m a little each step.
@@ -267,7 +276,7 @@ class Adam(Optimizer):
         m_hat = mu / _bias_correction(h["log_b1"], step)
         v_hat = nu / _bias_correction(h["log_b2"], step)
         u = m_hat / (jnp.sqrt(v_hat) + h["eps"])
-        if self._decoupled:
+        if decay and self._decoupled:
             u = u + h["weight_decay"] * param
         return param - h["lr"] * u, new
 
