@@ -20,6 +20,7 @@ from ._jit import jit  # noqa: E402
 from ._missing import DISTRIBUTIONS as _DISTRIBUTIONS  # noqa: E402
 from ._missing import install_hint_finder as _install_hint_finder  # noqa: E402
 from ._module import IncompatibleKeys, Module, ModuleDict, ModuleList  # noqa: E402
+from ._remat import remat  # noqa: E402
 from ._rngs import Rngs  # noqa: E402
 from ._scan import scan_steps  # noqa: E402
 from ._sharding import shard, shard_batch  # noqa: E402
@@ -57,6 +58,7 @@ __all__ = [
     "merge",
     "placed_like",
     "random",
+    "remat",
     "scan_steps",
     "shard",
     "shard_batch",

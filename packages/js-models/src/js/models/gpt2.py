@@ -27,6 +27,7 @@ from js.nn import functional as F
 from js.nn.attention import causal_mask, padding_mask
 
 from ._base import PretrainedConfig, PreTrainedModel
+from ._checkpointing import GradientCheckpointingMixin
 from ._generation import GenerationMixin
 from ._hf import ACTIVATIONS
 
@@ -105,6 +106,10 @@ class Conv1D(Module):
     Shape:
         input ``[..., nx]``, output ``[..., nf]``.
     """
+
+    # A linear layer stored [in, out]: ``js.nn.lora`` adapts it as PEFT does GPT-2's Conv1D
+    # (``fan_in_fan_out=True``).
+    fan_in_fan_out: ClassVar[bool] = True
 
     def __init__(self, nf: int, nx: int, *, rngs: Rngs, std: float = 0.02):
         super().__init__()
@@ -218,7 +223,7 @@ class GPT2Block(Module):
         return hidden_states + self.mlp(self.ln_2(hidden_states), rngs=rngs)
 
 
-class GPT2PreTrainedModel(PreTrainedModel):
+class GPT2PreTrainedModel(GradientCheckpointingMixin, PreTrainedModel):
     """What every GPT-2 class shares: its config class, prefix and ignored file keys."""
 
     config_class = GPT2Config
@@ -331,8 +336,12 @@ class GPT2Model(GPT2PreTrainedModel):
             if attention_mask is not None:
                 valid = jnp.asarray(attention_mask).reshape(batch, length) != 0
                 mask = mask & padding_mask(valid)  # [B, 1, L, L]
+        checkpointed = self._checkpointed(self.training, cache)
         for block in self.h:
-            hidden_states = block(hidden_states, mask, rngs=rngs, cache=cache)
+            if checkpointed is not None:  # gradient_checkpointing_enable(): js.remat per block
+                hidden_states = checkpointed(block, hidden_states, mask, rngs=rngs)
+            else:
+                hidden_states = block(hidden_states, mask, rngs=rngs, cache=cache)
         return self.ln_f(hidden_states)
 
 

@@ -38,6 +38,7 @@ from js.nn import KVCache
 from js.nn import functional as F
 
 from ._base import PretrainedConfig, PreTrainedModel
+from ._checkpointing import GradientCheckpointingMixin
 from ._generation import GenerationMixin
 from ._hf import ACTIVATIONS
 
@@ -473,7 +474,7 @@ def _causal_mask(
 # Models
 
 
-class LlamaModel(PreTrainedModel):
+class LlamaModel(GradientCheckpointingMixin, PreTrainedModel):
     """The Llama decoder without a head: token ids -> last hidden state ``[B, L, hidden]``.
 
     Args:
@@ -591,12 +592,16 @@ class LlamaModel(PreTrainedModel):
             )
             for window in set(self.sliding_windows)
         }
+        checkpointed = self._checkpointed(self.training, cache)
         for layer, window in zip(self.layers, self.sliding_windows, strict=True):
-            hidden = layer(hidden, cos, sin, masks[window], cache)
+            if checkpointed is not None:  # gradient_checkpointing_enable(): js.remat per block
+                hidden = checkpointed(layer, hidden, cos, sin, masks[window])
+            else:
+                hidden = layer(hidden, cos, sin, masks[window], cache)
         return self.norm(hidden)
 
 
-class LlamaForCausalLM(GenerationMixin, PreTrainedModel):
+class LlamaForCausalLM(GenerationMixin, GradientCheckpointingMixin, PreTrainedModel):
     """``LlamaModel`` and the ``lm_head`` projection to next-token logits ``[B, L, vocab]``.
 
     With ``tie_word_embeddings``, ``lm_head.weight`` is ``model.embed_tokens.weight`` (one

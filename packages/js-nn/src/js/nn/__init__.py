@@ -15,6 +15,7 @@ from . import checkpoint as checkpoint  # noqa: E402
 from . import checkpoint_format as checkpoint_format  # noqa: E402
 from . import functional as functional  # noqa: E402
 from . import init as init  # noqa: E402
+from . import lora as lora  # noqa: E402
 from ._activation import ELU as ELU  # noqa: E402
 from ._activation import GELU as GELU  # noqa: E402
 from ._activation import Hardtanh as Hardtanh  # noqa: E402
@@ -39,6 +40,7 @@ from ._embedding import Embedding as Embedding  # noqa: E402
 from ._kv_cache import KVCache as KVCache  # noqa: E402
 from ._linear import Identity as Identity  # noqa: E402
 from ._linear import Linear as Linear  # noqa: E402
+from ._lora import LoRALinear as LoRALinear  # noqa: E402
 from ._normalization import BatchNorm1d as BatchNorm1d  # noqa: E402
 from ._normalization import BatchNorm2d as BatchNorm2d  # noqa: E402
 from ._normalization import GroupNorm as GroupNorm  # noqa: E402
@@ -53,6 +55,7 @@ from ._pooling import MaxPool2d as MaxPool2d  # noqa: E402
 from ._recurrent import GRU as GRU  # noqa: E402
 from ._recurrent import LSTM as LSTM  # noqa: E402
 from ._recurrent import RNN as RNN  # noqa: E402
+from ._scanned import ScannedStack as ScannedStack  # noqa: E402
 from ._summary import summary as summary  # noqa: E402
 from ._torch import load_torch_state_dict as load_torch_state_dict  # noqa: E402
 from ._torch import torch_state_dict as torch_state_dict  # noqa: E402
@@ -97,6 +100,7 @@ __all__ = [
     "LayerNorm",
     "LeakyReLU",
     "Linear",
+    "LoRALinear",
     "LogSoftmax",
     "MaxPool1d",
     "MaxPool2d",
@@ -109,6 +113,7 @@ __all__ = [
     "ReLU",
     "ReLU6",
     "RMSNorm",
+    "ScannedStack",
     "Sequential",
     "SiLU",
     "Sigmoid",
@@ -128,6 +133,7 @@ __all__ = [
     "init",
     "load_torch_state_dict",
     "load_weights",
+    "lora",
     "read_checkpoint",
     "save_weights",
     "summary",

@@ -1,4 +1,5 @@
-"""Batch normalization in training with a hand-written backward pass (``batch_norm_train``).
+"""Batch and layer normalization with hand-written backward passes (``batch_norm_train``,
+``layer_norm_affine``).
 
 ``functional.batch_norm`` calls it in training when both ``weight`` and ``bias`` are given and
 no forward-mode derivative is being taken (a ``jax.custom_vjp`` has a reverse rule only;
@@ -68,3 +69,52 @@ def _bwd(eps, residuals, cotangents):
 # call's result type (the partial decorator hides it).
 batch_norm_train = jax.custom_vjp(_batch_norm_train, nondiff_argnums=(3,))
 batch_norm_train.defvjp(_fwd, _bwd)
+
+
+# -- layer normalization ----------------------------------------------------------------------
+#
+# Autodiff of the two-pass layer norm (mean, then the mean of the squared centred input) gives
+# XLA:CPU a backward pass it compiles slowly: a stack of 12 small transformer blocks took 7-27 s
+# to compile against 3-4 s with the closed form below (and 1.4 s with RMSNorm), the forward
+# pass unchanged. The closed form is PyTorch's:
+#
+#     g = dy * weight,  dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),
+#     dweight = sum(dy * xhat),  dbias = sum(dy)   (sums over the leading axes).
+
+
+def _layer_norm_forward(x, weight, bias, n, eps):
+    axes = tuple(range(x.ndim - n, x.ndim))
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
+    rstd = lax.rsqrt(var + eps)
+    xhat = (x - mean) * rstd  # the autodiff path's formula, so the values are identical
+    return xhat * weight + bias, xhat, rstd
+
+
+def _layer_norm_affine(
+    x: jax.Array, weight: jax.Array, bias: jax.Array, n: int, eps: float
+) -> jax.Array:
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the trailing ``n`` axes of ``x``
+    (population variance); ``weight`` and ``bias`` have the shape of those axes. ``n`` and
+    ``eps`` are Python numbers."""
+    return _layer_norm_forward(x, weight, bias, n, eps)[0]
+
+
+def _layer_norm_fwd(x, weight, bias, n, eps):
+    y, xhat, rstd = _layer_norm_forward(x, weight, bias, n, eps)
+    return y, (xhat, rstd, weight)
+
+
+def _layer_norm_bwd(n, eps, residuals, dy):
+    xhat, rstd, weight = residuals
+    axes = tuple(range(dy.ndim - n, dy.ndim))
+    leading = tuple(range(dy.ndim - n))
+    g = dy * weight
+    mean_g = jnp.mean(g, axis=axes, keepdims=True)
+    mean_gx = jnp.mean(g * xhat, axis=axes, keepdims=True)
+    dx = rstd * (g - mean_g - xhat * mean_gx)
+    return dx, jnp.sum(dy * xhat, axis=leading), jnp.sum(dy, axis=leading)
+
+
+layer_norm_affine = jax.custom_vjp(_layer_norm_affine, nondiff_argnums=(3, 4))
+layer_norm_affine.defvjp(_layer_norm_fwd, _layer_norm_bwd)
