@@ -275,7 +275,10 @@ def test_checkpoint_info_lists_steps_without_reading_arrays(tmp_path):
     assert [i["step"] for i in info] == [0, 1]
     assert info[0]["objects"] == {
         "model": {"kind": "module", "arrays": 8},
-        "optimizer": {"kind": "state", "arrays": 14},
+        "optimizer": {
+            "kind": "state",
+            "arrays": 17,
+        },  # Adam: + lr, betas, eps, weight_decay - adam.count
         "rngs": {"kind": "rngs", "arrays": 2},
         "epoch": {"kind": "value", "value": 0},
     }

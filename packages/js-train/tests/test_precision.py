@@ -33,7 +33,8 @@ def test_autocast_computes_in_bf16_and_keeps_float32_at_rest():
     first = float(step(model, optimizer, jnp.asarray(x), jnp.asarray(y)))
     assert seen == [jnp.bfloat16, jnp.bfloat16, {np.dtype("float32")}]
     assert {v.dtype for v in model.state_dict().values()} == {np.dtype("float32")}
-    assert {np.asarray(v).dtype for v in optimizer.state_dict().values()} <= {
+    moments = {k: v for k, v in optimizer.state_dict().items() if not k.startswith("param_groups.")}
+    assert {np.asarray(v).dtype for v in moments.values()} <= {  # options: host float64
         np.dtype("float32"),
         np.dtype("int32"),
     }
