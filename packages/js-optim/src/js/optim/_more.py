@@ -207,7 +207,15 @@ class RMSprop(_Shell):
             state["momentum_buffer"] = jnp.zeros_like(param)
         return state
 
-    def update(self, param, grad, state: State, h: Scalars, step, group: dict):
+    def update(
+        self,
+        param: jax.Array,
+        grad: jax.Array,
+        state: State,
+        h: Scalars,
+        step: jax.Array,
+        group: dict,
+    ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_rmsprop``)."""
         g = _l2(grad, param, h)
         new = {"square_avg": state["square_avg"] * h["alpha"] + h["one_minus_alpha"] * g * g}
@@ -285,7 +293,15 @@ class Adagrad(_Shell):
         """``sum``: the running sum of squared gradients."""
         return {"sum": jnp.full_like(param, group["initial_accumulator_value"])}
 
-    def update(self, param, grad, state: State, h: Scalars, step, group: dict):
+    def update(
+        self,
+        param: jax.Array,
+        grad: jax.Array,
+        state: State,
+        h: Scalars,
+        step: jax.Array,
+        group: dict,
+    ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_adagrad``)."""
         g = _l2(grad, param, h)
         clr = h["lr"] / (1 + (_float(step) - 1) * h["lr_decay"])
@@ -362,7 +378,15 @@ class Adadelta(_Shell):
         """``square_avg`` (of gradients) and ``acc_delta`` (of updates)."""
         return {"square_avg": jnp.zeros_like(param), "acc_delta": jnp.zeros_like(param)}
 
-    def update(self, param, grad, state: State, h: Scalars, step, group: dict):
+    def update(
+        self,
+        param: jax.Array,
+        grad: jax.Array,
+        state: State,
+        h: Scalars,
+        step: jax.Array,
+        group: dict,
+    ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_adadelta``)."""
         g = _l2(grad, param, h)
         square_avg = state["square_avg"] * h["rho"] + h["one_minus_rho"] * g * g
@@ -442,7 +466,15 @@ class Adamax(_Shell):
         """``exp_avg`` (first moment) and ``exp_inf`` (decayed infinity norm)."""
         return {"exp_avg": jnp.zeros_like(param), "exp_inf": jnp.zeros_like(param)}
 
-    def update(self, param, grad, state: State, h: Scalars, step, group: dict):
+    def update(
+        self,
+        param: jax.Array,
+        grad: jax.Array,
+        state: State,
+        h: Scalars,
+        step: jax.Array,
+        group: dict,
+    ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_adamax``)."""
         g = _l2(grad, param, h)
         exp_avg = _lerp(state["exp_avg"], g, h["one_minus_b1"])
@@ -491,7 +523,7 @@ class NAdam(_Shell):
         >>> opt = NAdam(model.parameters(), lr=0.1)
         >>> opt.step({"w": jnp.array([1.0, -1.0])})
         >>> [round(x, 4) for x in model.w.value.tolist()]
-        [0.9, 1.1]
+        [0.8944, 1.1056]
     """
 
     name = "nadam"
@@ -541,7 +573,15 @@ class NAdam(_Shell):
         zeros = jnp.zeros_like(param)
         return {"exp_avg": zeros, "exp_avg_sq": zeros, "mu_product": jnp.ones((), jnp.float32)}
 
-    def update(self, param, grad, state: State, h: Scalars, step, group: dict):
+    def update(
+        self,
+        param: jax.Array,
+        grad: jax.Array,
+        state: State,
+        h: Scalars,
+        step: jax.Array,
+        group: dict,
+    ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_nadam``)."""
         t = _float(step)
         bias_correction2 = _one_minus_pow(h["log_b2"], t)
@@ -653,7 +693,15 @@ class RAdam(_Shell):
         """``exp_avg`` and ``exp_avg_sq``, Adam's moments."""
         return {"exp_avg": jnp.zeros_like(param), "exp_avg_sq": jnp.zeros_like(param)}
 
-    def update(self, param, grad, state: State, h: Scalars, step, group: dict):
+    def update(
+        self,
+        param: jax.Array,
+        grad: jax.Array,
+        state: State,
+        h: Scalars,
+        step: jax.Array,
+        group: dict,
+    ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_radam``)."""
         t = _float(step)
         if group["decoupled_weight_decay"]:
@@ -784,7 +832,15 @@ class Adafactor(_Shell):
             "col_var": jnp.zeros((*shape[:-2], 1, shape[-1]), param.dtype),
         }
 
-    def update(self, param, grad, state: State, h: Scalars, step, group: dict):
+    def update(
+        self,
+        param: jax.Array,
+        grad: jax.Array,
+        state: State,
+        h: Scalars,
+        step: jax.Array,
+        group: dict,
+    ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_adafactor``)."""
         g = -grad if group["maximize"] else grad
         t, size = _float(step), math.prod(param.shape)
@@ -875,7 +931,15 @@ class Lion(_Shell):
         """``exp_avg``: the momentum."""
         return {"exp_avg": jnp.zeros_like(param)}
 
-    def update(self, param, grad, state: State, h: Scalars, step, group: dict):
+    def update(
+        self,
+        param: jax.Array,
+        grad: jax.Array,
+        state: State,
+        h: Scalars,
+        step: jax.Array,
+        group: dict,
+    ) -> tuple[jax.Array, State]:
         """One step of one parameter (``optax.scale_by_lion`` and its chain)."""
         m = state["exp_avg"]
         direction = jnp.sign(h["one_minus_b1"] * grad + h["b1"] * m)
