@@ -21,8 +21,6 @@ import numbers
 import jax
 import jax.numpy as jnp
 
-from ._optimizers import _check_lr
-
 Scalars = dict[str, jax.Array]
 State = dict[str, jax.Array]
 
@@ -42,34 +40,38 @@ class _Shell:
 # Checks (host side, before anything is built or written)
 
 
-def _number(owner: str, name: str, value, low: float, high: float | None = None, *, closed=True):
+def _number(name: str, value, low: float, high: float | None = None, *, closed: bool = True):
     """``value`` as a float when it is a real number in ``[low, high]`` (``[low, high)`` when
     ``closed`` is False); TypeError for a bool or non-number, ValueError outside the range."""
     span = f">= {low}" if high is None else f"in [{low}, {high}{']' if closed else ')'}"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(
-            f"{owner}: {name} must be a number {span}, got {value!r} (a {type(value).__name__})"
-        )
+        raise TypeError(f"{name} must be a number {span}, got {value!r} (a {type(value).__name__})")
     x = float(value)
     ok = x >= low and (high is None or (x <= high if closed else x < high))
     if not ok:
-        raise ValueError(f"{owner}: {name} must be a number {span}, got {value!r}")
+        raise ValueError(f"{name} must be a number {span}, got {value!r}")
     return x
 
 
-def _betas(owner: str, betas) -> tuple[float, float]:
+def _betas(betas) -> tuple[float, float]:
     if not isinstance(betas, tuple | list) or len(betas) != 2:
-        raise TypeError(f"{owner}: betas must be a pair (b1, b2), got {betas!r}")
-    b1 = _number(owner, "betas[0]", betas[0], 0.0, 1.0, closed=False)
-    return b1, _number(owner, "betas[1]", betas[1], 0.0, 1.0, closed=False)
+        raise TypeError(f"betas must be a pair (b1, b2), got {betas!r}. Fix: betas=(0.9, 0.999)")
+    b1 = _number("betas[0]", betas[0], 0.0, 1.0, closed=False)
+    return b1, _number("betas[1]", betas[1], 0.0, 1.0, closed=False)
 
 
-def _flag(owner: str, name: str, value) -> bool:
+def _flag(name: str, value) -> bool:
     if not isinstance(value, bool):
         raise TypeError(
-            f"{owner}: {name} must be True or False, got {value!r} (a {type(value).__name__})"
+            f"{name} must be True or False, got {value!r} (a {type(value).__name__}). Fix: "
+            f"{name}=True or {name}=False"
         )
     return value
+
+
+def _auto(eps1) -> bool:
+    """Adafactor's ``eps1=None`` (the dtype's epsilon); NaN is how a state dict stores None."""
+    return eps1 is None or (isinstance(eps1, float) and math.isnan(eps1))
 
 
 def _log(b: float) -> float:
@@ -180,12 +182,11 @@ class RMSprop(_Shell):
 
     def check(self, group: dict) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
-        _check_lr("RMSprop", group["lr"])
-        _number("RMSprop", "alpha", group["alpha"], 0.0, 1.0)
-        _number("RMSprop", "eps", group["eps"], 0.0)
-        _number("RMSprop", "weight_decay", group["weight_decay"], 0.0)
-        _number("RMSprop", "momentum", group["momentum"], 0.0)
-        _flag("RMSprop", "centered", group["centered"])
+        _number("alpha", group["alpha"], 0.0, 1.0)
+        _number("eps", group["eps"], 0.0)
+        _number("weight_decay", group["weight_decay"], 0.0)
+        _number("momentum", group["momentum"], 0.0)
+        _flag("centered", group["centered"])
 
     def scalars(self, group: dict) -> dict[str, float]:
         """The update's float scalars, in double on the host."""
@@ -281,9 +282,8 @@ class Adagrad(_Shell):
 
     def check(self, group: dict) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
-        _check_lr("Adagrad", group["lr"])
         for option in ("lr_decay", "weight_decay", "initial_accumulator_value", "eps"):
-            _number("Adagrad", option, group[option], 0.0)
+            _number(option, group[option], 0.0)
 
     def scalars(self, group: dict) -> dict[str, float]:
         """The update's float scalars, in double on the host."""
@@ -359,10 +359,9 @@ class Adadelta(_Shell):
 
     def check(self, group: dict) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
-        _check_lr("Adadelta", group["lr"])
-        _number("Adadelta", "rho", group["rho"], 0.0, 1.0)
-        _number("Adadelta", "eps", group["eps"], 0.0)
-        _number("Adadelta", "weight_decay", group["weight_decay"], 0.0)
+        _number("rho", group["rho"], 0.0, 1.0)
+        _number("eps", group["eps"], 0.0)
+        _number("weight_decay", group["weight_decay"], 0.0)
 
     def scalars(self, group: dict) -> dict[str, float]:
         """The update's float scalars, in double on the host."""
@@ -446,10 +445,9 @@ class Adamax(_Shell):
 
     def check(self, group: dict) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
-        _check_lr("Adamax", group["lr"])
-        _betas("Adamax", group["betas"])
-        _number("Adamax", "eps", group["eps"], 0.0)
-        _number("Adamax", "weight_decay", group["weight_decay"], 0.0)
+        _betas(group["betas"])
+        _number("eps", group["eps"], 0.0)
+        _number("weight_decay", group["weight_decay"], 0.0)
 
     def scalars(self, group: dict) -> dict[str, float]:
         """The update's float scalars, in double on the host."""
@@ -546,12 +544,11 @@ class NAdam(_Shell):
 
     def check(self, group: dict) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
-        _check_lr("NAdam", group["lr"])
-        _betas("NAdam", group["betas"])
-        _number("NAdam", "eps", group["eps"], 0.0)
-        _number("NAdam", "weight_decay", group["weight_decay"], 0.0)
-        _number("NAdam", "momentum_decay", group["momentum_decay"], 0.0)
-        _flag("NAdam", "decoupled_weight_decay", group["decoupled_weight_decay"])
+        _betas(group["betas"])
+        _number("eps", group["eps"], 0.0)
+        _number("weight_decay", group["weight_decay"], 0.0)
+        _number("momentum_decay", group["momentum_decay"], 0.0)
+        _flag("decoupled_weight_decay", group["decoupled_weight_decay"])
 
     def scalars(self, group: dict) -> dict[str, float]:
         """The update's float scalars, in double on the host."""
@@ -663,11 +660,10 @@ class RAdam(_Shell):
 
     def check(self, group: dict) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
-        _check_lr("RAdam", group["lr"])
-        _betas("RAdam", group["betas"])
-        _number("RAdam", "eps", group["eps"], 0.0)
-        _number("RAdam", "weight_decay", group["weight_decay"], 0.0)
-        _flag("RAdam", "decoupled_weight_decay", group["decoupled_weight_decay"])
+        _betas(group["betas"])
+        _number("eps", group["eps"], 0.0)
+        _number("weight_decay", group["weight_decay"], 0.0)
+        _flag("decoupled_weight_decay", group["decoupled_weight_decay"])
 
     def scalars(self, group: dict) -> dict[str, float]:
         """The update's float scalars, in double on the host; ``rho_t = rho_k + t * q(u)``."""
@@ -790,24 +786,23 @@ class Adafactor(_Shell):
 
     def check(self, group: dict) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
-        _check_lr("Adafactor", group["lr"])
         beta2_decay = group["beta2_decay"]
         if isinstance(beta2_decay, bool) or not isinstance(beta2_decay, numbers.Real):
-            raise TypeError(f"Adafactor: beta2_decay must be a number <= 0, got {beta2_decay!r}")
+            raise TypeError(f"beta2_decay must be a number <= 0, got {beta2_decay!r}")
         if not float(beta2_decay) <= 0:
-            raise ValueError(f"Adafactor: beta2_decay must be a number <= 0, got {beta2_decay!r}")
+            raise ValueError(f"beta2_decay must be a number <= 0, got {beta2_decay!r}")
         eps = group["eps"]
         if not isinstance(eps, tuple | list) or len(eps) != 2:
             raise TypeError(
-                f"Adafactor: eps must be a pair (eps1, eps2), eps1 None or a number, got "
-                f"{eps!r}. Fix: eps=(None, 1e-3)"
+                f"eps must be a pair (eps1, eps2), eps1 None or a number, got {eps!r}. Fix: "
+                "eps=(None, 1e-3)"
             )
-        if eps[0] is not None:
-            _number("Adafactor", "eps[0]", eps[0], 0.0)
-        _number("Adafactor", "eps[1]", eps[1], 0.0)
-        _number("Adafactor", "d", group["d"], 1.0)
-        _number("Adafactor", "weight_decay", group["weight_decay"], 0.0)
-        _flag("Adafactor", "maximize", group["maximize"])
+        if not _auto(eps[0]):
+            _number("eps[0]", eps[0], 0.0)
+        _number("eps[1]", eps[1], 0.0)
+        _number("d", group["d"], 1.0)
+        _number("weight_decay", group["weight_decay"], 0.0)
+        _flag("maximize", group["maximize"])
 
     def scalars(self, group: dict) -> dict[str, float]:
         """The update's float scalars, in double on the host (``eps1_auto``: eps1 is None)."""
@@ -816,8 +811,8 @@ class Adafactor(_Shell):
             beta2_decay=float(group["beta2_decay"]),
             eps2=float(eps2),
             d=float(group["d"]),
-            eps1=0.0 if eps1 is None else float(eps1),
-            eps1_auto=float(eps1 is None),
+            eps1=0.0 if _auto(eps1) else float(eps1),
+            eps1_auto=float(_auto(eps1)),
             weight_decay=float(group["weight_decay"]),
         )
 
@@ -912,9 +907,8 @@ class Lion(_Shell):
 
     def check(self, group: dict) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
-        _check_lr("Lion", group["lr"])
-        _betas("Lion", group["betas"])
-        _number("Lion", "weight_decay", group["weight_decay"], 0.0)
+        _betas(group["betas"])
+        _number("weight_decay", group["weight_decay"], 0.0)
 
     def scalars(self, group: dict) -> dict[str, float]:
         """The update's float scalars, in double on the host."""
