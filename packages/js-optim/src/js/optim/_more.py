@@ -17,23 +17,16 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from ._optimizer import Optimizer
+
 Scalars = dict[str, jax.Array]
 State = dict[str, jax.Array]
-
-
-class _Shell:
-    """Stand-in for the new ``Optimizer`` shell until it lands: keeps ``defaults``."""
-
-    name = ""
-    static: tuple[str, ...] = ()
-
-    def __init__(self, params, defaults: dict) -> None:
-        self.params = params
-        self.defaults = defaults
 
 
 # ----------------------------------------------------------------------------------------------
@@ -103,12 +96,6 @@ def _l2(grad: jax.Array, param: jax.Array, h: Scalars) -> jax.Array:
     return grad + h["weight_decay"] * param
 
 
-def _done(param, new_param, state: State, new_state: State) -> tuple[jax.Array, State]:
-    """The new parameter and state in the dtypes they came in (scalars are float32)."""
-    cast = {k: v.astype(state[k].dtype) for k, v in new_state.items()}
-    return new_param.astype(param.dtype), cast
-
-
 def _rho_minus_k(t: jax.Array, neg_log_b2: jax.Array) -> jax.Array:
     """``rho_t - K`` of RAdam (see ``RAdam.scalars``), as ``t * (2/u - 2/expm1(u))`` with
     ``u = -t log(b2)``: a series below u = 1, where the difference cancels in float32."""
@@ -124,7 +111,7 @@ def _rho_minus_k(t: jax.Array, neg_log_b2: jax.Array) -> jax.Array:
 # The optimizers
 
 
-class RMSprop(_Shell):
+class RMSprop(Optimizer):
     """RMSprop, as ``torch.optim.RMSprop`` (Hinton's running average of squared gradients).
 
     Update rule (``g`` the gradient, ``p`` the parameter; ``v``, ``a``, ``b`` start at zero)::
@@ -168,7 +155,7 @@ class RMSprop(_Shell):
 
     def __init__(
         self,
-        params,
+        params: Any,
         lr: float = 1e-2,
         alpha: float = 0.99,
         eps: float = 1e-8,
@@ -180,7 +167,7 @@ class RMSprop(_Shell):
         defaults |= dict(momentum=momentum, centered=centered)
         super().__init__(params, defaults)
 
-    def check(self, group: dict) -> None:
+    def check(self, group: Mapping[str, Any]) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
         _number("alpha", group["alpha"], 0.0, 1.0)
         _number("eps", group["eps"], 0.0)
@@ -188,7 +175,7 @@ class RMSprop(_Shell):
         _number("momentum", group["momentum"], 0.0)
         _flag("centered", group["centered"])
 
-    def scalars(self, group: dict) -> dict[str, float]:
+    def scalars(self, group: Mapping[str, Any]) -> dict[str, float]:
         """The update's float scalars, in double on the host."""
         alpha = float(group["alpha"])
         return dict(
@@ -199,7 +186,7 @@ class RMSprop(_Shell):
             momentum=float(group["momentum"]),
         )
 
-    def init(self, param: jax.Array, group: dict) -> State:
+    def init(self, param: jax.Array, group: Mapping[str, Any]) -> State:
         """``square_avg`` (and ``grad_avg`` when centered, ``momentum_buffer`` with momentum)."""
         state = {"square_avg": jnp.zeros_like(param)}
         if group["centered"]:
@@ -215,7 +202,7 @@ class RMSprop(_Shell):
         state: State,
         h: Scalars,
         step: jax.Array,
-        group: dict,
+        group: Mapping[str, Any],
     ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_rmsprop``)."""
         g = _l2(grad, param, h)
@@ -227,11 +214,11 @@ class RMSprop(_Shell):
             avg = jnp.sqrt(new["square_avg"]) + h["eps"]
         if "momentum_buffer" in state:
             new["momentum_buffer"] = state["momentum_buffer"] * h["momentum"] + g / avg
-            return _done(param, param + -h["lr"] * new["momentum_buffer"], state, new)
-        return _done(param, param + -h["lr"] * g / avg, state, new)
+            return param + -h["lr"] * new["momentum_buffer"], new
+        return param + -h["lr"] * g / avg, new
 
 
-class Adagrad(_Shell):
+class Adagrad(Optimizer):
     """Adagrad, as ``torch.optim.Adagrad`` (dense gradients).
 
     Update rule (``t`` the step, from 1; ``s`` starts at ``initial_accumulator_value``)::
@@ -269,7 +256,7 @@ class Adagrad(_Shell):
 
     def __init__(
         self,
-        params,
+        params: Any,
         lr: float = 1e-2,
         lr_decay: float = 0.0,
         weight_decay: float = 0.0,
@@ -280,16 +267,16 @@ class Adagrad(_Shell):
         defaults["initial_accumulator_value"] = initial_accumulator_value
         super().__init__(params, defaults)
 
-    def check(self, group: dict) -> None:
+    def check(self, group: Mapping[str, Any]) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
         for option in ("lr_decay", "weight_decay", "initial_accumulator_value", "eps"):
             _number(option, group[option], 0.0)
 
-    def scalars(self, group: dict) -> dict[str, float]:
+    def scalars(self, group: Mapping[str, Any]) -> dict[str, float]:
         """The update's float scalars, in double on the host."""
         return {k: float(group[k]) for k in ("lr_decay", "weight_decay", "eps")}
 
-    def init(self, param: jax.Array, group: dict) -> State:
+    def init(self, param: jax.Array, group: Mapping[str, Any]) -> State:
         """``sum``: the running sum of squared gradients."""
         return {"sum": jnp.full_like(param, group["initial_accumulator_value"])}
 
@@ -300,17 +287,17 @@ class Adagrad(_Shell):
         state: State,
         h: Scalars,
         step: jax.Array,
-        group: dict,
+        group: Mapping[str, Any],
     ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_adagrad``)."""
         g = _l2(grad, param, h)
         clr = h["lr"] / (1 + (_float(step) - 1) * h["lr_decay"])
         total = state["sum"] + g * g
         std = jnp.sqrt(total) + h["eps"]
-        return _done(param, param + -clr * g / std, state, {"sum": total})
+        return param + -clr * g / std, {"sum": total}
 
 
-class Adadelta(_Shell):
+class Adadelta(Optimizer):
     """Adadelta, as ``torch.optim.Adadelta``.
 
     Update rule (``v``, ``u`` start at zero)::
@@ -349,7 +336,7 @@ class Adadelta(_Shell):
 
     def __init__(
         self,
-        params,
+        params: Any,
         lr: float = 1.0,
         rho: float = 0.9,
         eps: float = 1e-6,
@@ -357,13 +344,13 @@ class Adadelta(_Shell):
     ) -> None:
         super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay))
 
-    def check(self, group: dict) -> None:
+    def check(self, group: Mapping[str, Any]) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
         _number("rho", group["rho"], 0.0, 1.0)
         _number("eps", group["eps"], 0.0)
         _number("weight_decay", group["weight_decay"], 0.0)
 
-    def scalars(self, group: dict) -> dict[str, float]:
+    def scalars(self, group: Mapping[str, Any]) -> dict[str, float]:
         """The update's float scalars, in double on the host."""
         rho = float(group["rho"])
         return dict(
@@ -373,7 +360,7 @@ class Adadelta(_Shell):
             weight_decay=float(group["weight_decay"]),
         )
 
-    def init(self, param: jax.Array, group: dict) -> State:
+    def init(self, param: jax.Array, group: Mapping[str, Any]) -> State:
         """``square_avg`` (of gradients) and ``acc_delta`` (of updates)."""
         return {"square_avg": jnp.zeros_like(param), "acc_delta": jnp.zeros_like(param)}
 
@@ -384,7 +371,7 @@ class Adadelta(_Shell):
         state: State,
         h: Scalars,
         step: jax.Array,
-        group: dict,
+        group: Mapping[str, Any],
     ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_adadelta``)."""
         g = _l2(grad, param, h)
@@ -393,10 +380,10 @@ class Adadelta(_Shell):
         delta = jnp.sqrt(state["acc_delta"] + h["eps"]) / std * g
         acc_delta = state["acc_delta"] * h["rho"] + h["one_minus_rho"] * delta * delta
         new = {"square_avg": square_avg, "acc_delta": acc_delta}
-        return _done(param, param + -h["lr"] * delta, state, new)
+        return param + -h["lr"] * delta, new
 
 
-class Adamax(_Shell):
+class Adamax(Optimizer):
     """Adamax (Adam with the infinity norm), as ``torch.optim.Adamax``.
 
     Update rule (``t`` the step, from 1; ``m``, ``u`` start at zero)::
@@ -435,7 +422,7 @@ class Adamax(_Shell):
 
     def __init__(
         self,
-        params,
+        params: Any,
         lr: float = 2e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
@@ -443,13 +430,13 @@ class Adamax(_Shell):
     ) -> None:
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
-    def check(self, group: dict) -> None:
+    def check(self, group: Mapping[str, Any]) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
         _betas(group["betas"])
         _number("eps", group["eps"], 0.0)
         _number("weight_decay", group["weight_decay"], 0.0)
 
-    def scalars(self, group: dict) -> dict[str, float]:
+    def scalars(self, group: Mapping[str, Any]) -> dict[str, float]:
         """The update's float scalars, in double on the host."""
         b1, b2 = (float(b) for b in group["betas"])
         return dict(
@@ -460,7 +447,7 @@ class Adamax(_Shell):
             weight_decay=float(group["weight_decay"]),
         )
 
-    def init(self, param: jax.Array, group: dict) -> State:
+    def init(self, param: jax.Array, group: Mapping[str, Any]) -> State:
         """``exp_avg`` (first moment) and ``exp_inf`` (decayed infinity norm)."""
         return {"exp_avg": jnp.zeros_like(param), "exp_inf": jnp.zeros_like(param)}
 
@@ -471,7 +458,7 @@ class Adamax(_Shell):
         state: State,
         h: Scalars,
         step: jax.Array,
-        group: dict,
+        group: Mapping[str, Any],
     ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_adamax``)."""
         g = _l2(grad, param, h)
@@ -479,10 +466,10 @@ class Adamax(_Shell):
         exp_inf = jnp.maximum(state["exp_inf"] * h["b2"], jnp.abs(g) + h["eps"])
         clr = h["lr"] / _one_minus_pow(h["log_b1"], _float(step))
         new = {"exp_avg": exp_avg, "exp_inf": exp_inf}
-        return _done(param, param + -clr * exp_avg / exp_inf, state, new)
+        return param + -clr * exp_avg / exp_inf, new
 
 
-class NAdam(_Shell):
+class NAdam(Optimizer):
     """NAdam (Adam with Nesterov momentum), as ``torch.optim.NAdam``.
 
     Update rule (``t`` the step, from 1; ``m``, ``v`` start at zero, ``P`` at one)::
@@ -529,7 +516,7 @@ class NAdam(_Shell):
 
     def __init__(
         self,
-        params,
+        params: Any,
         lr: float = 2e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
@@ -542,7 +529,7 @@ class NAdam(_Shell):
         defaults |= dict(decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
-    def check(self, group: dict) -> None:
+    def check(self, group: Mapping[str, Any]) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
         _betas(group["betas"])
         _number("eps", group["eps"], 0.0)
@@ -550,7 +537,7 @@ class NAdam(_Shell):
         _number("momentum_decay", group["momentum_decay"], 0.0)
         _flag("decoupled_weight_decay", group["decoupled_weight_decay"])
 
-    def scalars(self, group: dict) -> dict[str, float]:
+    def scalars(self, group: Mapping[str, Any]) -> dict[str, float]:
         """The update's float scalars, in double on the host."""
         b1, b2 = (float(b) for b in group["betas"])
         return dict(
@@ -565,7 +552,7 @@ class NAdam(_Shell):
             psi_log=float(group["momentum_decay"]) * math.log(0.96),
         )
 
-    def init(self, param: jax.Array, group: dict) -> State:
+    def init(self, param: jax.Array, group: Mapping[str, Any]) -> State:
         """``exp_avg``, ``exp_avg_sq`` and ``mu_product`` (a float32 scalar, starts at 1)."""
         zeros = jnp.zeros_like(param)
         return {"exp_avg": zeros, "exp_avg_sq": zeros, "mu_product": jnp.ones((), jnp.float32)}
@@ -577,7 +564,7 @@ class NAdam(_Shell):
         state: State,
         h: Scalars,
         step: jax.Array,
-        group: dict,
+        group: Mapping[str, Any],
     ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_nadam``)."""
         t = _float(step)
@@ -596,10 +583,10 @@ class NAdam(_Shell):
         p = p + (-lr * (1 - mu) / (1 - mu_product)) * g / denom
         p = p + ((-lr * mu_next) / (1 - mu_product * mu_next)) * exp_avg / denom
         new = {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "mu_product": mu_product}
-        return _done(param, p, state, new)
+        return p, new
 
 
-class RAdam(_Shell):
+class RAdam(Optimizer):
     """RAdam (rectified Adam), as ``torch.optim.RAdam``.
 
     Update rule (``t`` the step, from 1; ``m``, ``v`` start at zero)::
@@ -647,7 +634,7 @@ class RAdam(_Shell):
 
     def __init__(
         self,
-        params,
+        params: Any,
         lr: float = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
@@ -658,14 +645,14 @@ class RAdam(_Shell):
         defaults |= dict(decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
-    def check(self, group: dict) -> None:
+    def check(self, group: Mapping[str, Any]) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
         _betas(group["betas"])
         _number("eps", group["eps"], 0.0)
         _number("weight_decay", group["weight_decay"], 0.0)
         _flag("decoupled_weight_decay", group["decoupled_weight_decay"])
 
-    def scalars(self, group: dict) -> dict[str, float]:
+    def scalars(self, group: Mapping[str, Any]) -> dict[str, float]:
         """The update's float scalars, in double on the host; ``rho_t = rho_k + t * q(u)``."""
         b1, b2 = (float(b) for b in group["betas"])
         rho_inf = 2 / (1 - b2) - 1
@@ -685,7 +672,7 @@ class RAdam(_Shell):
             rect_scale=rho_inf / ((rho_inf - 4) * (rho_inf - 2)) if rectify else 0.0,
         )
 
-    def init(self, param: jax.Array, group: dict) -> State:
+    def init(self, param: jax.Array, group: Mapping[str, Any]) -> State:
         """``exp_avg`` and ``exp_avg_sq``, Adam's moments."""
         return {"exp_avg": jnp.zeros_like(param), "exp_avg_sq": jnp.zeros_like(param)}
 
@@ -696,7 +683,7 @@ class RAdam(_Shell):
         state: State,
         h: Scalars,
         step: jax.Array,
-        group: dict,
+        group: Mapping[str, Any],
     ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_radam``)."""
         t = _float(step)
@@ -714,10 +701,10 @@ class RAdam(_Shell):
         adaptive = jnp.sqrt(_one_minus_pow(h["log_b2"], t)) / (jnp.sqrt(exp_avg_sq) + h["eps"])
         step_ = jnp.where(rectified, corrected * h["lr"] * adaptive * rect, corrected * h["lr"])
         new = {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
-        return _done(param, p + -1.0 * step_, state, new)
+        return p + -1.0 * step_, new
 
 
-class Adafactor(_Shell):
+class Adafactor(Optimizer):
     """Adafactor, as ``torch.optim.Adafactor`` (torch's variant, not optax's).
 
     Update rule (``t`` the step, from 1; ``R``, ``C``, ``V`` start at zero; ``G`` the
@@ -772,7 +759,7 @@ class Adafactor(_Shell):
 
     def __init__(
         self,
-        params,
+        params: Any,
         lr: float = 1e-2,
         beta2_decay: float = -0.8,
         eps: tuple[float | None, float] = (None, 1e-3),
@@ -784,7 +771,7 @@ class Adafactor(_Shell):
         defaults = dict(lr=lr, beta2_decay=beta2_decay, eps=eps, d=d, weight_decay=weight_decay)
         super().__init__(params, defaults | dict(maximize=maximize))
 
-    def check(self, group: dict) -> None:
+    def check(self, group: Mapping[str, Any]) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
         beta2_decay = group["beta2_decay"]
         if isinstance(beta2_decay, bool) or not isinstance(beta2_decay, numbers.Real):
@@ -804,7 +791,7 @@ class Adafactor(_Shell):
         _number("weight_decay", group["weight_decay"], 0.0)
         _flag("maximize", group["maximize"])
 
-    def scalars(self, group: dict) -> dict[str, float]:
+    def scalars(self, group: Mapping[str, Any]) -> dict[str, float]:
         """The update's float scalars, in double on the host (``eps1_auto``: eps1 is None)."""
         eps1, eps2 = group["eps"]
         return dict(
@@ -816,7 +803,7 @@ class Adafactor(_Shell):
             weight_decay=float(group["weight_decay"]),
         )
 
-    def init(self, param: jax.Array, group: dict) -> State:
+    def init(self, param: jax.Array, group: Mapping[str, Any]) -> State:
         """``row_var`` ``[..., rows, 1]`` and ``col_var`` ``[..., 1, cols]`` for a parameter
         of 2 or more dimensions, else ``variance`` (the parameter's shape)."""
         if param.ndim < 2:
@@ -834,7 +821,7 @@ class Adafactor(_Shell):
         state: State,
         h: Scalars,
         step: jax.Array,
-        group: dict,
+        group: Mapping[str, Any],
     ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_adafactor``)."""
         g = -grad if group["maximize"] else grad
@@ -857,10 +844,10 @@ class Adafactor(_Shell):
             estimate = row_var * col_var / row_scale
         u = jax.lax.rsqrt(jnp.maximum(estimate, eps1 * eps1)) * g
         denom = jnp.maximum(1.0, jnp.linalg.norm(u) / (math.sqrt(size) * h["d"]))
-        return _done(param, p + (-alpha / denom) * u, state, new)
+        return p + (-alpha / denom) * u, new
 
 
-class Lion(_Shell):
+class Lion(Optimizer):
     """Lion (evolved sign momentum), as ``optax.lion`` (torch has no Lion).
 
     Update rule (``m`` starts at zero)::
@@ -898,19 +885,19 @@ class Lion(_Shell):
 
     def __init__(
         self,
-        params,
+        params: Any,
         lr: float = 1e-4,
         betas: tuple[float, float] = (0.9, 0.99),
         weight_decay: float = 0.0,
     ) -> None:
         super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay))
 
-    def check(self, group: dict) -> None:
+    def check(self, group: Mapping[str, Any]) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
         _betas(group["betas"])
         _number("weight_decay", group["weight_decay"], 0.0)
 
-    def scalars(self, group: dict) -> dict[str, float]:
+    def scalars(self, group: Mapping[str, Any]) -> dict[str, float]:
         """The update's float scalars, in double on the host."""
         b1, b2 = (float(b) for b in group["betas"])
         return dict(
@@ -921,7 +908,7 @@ class Lion(_Shell):
             weight_decay=float(group["weight_decay"]),
         )
 
-    def init(self, param: jax.Array, group: dict) -> State:
+    def init(self, param: jax.Array, group: Mapping[str, Any]) -> State:
         """``exp_avg``: the momentum."""
         return {"exp_avg": jnp.zeros_like(param)}
 
@@ -932,11 +919,11 @@ class Lion(_Shell):
         state: State,
         h: Scalars,
         step: jax.Array,
-        group: dict,
+        group: Mapping[str, Any],
     ) -> tuple[jax.Array, State]:
         """One step of one parameter (``optax.scale_by_lion`` and its chain)."""
         m = state["exp_avg"]
         direction = jnp.sign(h["one_minus_b1"] * grad + h["b1"] * m)
         p = param + -h["lr"] * (direction + h["weight_decay"] * param)
         new = {"exp_avg": h["one_minus_b2"] * grad + h["b2"] * m}
-        return _done(param, p, state, new)
+        return p, new
