@@ -722,12 +722,16 @@ class Adafactor(Optimizer):
         p = p - alpha / max(1, RMS(U) / d) * U
 
     Same arithmetic as torch's single-tensor path (torch's default for Adafactor), so results
-    agree to float32 rounding. torch's variant differs from the paper and from
-    ``optax.adafactor``: ``lr`` caps the relative step size ``min(lr, 1/sqrt(t))`` and scales
-    the decoupled weight decay, and ``eps1`` is applied to ``V`` and the update rather than
-    added to ``G**2``; ``optax.adafactor`` on the same problem gives updates a few percent
-    apart. State keys ``'adafactor.row_var.<path>'`` and ``'adafactor.col_var.<path>'``
-    (factored) or ``'adafactor.variance.<path>'``.
+    agree to float32 rounding. torch's variant, followed here, differs from the paper and from
+    ``optax.adafactor``: ``lr`` caps the relative step size at ``min(lr, 1/sqrt(t))`` (optax:
+    a constant ``learning_rate``, or no relative step with its default None) and scales the
+    decoupled weight decay; ``eps1`` bounds ``mean(R)`` and ``V`` below instead of being added
+    to ``G**2`` (with gradients near 1e-4 the steps differ by ~0.3%); and every parameter of 2
+    or more dimensions is factored over its last two (optax: over its two largest, when both
+    are >= 128). With ``optax.adafactor(learning_rate=lr)`` on a 256x128 matrix and unit-scale
+    gradients the two agree to float32 rounding while ``t <= 1/lr**2``. State keys
+    ``'adafactor.row_var.<path>'`` and ``'adafactor.col_var.<path>'`` (factored) or
+    ``'adafactor.variance.<path>'``.
 
     Args:
         params: ``model.parameters()``, or a list of parameter-group dicts.
