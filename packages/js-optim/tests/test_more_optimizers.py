@@ -1,6 +1,11 @@
 """RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, Adafactor against torch.optim, Lion against
 optax.lion: the same float32 start, the same 100 seeded gradients, float32 rounding apart."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -378,3 +383,67 @@ def check_options(cls, **options):
 def test_argument_errors(cls, options, error, message):
     with pytest.raises(error, match=message):
         check_options(cls, **options)
+
+
+SHARDED = """
+import sys
+import jax, numpy as np
+from jax.sharding import AxisType, PartitionSpec as P
+from optim_models import MLP, batch, mse
+import js
+from js.optim import Adadelta, Adafactor, Adagrad, Adamax, Lion, NAdam, RAdam, RMSprop
+
+mesh = jax.make_mesh((2,), ("data",), axis_types=(AxisType.Auto,))
+rules = [("hidden.weight", P(None, "data")), ("out.weight", P("data", None))]
+builds = [
+    (RMSprop, {"momentum": 0.9, "centered": True}), (Adagrad, {}), (Adadelta, {}), (Adamax, {}),
+    (NAdam, {}), (RAdam, {}), (Adafactor, {}), (Lion, {"lr": 1e-3}),
+]
+x, y = batch()
+for cls, options in [b for b in builds if b[0].__name__ in sys.argv[1:]]:
+    model, reference = js.shard(MLP(), mesh, rules), MLP()
+    opt, ref_opt = cls(model.parameters(), **options), cls(reference.parameters(), **options)
+    params = dict(model.named_parameters())
+    for key, variable in zip(opt._keys, opt._state, strict=True):
+        array, param = variable[...], params[key.split(".", 2)[2]][...]
+        want = param.sharding if array.shape == param.shape else None  # else replicated
+        assert array.sharding == want or (want is None and array.sharding.spec == P()), key
+    step = js.jit(lambda m, o, x, y: o.step(js.value_and_grad(mse)(m, x, y)[1]))
+    for _ in range(3):
+        step(model, opt, *js.shard_batch((x, y), mesh))
+        step(reference, ref_opt, x, y)
+    opt.step(js.value_and_grad(mse)(model, *js.shard_batch((x, y), mesh))[1])  # eagerly too
+    ref_opt.step(js.value_and_grad(mse)(reference, x, y)[1])
+    for (path, a), b in zip(model.named_parameters(), reference.parameters(), strict=True):
+        np.testing.assert_allclose(a[...], b[...], rtol=1e-5, atol=1e-6, err_msg=cls.__name__)
+        assert a[...].sharding == params[path][...].sharding, path
+print("ok")
+"""
+
+
+def run_sharded(*names):
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    flags = env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+    env["XLA_FLAGS"] = flags.strip()
+    child = subprocess.run(
+        [sys.executable, "-W", "error", "-c", SHARDED, *names],
+        cwd=Path(__file__).parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert child.returncode == 0, child.stderr[-4000:]
+    assert child.stdout.strip() == "ok"
+
+
+def test_sharded_parameters():
+    """Adafactor's factors (not shaped like their parameter) are replicated, its variances on
+    their parameter's sharding; steps on two CPU devices equal unsharded ones."""
+    run_sharded("Adafactor")
+
+
+@pytest.mark.slow
+def test_sharded_parameters_every_optimizer():
+    """As above for all eight (NAdam's scalar mu_product replicated too): ~1 min."""
+    run_sharded("RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Adafactor", "Lion")
