@@ -33,6 +33,11 @@ CASES = [
     (AdamW, torch.optim.AdamW, {}),
     (AdamW, torch.optim.AdamW, {"lr": 0.01, "weight_decay": 0.5, "betas": (0.5, 0.9)}),
     (AdamW, torch.optim.AdamW, {"lr": 0.01, "weight_decay": 0.0, "eps": 1e-4}),
+    # options new in js-optim 0.2
+    (SGD, torch.optim.SGD, {"lr": 0.05, "momentum": 0.9, "dampening": 0.3}),
+    (SGD, torch.optim.SGD, {"lr": 0.05, "momentum": 0.5, "weight_decay": 0.1, "maximize": True}),
+    (Adam, torch.optim.Adam, {"lr": 0.01, "amsgrad": True, "weight_decay": 0.1}),
+    (AdamW, torch.optim.AdamW, {"lr": 0.01, "amsgrad": True, "maximize": True}),
 ]
 IDS = [
     f"{cls.__name__}-{'-'.join(f'{k}={v}' for k, v in o.items()) or 'defaults'}"
