@@ -54,6 +54,8 @@ CASES = [
     (Adafactor, {"lr": 0.1, "weight_decay": 0.1, "d": 2.0}),
     (Adafactor, {"eps": (1e-3, 1e-2), "beta2_decay": -0.5}),
     (Adafactor, {"maximize": True}),
+    *((cls, {"maximize": True, "weight_decay": 0.1}) for cls in (RMSprop, Adagrad, Adadelta)),
+    *((cls, {"maximize": True, "weight_decay": 0.1}) for cls in (Adamax, NAdam, RAdam)),
 ]
 IDS = [
     f"{cls.__name__}-{'-'.join(f'{k}={v}' for k, v in o.items()) or 'defaults'}" for cls, o in CASES
@@ -365,6 +367,8 @@ def check_options(cls, **options):
         ),
         (Adafactor, {"d": 0.5}, ValueError, r"d must be a number >= 1.0, got 0.5"),
         (Adafactor, {"maximize": "yes"}, TypeError, r"maximize must be True or False"),
+        (RAdam, {"maximize": 0}, TypeError, r"RAdam: maximize must be True or False, got 0"),
+        (Lion, {"lr": -1.0}, ValueError, r"Lion: lr must be >= 0, got -1.0"),
         (
             Lion,
             {"betas": (0.9, 1.5)},
@@ -447,3 +451,12 @@ def test_sharded_parameters():
 def test_sharded_parameters_every_optimizer():
     """As above for all eight (NAdam's scalar mu_product replicated too): ~1 min."""
     run_sharded("RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Adafactor", "Lion")
+
+
+def test_a_bad_write_is_refused_before_anything_changes():
+    opt = RMSprop(Params(start()).parameters())
+    with pytest.raises(ValueError, match=r"RMSprop param_groups\[0\]: alpha must be a number in"):
+        opt.param_groups[0]["alpha"] = 2.0
+    assert opt.param_groups[0]["alpha"] == 0.99
+    with pytest.raises(ValueError, match=r"param_groups\[0\]\['centered'\] is a static option"):
+        opt.param_groups[0]["centered"] = True

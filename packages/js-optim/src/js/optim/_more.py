@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from ._optimizer import Optimizer
+from ._schedules import LearningRate
 
 Scalars = dict[str, jax.Array]
 State = dict[str, jax.Array]
@@ -124,7 +125,7 @@ class RMSprop(Optimizer):
         p = p - lr * (b if momentum > 0 else g / d)
 
     Same arithmetic as torch's single-tensor path, so results agree to float32 rounding. No
-    ``maximize``, ``capturable``, ``foreach`` options. State keys ``'rmsprop.square_avg.<path>'``,
+    ``capturable``, ``foreach`` options. State keys ``'rmsprop.square_avg.<path>'``,
     ``'rmsprop.grad_avg.<path>'`` (centered), ``'rmsprop.momentum_buffer.<path>'`` (momentum).
 
     Args:
@@ -136,6 +137,7 @@ class RMSprop(Optimizer):
         momentum: momentum factor >= 0. A group built with 0 keeps no momentum buffer, so
             giving it momentum later is refused (as in torch, where it would fail).
         centered: normalize by the variance estimate (``v - a**2``) instead of ``v``.
+        maximize: ascend the objective instead of descending it (static).
 
     Example:
         >>> import jax.numpy as jnp, js
@@ -151,21 +153,23 @@ class RMSprop(Optimizer):
     """
 
     name = "rmsprop"
-    static = ("centered",)
+    static = ("centered", "maximize")
 
     def __init__(
         self,
         params: Any,
-        lr: float = 1e-2,
+        lr: LearningRate = 1e-2,
         alpha: float = 0.99,
         eps: float = 1e-8,
         weight_decay: float = 0.0,
         momentum: float = 0.0,
         centered: bool = False,
+        *,
+        maximize: bool = False,
     ) -> None:
         defaults = dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay)
         defaults |= dict(momentum=momentum, centered=centered)
-        super().__init__(params, defaults)
+        super().__init__(params, defaults | dict(maximize=maximize))
 
     def check(self, group: Mapping[str, Any]) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
@@ -174,6 +178,7 @@ class RMSprop(Optimizer):
         _number("weight_decay", group["weight_decay"], 0.0)
         _number("momentum", group["momentum"], 0.0)
         _flag("centered", group["centered"])
+        _flag("maximize", group["maximize"])
 
     def scalars(self, group: Mapping[str, Any]) -> dict[str, float]:
         """The update's float scalars, in double on the host."""
@@ -205,6 +210,7 @@ class RMSprop(Optimizer):
         group: Mapping[str, Any],
     ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_rmsprop``)."""
+        grad = -grad if group["maximize"] else grad
         g = _l2(grad, param, h)
         new = {"square_avg": state["square_avg"] * h["alpha"] + h["one_minus_alpha"] * g * g}
         if group["centered"]:
@@ -228,7 +234,7 @@ class Adagrad(Optimizer):
         p = p - lr / (1 + (t - 1) * lr_decay) * g / (sqrt(s) + eps)
 
     Same arithmetic as torch's single-tensor path, so results agree to float32 rounding. No
-    sparse gradients, ``maximize``, ``foreach``, ``fused``. State key ``'adagrad.sum.<path>'``.
+    sparse gradients, ``foreach``, ``fused``. State key ``'adagrad.sum.<path>'``.
 
     Args:
         params: ``model.parameters()``, or a list of parameter-group dicts.
@@ -238,6 +244,7 @@ class Adagrad(Optimizer):
         initial_accumulator_value: start of the sum of squares, >= 0 (read when a parameter's
             state is created).
         eps: added to the denominator, >= 0.
+        maximize: ascend the objective instead of descending it (static).
 
     Example:
         >>> import jax.numpy as jnp, js
@@ -253,24 +260,28 @@ class Adagrad(Optimizer):
     """
 
     name = "adagrad"
+    static = ("maximize",)
 
     def __init__(
         self,
         params: Any,
-        lr: float = 1e-2,
+        lr: LearningRate = 1e-2,
         lr_decay: float = 0.0,
         weight_decay: float = 0.0,
         initial_accumulator_value: float = 0.0,
         eps: float = 1e-10,
+        *,
+        maximize: bool = False,
     ) -> None:
         defaults = dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps)
         defaults["initial_accumulator_value"] = initial_accumulator_value
-        super().__init__(params, defaults)
+        super().__init__(params, defaults | dict(maximize=maximize))
 
     def check(self, group: Mapping[str, Any]) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
         for option in ("lr_decay", "weight_decay", "initial_accumulator_value", "eps"):
             _number(option, group[option], 0.0)
+        _flag("maximize", group["maximize"])
 
     def scalars(self, group: Mapping[str, Any]) -> dict[str, float]:
         """The update's float scalars, in double on the host."""
@@ -290,6 +301,7 @@ class Adagrad(Optimizer):
         group: Mapping[str, Any],
     ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_adagrad``)."""
+        grad = -grad if group["maximize"] else grad
         g = _l2(grad, param, h)
         clr = h["lr"] / (1 + (_float(step) - 1) * h["lr_decay"])
         total = state["sum"] + g * g
@@ -309,7 +321,7 @@ class Adadelta(Optimizer):
         p = p - lr * d
 
     Same arithmetic as torch's single-tensor path, so results agree to float32 rounding. No
-    ``maximize``, ``capturable``, ``foreach``. State keys ``'adadelta.square_avg.<path>'``,
+    ``capturable``, ``foreach``. State keys ``'adadelta.square_avg.<path>'``,
     ``'adadelta.acc_delta.<path>'``.
 
     Args:
@@ -318,6 +330,7 @@ class Adadelta(Optimizer):
         rho: decay of the running averages, in [0, 1].
         eps: added inside both square roots, >= 0.
         weight_decay: L2 penalty >= 0, added to the gradient.
+        maximize: ascend the objective instead of descending it (static).
 
     Example:
         >>> import jax.numpy as jnp, js
@@ -333,22 +346,27 @@ class Adadelta(Optimizer):
     """
 
     name = "adadelta"
+    static = ("maximize",)
 
     def __init__(
         self,
         params: Any,
-        lr: float = 1.0,
+        lr: LearningRate = 1.0,
         rho: float = 0.9,
         eps: float = 1e-6,
         weight_decay: float = 0.0,
+        *,
+        maximize: bool = False,
     ) -> None:
-        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay))
+        defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize)
+        super().__init__(params, defaults)
 
     def check(self, group: Mapping[str, Any]) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
         _number("rho", group["rho"], 0.0, 1.0)
         _number("eps", group["eps"], 0.0)
         _number("weight_decay", group["weight_decay"], 0.0)
+        _flag("maximize", group["maximize"])
 
     def scalars(self, group: Mapping[str, Any]) -> dict[str, float]:
         """The update's float scalars, in double on the host."""
@@ -374,6 +392,7 @@ class Adadelta(Optimizer):
         group: Mapping[str, Any],
     ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_adadelta``)."""
+        grad = -grad if group["maximize"] else grad
         g = _l2(grad, param, h)
         square_avg = state["square_avg"] * h["rho"] + h["one_minus_rho"] * g * g
         std = jnp.sqrt(square_avg + h["eps"])
@@ -395,7 +414,7 @@ class Adamax(Optimizer):
 
     Same arithmetic as torch's single-tensor path; the bias correction is computed in float32
     as ``-expm1(t * log(b1))`` (torch: in double on the host), within float32 rounding of it.
-    No ``maximize``, ``capturable``, ``foreach``. State keys ``'adamax.exp_avg.<path>'``,
+    No ``capturable``, ``foreach``. State keys ``'adamax.exp_avg.<path>'``,
     ``'adamax.exp_inf.<path>'``.
 
     Args:
@@ -404,6 +423,7 @@ class Adamax(Optimizer):
         betas: ``(b1, b2)``, each in [0, 1).
         eps: added to ``|g|``, >= 0.
         weight_decay: L2 penalty >= 0, added to the gradient.
+        maximize: ascend the objective instead of descending it (static).
 
     Example:
         >>> import jax.numpy as jnp, js
@@ -419,22 +439,27 @@ class Adamax(Optimizer):
     """
 
     name = "adamax"
+    static = ("maximize",)
 
     def __init__(
         self,
         params: Any,
-        lr: float = 2e-3,
+        lr: LearningRate = 2e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.0,
+        *,
+        maximize: bool = False,
     ) -> None:
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+        super().__init__(params, defaults | dict(maximize=maximize))
 
     def check(self, group: Mapping[str, Any]) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
         _betas(group["betas"])
         _number("eps", group["eps"], 0.0)
         _number("weight_decay", group["weight_decay"], 0.0)
+        _flag("maximize", group["maximize"])
 
     def scalars(self, group: Mapping[str, Any]) -> dict[str, float]:
         """The update's float scalars, in double on the host."""
@@ -461,6 +486,7 @@ class Adamax(Optimizer):
         group: Mapping[str, Any],
     ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_adamax``)."""
+        grad = -grad if group["maximize"] else grad
         g = _l2(grad, param, h)
         exp_avg = _lerp(state["exp_avg"], g, h["one_minus_b1"])
         exp_inf = jnp.maximum(state["exp_inf"] * h["b2"], jnp.abs(g) + h["eps"])
@@ -484,7 +510,7 @@ class NAdam(Optimizer):
 
     Same arithmetic as torch's single-tensor path; torch computes ``mu_t``, ``mu_(t+1)`` and
     the bias correction in double on the host, js in float32 from host-computed logarithms,
-    within float32 rounding of them. No ``maximize``, ``capturable``, ``foreach``. State keys
+    within float32 rounding of them. No ``capturable``, ``foreach``. State keys
     ``'nadam.exp_avg.<path>'``, ``'nadam.exp_avg_sq.<path>'``, ``'nadam.mu_product.<path>'``
     (a float32 scalar per parameter, as torch's).
 
@@ -497,6 +523,7 @@ class NAdam(Optimizer):
             ``decoupled_weight_decay=True`` AdamW's decay of the parameter (NAdamW).
         momentum_decay: the ``psi`` of the momentum schedule, >= 0.
         decoupled_weight_decay: decay the parameter directly instead of the gradient.
+        maximize: ascend the objective instead of descending it (static).
 
     Example:
         >>> import jax.numpy as jnp, js
@@ -512,22 +539,24 @@ class NAdam(Optimizer):
     """
 
     name = "nadam"
-    static = ("decoupled_weight_decay",)
+    static = ("decoupled_weight_decay", "maximize")
 
     def __init__(
         self,
         params: Any,
-        lr: float = 2e-3,
+        lr: LearningRate = 2e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.0,
         momentum_decay: float = 4e-3,
         decoupled_weight_decay: bool = False,
+        *,
+        maximize: bool = False,
     ) -> None:
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
         defaults |= dict(momentum_decay=momentum_decay)
         defaults |= dict(decoupled_weight_decay=decoupled_weight_decay)
-        super().__init__(params, defaults)
+        super().__init__(params, defaults | dict(maximize=maximize))
 
     def check(self, group: Mapping[str, Any]) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
@@ -536,6 +565,7 @@ class NAdam(Optimizer):
         _number("weight_decay", group["weight_decay"], 0.0)
         _number("momentum_decay", group["momentum_decay"], 0.0)
         _flag("decoupled_weight_decay", group["decoupled_weight_decay"])
+        _flag("maximize", group["maximize"])
 
     def scalars(self, group: Mapping[str, Any]) -> dict[str, float]:
         """The update's float scalars, in double on the host."""
@@ -567,6 +597,7 @@ class NAdam(Optimizer):
         group: Mapping[str, Any],
     ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_nadam``)."""
+        grad = -grad if group["maximize"] else grad
         t = _float(step)
         bias_correction2 = _one_minus_pow(h["log_b2"], t)
         if group["decoupled_weight_decay"]:
@@ -604,7 +635,7 @@ class RAdam(Optimizer):
     step). torch computes ``rho_t`` in double on the host; in float32 its two terms (near
     ``rho_inf``, 1999 for b2 = 0.999) cancel, so js computes ``rho_t - K`` (``K`` a host
     constant) as ``t * (2/u - 2/expm1(u))``, ``u = -t log(b2)``, by its series below u = 1:
-    within float32 rounding of torch's. No ``maximize``, ``capturable``, ``foreach``. State
+    within float32 rounding of torch's. No ``capturable``, ``foreach``. State
     keys ``'radam.exp_avg.<path>'``, ``'radam.exp_avg_sq.<path>'``.
 
     Args:
@@ -615,6 +646,7 @@ class RAdam(Optimizer):
         weight_decay: weight decay >= 0: an L2 penalty added to the gradient, or with
             ``decoupled_weight_decay=True`` AdamW's decay of the parameter.
         decoupled_weight_decay: decay the parameter directly instead of the gradient.
+        maximize: ascend the objective instead of descending it (static).
 
     Example:
         >>> import jax.numpy as jnp, js
@@ -630,20 +662,22 @@ class RAdam(Optimizer):
     """
 
     name = "radam"
-    static = ("decoupled_weight_decay",)
+    static = ("decoupled_weight_decay", "maximize")
 
     def __init__(
         self,
         params: Any,
-        lr: float = 1e-3,
+        lr: LearningRate = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.0,
         decoupled_weight_decay: bool = False,
+        *,
+        maximize: bool = False,
     ) -> None:
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
         defaults |= dict(decoupled_weight_decay=decoupled_weight_decay)
-        super().__init__(params, defaults)
+        super().__init__(params, defaults | dict(maximize=maximize))
 
     def check(self, group: Mapping[str, Any]) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
@@ -651,6 +685,7 @@ class RAdam(Optimizer):
         _number("eps", group["eps"], 0.0)
         _number("weight_decay", group["weight_decay"], 0.0)
         _flag("decoupled_weight_decay", group["decoupled_weight_decay"])
+        _flag("maximize", group["maximize"])
 
     def scalars(self, group: Mapping[str, Any]) -> dict[str, float]:
         """The update's float scalars, in double on the host; ``rho_t = rho_k + t * q(u)``."""
@@ -686,6 +721,7 @@ class RAdam(Optimizer):
         group: Mapping[str, Any],
     ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_radam``)."""
+        grad = -grad if group["maximize"] else grad
         t = _float(step)
         if group["decoupled_weight_decay"]:
             p, g = param * (1 - h["lr"] * h["weight_decay"]), grad
@@ -764,7 +800,7 @@ class Adafactor(Optimizer):
     def __init__(
         self,
         params: Any,
-        lr: float = 1e-2,
+        lr: LearningRate = 1e-2,
         beta2_decay: float = -0.8,
         eps: tuple[float | None, float] = (None, 1e-3),
         d: float = 1.0,
@@ -890,7 +926,7 @@ class Lion(Optimizer):
     def __init__(
         self,
         params: Any,
-        lr: float = 1e-4,
+        lr: LearningRate = 1e-4,
         betas: tuple[float, float] = (0.9, 0.99),
         weight_decay: float = 0.0,
     ) -> None:
