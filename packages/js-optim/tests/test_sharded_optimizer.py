@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 SHARDED = """
-import jax, numpy as np
+import jax, numpy as np, optax
 from jax.sharding import AxisType, PartitionSpec as P
 from optim_models import MLP, batch, mse
 import js
@@ -30,6 +30,18 @@ for key, variable in zip(opt._keys, opt._state, strict=True):
     else:  # a counter: replicated on the mesh
         assert sharding.spec == P() and len(sharding.device_set) == 2, (key, sharding)
 assert opt._step_count[...].sharding.spec == P()
+for group in opt._hyper:  # the groups' option arrays: replicated
+    assert all(v[...].sharding.spec == P() and len(v[...].sharding.device_set) == 2 for v in group)
+opt.param_groups[0]["lr"] = 0.02  # a written option stays replicated
+assert all(v[...].sharding.spec == P() for v in opt._hyper[0])
+opt.param_groups[0]["lr"] = 0.01
+raw = js.optim.Optax(model.parameters(), optax.adam(0.01))  # optax's state placed the same way
+for key, variable in zip(raw._keys, raw._state, strict=True):
+    if key.startswith(("0.mu.", "0.nu.")):  # optax.adam: a chain, its first state
+        param = params[key.split(".", 2)[2]][...]
+        assert variable[...].sharding == param.sharding, (key, variable[...].sharding)
+    else:
+        assert variable[...].sharding.spec == P(), key
 
 step = js.jit(lambda m, o, x, y: o.step(js.value_and_grad(mse)(m, x, y)[1]))
 x, y = batch()

@@ -520,7 +520,10 @@ class Optimizer(js.Object):
                     raise ValueError(
                         f"{cls}: two different parameters have the path {path!r} "
                         f"(param_groups[{by_path[path]}] and {where}); gradients are matched "
-                        "by path. Fix: one optimizer per model."
+                        "by the model's dotted paths, and submodule.parameters() gives paths "
+                        "relative to the submodule. Fix: select from the model you "
+                        "differentiate, e.g. [(p, v) for p, v in model.named_parameters() if "
+                        "p.startswith('body.')], or use one optimizer per model."
                     )
                 seen[id(param)] = index
                 by_path[path] = index
@@ -1078,17 +1081,18 @@ class Transform:
         return f"Transform({self.key[1]!r})"
 
 
-def _key_name(path, param_paths: tuple[str, ...]) -> str:
-    """``'adam.mu.encoder.weight'`` from the optax key path of one state leaf."""
+def _key_name(path) -> str:
+    """``'adam.mu.encoder.weight'`` from the optax key path of one state leaf (the parameters
+    are a ``{path: array}`` dict, so a parameter's path is one dict key)."""
     parts = []
     for entry in path:
         if isinstance(entry, jax.tree_util.DictKey):
             parts.append(str(entry.key))
         elif isinstance(entry, jax.tree_util.GetAttrKey):
             parts.append(entry.name)
-        elif isinstance(entry, jax.tree_util.SequenceKey):  # an index into the parameter list
-            parts.append(param_paths[entry.idx])
-        else:  # pragma: no cover - optax states are dicts, named tuples and our lists
+        elif isinstance(entry, jax.tree_util.SequenceKey):  # a chain's position
+            parts.append(str(entry.idx))
+        else:  # pragma: no cover - optax states are dicts, named tuples and tuples
             parts.append(str(entry))
     return ".".join(parts)
 
@@ -1138,19 +1142,39 @@ class Optax(_Custom, Optimizer):
         super().__init__(params, {})
 
     def _build_state(self) -> None:
+        # optax sees {path: array}: its state keys then name each parameter by its path
+        # ('adam.mu.fc.weight'), and a chain's tuple indices stay numbers ('lion.0.mu.w').
         indices = [i for i, t in enumerate(self._trainable) if t]
         variables = self.params.variables
         arrays = [variables[i].value for i in indices]
         paths = tuple(self.params.paths[i] for i in indices)
-        program = _Program(self, (type(self), self._tx, len(arrays)))
-        state = _placed_init(program, arrays) if arrays else self._tx.tx.init([])
+        named = dict(zip(paths, arrays, strict=True))
+        shardings = [sharding_of(a) for a in arrays]
+        mesh = [s for s in shardings if isinstance(s, NamedSharding)]
+        if not arrays or any(s is None for s in shardings):  # none, or traced
+            state = self._tx.tx.init(named)
+        elif len(mesh) < len(shardings):
+            state = _init(_Program(self, (type(self), self._tx, paths)), arrays)
+        else:  # on a mesh: each leaf shaped like its parameter on its sharding, the rest replicated
+            replicated = NamedSharding(mesh[0].mesh, PartitionSpec())
+            by_path = dict(zip(paths, zip(arrays, mesh, strict=True), strict=True))
+
+            def place(path, leaf):
+                keys = [e.key for e in path if isinstance(e, jax.tree_util.DictKey)]
+                hit = by_path.get(keys[-1]) if keys else None
+                return hit[1] if hit is not None and hit[0].shape == leaf.shape else replicated
+
+            abstract = jax.eval_shape(self._tx.tx.init, named)
+            out = jax.tree_util.tree_map_with_path(place, abstract)
+            state = jax.jit(self._tx.tx.init, out_shardings=out)(named)
         leaves, self._treedef = jax.tree_util.tree_flatten_with_path(state)
-        self._keys = tuple(_key_name(path, paths) for path, _ in leaves)
+        self._paths = paths
+        self._keys = tuple(_key_name(path) for path, _ in leaves)
         self._slots = self._keys
         self._state = nnx.data(tuple(OptState(leaf) for _, leaf in leaves))
 
-    def _init_pure(self, arrays: list, indices: tuple[int, ...]):  # pyright: ignore[reportIncompatibleMethodOverride]
-        return self._tx.tx.init(arrays)
+    def _init_pure(self, arrays: list, paths: tuple[str, ...]):  # pyright: ignore[reportIncompatibleMethodOverride]
+        return self._tx.tx.init(dict(zip(paths, arrays, strict=True)))
 
     def _program_key(self) -> Hashable:
         return (type(self), self._tx, self._treedef, self._trainable)
@@ -1158,9 +1182,12 @@ class Optax(_Custom, Optimizer):
     def _pure(self, params: list, grads: list, values: list) -> tuple[list, list]:
         count, *rest = values
         state = jax.tree_util.tree_unflatten(self._treedef, rest)
-        updates, state = self._tx.tx.update(grads, state, params)
-        new_params: list = optax.apply_updates(params, updates)  # pyright: ignore[reportAssignmentType]
-        return new_params, [count + 1, *jax.tree_util.tree_leaves(state)]
+        named = dict(zip(self._paths, params, strict=True))
+        updates, state = self._tx.tx.update(
+            dict(zip(self._paths, grads, strict=True)), state, named
+        )
+        new: dict = optax.apply_updates(named, updates)  # pyright: ignore[reportAssignmentType]
+        return [new[path] for path in self._paths], [count + 1, *jax.tree_util.tree_leaves(state)]
 
     def _adapt(self, now: tuple[bool, ...], flipped: list[str]) -> None:
         raise ValueError(
