@@ -18,6 +18,14 @@ from ._accumulate import accumulate as accumulate  # noqa: E402
 from ._clip import clip_grad_norm as clip_grad_norm  # noqa: E402
 from ._clip import clip_grad_value as clip_grad_value  # noqa: E402
 from ._groups import param_groups as param_groups  # noqa: E402
+from ._more import Adadelta as Adadelta  # noqa: E402
+from ._more import Adafactor as Adafactor  # noqa: E402
+from ._more import Adagrad as Adagrad  # noqa: E402
+from ._more import Adamax as Adamax  # noqa: E402
+from ._more import Lion as Lion  # noqa: E402
+from ._more import NAdam as NAdam  # noqa: E402
+from ._more import RAdam as RAdam  # noqa: E402
+from ._more import RMSprop as RMSprop  # noqa: E402
 from ._optimizer import Optax as Optax  # noqa: E402
 from ._optimizer import Optimizer as Optimizer  # noqa: E402
 from ._optimizer import OptState as OptState  # noqa: E402
@@ -32,13 +40,21 @@ from ._schedules import linear_warmup as linear_warmup  # noqa: E402
 __all__ = [
     "SGD",
     "Accumulate",
+    "Adadelta",
+    "Adafactor",
+    "Adagrad",
     "Adam",
     "AdamW",
+    "Adamax",
     "LearningRate",
+    "Lion",
+    "NAdam",
     "OptState",
     "Optax",
     "Optimizer",
     "ParamGroup",
+    "RAdam",
+    "RMSprop",
     "__interface__",
     "__version__",
     "accumulate",
