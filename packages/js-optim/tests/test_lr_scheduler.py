@@ -321,3 +321,9 @@ def test_bad_arguments():
     with pytest.raises(KeyError, match="'initial_lr' is not specified"):
         lr_scheduler.StepLR(_js_optimizer(), 2, last_epoch=3)
     assert math.isfinite(opt.param_groups[0]["lr"])
+
+
+def test_docstring_examples():
+    import doctest
+
+    assert doctest.testmod(lr_scheduler).failed == 0

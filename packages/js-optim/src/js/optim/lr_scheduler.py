@@ -41,7 +41,7 @@ import types
 import warnings
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, SupportsFloat
 
 __all__ = [
@@ -867,7 +867,7 @@ def _momentum_key(optimizer: Any, groups: list) -> str:
     """``'betas'`` or ``'momentum'``: what OneCycleLR cycles (from ``optimizer.defaults``, as
     PyTorch, or the first group's keys for an optimizer without ``defaults``)."""
     defaults = getattr(optimizer, "defaults", None)
-    keys = set(defaults) if hasattr(defaults, "keys") else set(groups[0].keys())
+    keys = set(defaults) if isinstance(defaults, Mapping) else set(groups[0].keys())
     if "momentum" not in keys and "betas" not in keys:
         raise ValueError(
             "optimizer must support momentum or beta1 with `cycle_momentum` option enabled. "

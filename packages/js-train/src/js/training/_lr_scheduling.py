@@ -147,7 +147,7 @@ def step_scheduler(config: SchedulerConfig, row: Mapping[str, float]) -> None:
     if not config.plateau:
         config.scheduler.step()
         return
-    monitor = config.monitor
+    monitor = config.monitor or ""  # a plateau's monitor is checked when the Task is built
     if monitor not in row:
         message = (
             f"ReduceLROnPlateau conditioned on metric {monitor!r} which is not available. "

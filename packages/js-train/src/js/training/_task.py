@@ -102,7 +102,7 @@ class Task:
     ) -> dict:
         """One compiled update of ``model`` on ``batch``; returns its on-device metrics."""
         _check_classification(type(self).__name__, batch)
-        options = dict(
+        options: dict[str, Any] = dict(
             compute_dtype=self.compute_dtype,
             clip_grad_norm=self.clip_grad_norm,
             clip_grad_value=self.clip_grad_value,
