@@ -56,11 +56,10 @@ class _StandIn:  # TEMPORARY until the shell lands
 def _js_optimizer(kind: str = "sgd"):
     if not hasattr(js.optim.SGD, "param_groups"):
         return _StandIn(kind)
-    model = Pair()
-    params = model.parameters()
+    named = dict(Pair().named_parameters())
     groups = [
-        {"params": params.select("a"), "lr": LRS[0]},
-        {"params": params.select("b"), "lr": LRS[1]},
+        {"params": [("a", named["a"])], "lr": LRS[0]},
+        {"params": [("b", named["b"])], "lr": LRS[1]},
     ]
     if kind == "adam":
         return js.optim.Adam(groups, lr=LRS[0])
@@ -248,8 +247,6 @@ def test_sgd_uses_the_scheduled_rate_and_jit_traces_once():
     torch_opt, js_opt = _torch_optimizer(), _js_optimizer()
     theirs = torch_lr_scheduler.StepLR(torch_opt, step_size=1, gamma=0.5)
     ours = lr_scheduler.StepLR(js_opt, step_size=1, gamma=0.5)
-    model = js_opt.params_model if hasattr(js_opt, "params_model") else None
-    del model
     traces = []
 
     @js.jit
@@ -277,13 +274,11 @@ def test_sgd_uses_the_scheduled_rate_and_jit_traces_once():
 
 
 def _params(group):
-    params = group["params"]
-    return [p for _, p in params.items()] if hasattr(params, "items") else list(params)
+    return list(group["params"])
 
 
 def _paths(group):
-    params = group["params"]
-    return list(params.paths) if hasattr(params, "paths") else [path for path, _ in params]
+    return list(group.paths)
 
 
 # -- refusals ------------------------------------------------------------------------------------

@@ -71,7 +71,8 @@ class Trainer:
             whose batches differ in shape and the batches before a log, validation or the
             last step run one at a time, so those happen on their exact steps; a callback's
             step schedule (``ModelCheckpoint(every_n_steps)``) fires at the end of the
-            dispatch that reaches it.
+            dispatch that reaches it. A Task's ``lr_scheduler`` of interval ``'step'`` ends a
+            dispatch at each of its steps (``frequency`` 1 is refused: use a traced ``lr=``).
         unroll: passed to ``lax.scan`` when ``steps_per_execution`` is above 1: ``True``
             unrolls the K steps (fast for convolutions on the CPU), ``False`` keeps a loop
             (faster to compile for small dense steps and large K), an int ``n`` unrolls ``n``.
@@ -199,7 +200,9 @@ class Trainer:
 
         Returns the history: one dict of floats per reported step, with ``step``, ``epoch``,
         ``train/loss``, ``train/count``, ``train/accuracy`` (when steps return ``correct``),
-        ``time/samples_per_s``, ``lr`` (with a schedule), ``val/...`` after a validation and
+        ``time/samples_per_s``, ``lr`` (with a schedule; with a Task's ``lr_scheduler``, group
+        0's rate as the row is reported, and ``lr/pg<i>`` for each further group), ``val/...``
+        after a validation and
         ``time/epoch_s`` at an epoch's end. A row's plain ``train/*`` are its own interval: the
         log's window on a log step, else the whole epoch; where a log falls on an epoch's last
         step, the epoch's means are added as ``train/*_epoch`` (and ``on_epoch_end`` gets them
