@@ -10,9 +10,16 @@ from js_train_testing import MLP, blobs
 
 import js
 import js.optim
-from js.nn.checkpoint import load_checkpoint
 from js.optim import lr_scheduler
-from js.training import ArrayLoader, ModelCheckpoint, Task, Trainer, steps
+from js.training import (
+    ArrayLoader,
+    ModelCheckpoint,
+    Task,
+    Trainer,
+    load_checkpoint,
+    save_checkpoint,
+    steps,
+)
 
 torch = pytest.importorskip("torch")
 
@@ -233,3 +240,53 @@ def test_a_resumed_fit_continues_the_schedule(tmp_path, name, cut, every):
         assert {k: v for k, v in a.items() if not k.startswith("time")} == {
             k: v for k, v in b.items() if not k.startswith("time")
         }
+
+
+class Halve:
+    """A callable object: LambdaLR saves its __dict__."""
+
+    def __init__(self):
+        self.base = 0.5
+
+    def __call__(self, epoch):
+        return self.base**epoch
+
+
+SAVED = {
+    "SequentialLR": lambda m, o: m.SequentialLR(
+        o, [m.LinearLR(o, 0.2, total_iters=3), m.CosineAnnealingLR(o, T_max=6)], milestones=[3]
+    ),
+    "OneCycleLR": lambda m, o: m.OneCycleLR(o, max_lr=0.3, total_steps=20, three_phase=True),
+    "LambdaLR": lambda m, o: m.LambdaLR(o, [Halve(), lambda e: 1.0 / (e + 1)]),
+    "ReduceLROnPlateau": lambda m, o: m.ReduceLROnPlateau(
+        o, patience=0, cooldown=1, min_lr=[0.02, 0.0]
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SAVED))
+def test_a_checkpoint_restores_the_scheduler_and_the_rates(tmp_path, name):
+    """save_checkpoint / load_checkpoint of task.checkpoint_objects(): a fresh scheduler
+    continues the saved one's rates exactly (as torch's continues)."""
+    build = SAVED[name]
+    step = (lambda s, i: s.step(1.0 + (i % 3 == 0))) if name == "ReduceLROnPlateau" else None
+    step = step or (lambda s, i: s.step())
+    tasks = []
+    for _ in range(2):
+        model = MLP(p=0.0, rngs=js.Rngs(params=0))
+        optimizer = _optimizer(model)
+        scheduler = build(lr_scheduler, optimizer)
+        config = {"monitor": "val/loss"} if name == "ReduceLROnPlateau" else {}
+        tasks.append(Task(model, optimizer, lr_scheduler={"scheduler": scheduler, **config}))
+    saved, fresh = tasks
+    if name == "LambdaLR":
+        saved.lr_scheduler.lr_lambdas[0].base = 0.8  # saved with the object's __dict__
+    for i in range(7):
+        step(saved.lr_scheduler, i)
+    save_checkpoint(tmp_path, saved.checkpoint_objects())
+    load_checkpoint(tmp_path, fresh.checkpoint_objects(), which="last")
+    for i in range(7, 14):
+        assert fresh.lr_scheduler.get_last_lr() == saved.lr_scheduler.get_last_lr()
+        rates = [g["lr"] for g in fresh.optimizer.param_groups]
+        assert rates == [g["lr"] for g in saved.optimizer.param_groups]
+        step(saved.lr_scheduler, i), step(fresh.lr_scheduler, i)

@@ -182,8 +182,8 @@ def _numeric(state: Mapping) -> dict[str, Any]:
         if isinstance(value, (bool, numbers.Real)):
             out[str(key)] = np.asarray(value, np.float64 if isinstance(value, float) else None)
         elif isinstance(value, (list, tuple)) and value:
-            if all(isinstance(v, Mapping) for v in value):
-                out[str(key)] = {str(i): _numeric(v) for i, v in enumerate(value)}
+            if all(isinstance(v, Mapping) or v is None for v in value):  # schedulers, lambdas
+                out[str(key)] = {str(i): _numeric(v) for i, v in enumerate(value) if v is not None}
             elif all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in value):
                 floats = any(isinstance(v, float) for v in value)
                 out[str(key)] = np.asarray(value, np.float64 if floats else np.int64)
@@ -198,7 +198,10 @@ def _merged(current: Mapping, saved: Mapping) -> dict[str, Any]:
             continue
         new = saved[str(key)]
         if isinstance(value, (list, tuple)) and isinstance(new, Mapping):
-            out[key] = [_merged(v, new[str(i)]) for i, v in enumerate(value)]
+            out[key] = [
+                _merged(v, new[str(i)]) if isinstance(v, Mapping) else v
+                for i, v in enumerate(value)
+            ]
         elif isinstance(value, (list, tuple)):
             out[key] = type(value)(np.asarray(new).tolist())
         else:
