@@ -44,18 +44,7 @@ def _torch_optimizer(kind: str = "sgd"):
     return torch.optim.SGD(groups, lr=LRS[0], momentum=0.9)
 
 
-class _StandIn:  # TEMPORARY until the shell lands
-    def __init__(self, kind):
-        if kind == "adam":
-            self.defaults = {"lr": LRS[0], "betas": (0.9, 0.999)}
-        else:
-            self.defaults = {"lr": LRS[0], "momentum": 0.9}
-        self.param_groups = [{**self.defaults, "lr": lr} for lr in LRS]
-
-
 def _js_optimizer(kind: str = "sgd"):
-    if not hasattr(js.optim.SGD, "param_groups"):
-        return _StandIn(kind)
     named = dict(Pair().named_parameters())
     groups = [
         {"params": [("a", named["a"])], "lr": LRS[0]},
