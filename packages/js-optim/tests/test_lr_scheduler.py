@@ -296,6 +296,10 @@ def test_bad_arguments():
         lr_scheduler.ReduceLROnPlateau(opt, factor=1.0)
     with pytest.raises(ValueError, match="mode 'up' is unknown"):
         lr_scheduler.ReduceLROnPlateau(opt, mode="up")  # pyright: ignore[reportArgumentType]
+    plain = js.optim.SGD(Pair().parameters(), lr=0.1)
+    with pytest.raises(ValueError, match=r"param_groups\[0\] was built with momentum=0"):
+        lr_scheduler.OneCycleLR(plain, max_lr=0.1, total_steps=10)
+    assert "initial_lr" not in plain.param_groups[0]  # refused before any write
     with pytest.raises(ValueError, match="either total_steps OR"):
         lr_scheduler.OneCycleLR(opt, max_lr=0.1)
     with pytest.raises(ValueError, match="number of milestones"):

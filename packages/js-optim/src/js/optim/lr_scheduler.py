@@ -44,6 +44,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, SupportsFloat
 
+from ._optimizer import Optimizer
+
 __all__ = [
     "CosineAnnealingLR",
     "ExponentialLR",
@@ -779,6 +781,8 @@ class OneCycleLR(LRScheduler):
                 f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}"
             )
         self._anneal_func_type = anneal_strategy
+        if cycle_momentum and _momentum_key(optimizer, groups) == "momentum":
+            _check_momentum_kept(optimizer, groups)
         max_lrs = _per_group("max_lr", groups, max_lr)
         if last_epoch == -1:
             for index, group in enumerate(groups):
@@ -874,6 +878,22 @@ def _momentum_key(optimizer: Any, groups: list) -> str:
             "Fix: cycle_momentum=False."
         )
     return "betas" if "betas" in keys else "momentum"
+
+
+def _check_momentum_kept(optimizer: Any, groups: list) -> None:
+    """A js optimizer built without momentum keeps no momentum buffer, and cannot start one
+    by a write (torch's SGD does): refuse before any group is written."""
+    if not isinstance(optimizer, Optimizer):
+        return
+    for index, group in enumerate(groups):
+        if group.get("momentum", 0) == 0:
+            raise ValueError(
+                f"OneCycleLR: cycle_momentum=True writes a momentum between base_momentum and "
+                f"max_momentum into every group, but param_groups[{index}] was built with "
+                f"momentum=0, so {type(optimizer).__name__} keeps no momentum buffer for it. "
+                f"Fix: build it with momentum (e.g. {type(optimizer).__name__}(..., "
+                "momentum=0.9)), or pass cycle_momentum=False."
+            )
 
 
 class ReduceLROnPlateau(LRScheduler):
