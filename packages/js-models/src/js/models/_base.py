@@ -89,6 +89,10 @@ class PreTrainedModel(nn.Module):
     # place for them: buffers older files carry that the model computes instead (transformers'
     # ``_keys_to_ignore_on_load_unexpected``, same semantics).
     ignore_on_load: ClassVar[tuple[str, ...]] = ()
+    # Module paths -> transformers' own module names, for the keys of LoRA adapter folders
+    # (PEFT names adapters by the live module, not by the file): the reverse of ``key_mapping``
+    # where the modules are named as older files are (ViT).
+    adapter_key_mapping: ClassVar[dict[str, str]] = {}
 
     def __init__(self, config: PretrainedConfig):
         super().__init__()
@@ -116,6 +120,16 @@ class PreTrainedModel(nn.Module):
         """What ``save_pretrained`` writes as ``config.json``: transformers' layout (the config's
         keys and ``architectures``). timm families override it with timm's layout."""
         return {**self.config.to_dict(), "architectures": [type(self).__name__]}
+
+    def load_adapter(self, path: str | os.PathLike, *, rngs: Any = None) -> list[str]:
+        """Load a Hugging Face PEFT LoRA folder onto this model (``js.nn.lora.load_adapter``
+        with this family's module names); returns the adapted paths."""
+        return nn.lora.load_adapter(self, path, key_mapping=self.key_mapping, rngs=rngs)
+
+    def save_adapter(self, path: str | os.PathLike, *, task_type: str | None = None) -> None:
+        """Write this model's LoRA adapters as PEFT's ``save_pretrained`` does, in the module
+        names of the transformers model PEFT would wrap (``js.nn.lora.save_adapter``)."""
+        nn.lora.save_adapter(self, path, key_mapping=self.adapter_key_mapping, task_type=task_type)
 
     def save_pretrained(self, path: str | os.PathLike) -> None:
         """Write ``config.json`` and ``model.safetensors`` to ``path`` in the source library's

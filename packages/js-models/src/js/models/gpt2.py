@@ -106,6 +106,10 @@ class Conv1D(Module):
         input ``[..., nx]``, output ``[..., nf]``.
     """
 
+    # A linear layer stored [in, out]: ``js.nn.lora`` adapts it as PEFT does GPT-2's Conv1D
+    # (``fan_in_fan_out=True``).
+    fan_in_fan_out: ClassVar[bool] = True
+
     def __init__(self, nf: int, nx: int, *, rngs: Rngs, std: float = 0.02):
         super().__init__()
         self.nf, self.nx = nf, nx

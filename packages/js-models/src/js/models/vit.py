@@ -274,6 +274,10 @@ class ViTPreTrainedModel(PreTrainedModel):
         rf"layers\.(\d+)\.{re.escape(new)}": rf"encoder.layer.\1.{old}"
         for new, old in _NEW_NAMES.items()
     }
+    adapter_key_mapping: ClassVar[dict[str, str]] = {
+        rf"encoder\.layer\.(\d+)\.{re.escape(old)}$": rf"layers.\1.{new}"
+        for new, old in _NEW_NAMES.items()
+    }
 
 
 def _check_pixels(pixel_values: Any, config: ViTConfig, interpolate: bool | None) -> jax.Array:

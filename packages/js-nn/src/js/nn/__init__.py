@@ -15,6 +15,7 @@ from . import checkpoint as checkpoint  # noqa: E402
 from . import checkpoint_format as checkpoint_format  # noqa: E402
 from . import functional as functional  # noqa: E402
 from . import init as init  # noqa: E402
+from . import lora as lora  # noqa: E402
 from ._activation import ELU as ELU  # noqa: E402
 from ._activation import GELU as GELU  # noqa: E402
 from ._activation import Hardtanh as Hardtanh  # noqa: E402
@@ -39,6 +40,7 @@ from ._embedding import Embedding as Embedding  # noqa: E402
 from ._kv_cache import KVCache as KVCache  # noqa: E402
 from ._linear import Identity as Identity  # noqa: E402
 from ._linear import Linear as Linear  # noqa: E402
+from ._lora import LoRALinear as LoRALinear  # noqa: E402
 from ._normalization import BatchNorm1d as BatchNorm1d  # noqa: E402
 from ._normalization import BatchNorm2d as BatchNorm2d  # noqa: E402
 from ._normalization import GroupNorm as GroupNorm  # noqa: E402
@@ -97,6 +99,7 @@ __all__ = [
     "LayerNorm",
     "LeakyReLU",
     "Linear",
+    "LoRALinear",
     "LogSoftmax",
     "MaxPool1d",
     "MaxPool2d",
@@ -128,6 +131,7 @@ __all__ = [
     "init",
     "load_torch_state_dict",
     "load_weights",
+    "lora",
     "read_checkpoint",
     "save_weights",
     "summary",
