@@ -13,7 +13,8 @@ from ._version import __version__
 
 _require("js-optim", __version__, _REQUIRES)
 
-from ._accumulate import Accumulate as Accumulate  # noqa: E402  (after the interface check)
+from . import lr_scheduler as lr_scheduler  # noqa: E402  (after the interface check)
+from ._accumulate import Accumulate as Accumulate  # noqa: E402
 from ._accumulate import accumulate as accumulate  # noqa: E402
 from ._clip import clip_grad_norm as clip_grad_norm  # noqa: E402
 from ._clip import clip_grad_value as clip_grad_value  # noqa: E402
@@ -62,5 +63,6 @@ __all__ = [
     "clip_grad_value",
     "cosine_schedule",
     "linear_warmup",
+    "lr_scheduler",
     "param_groups",
 ]

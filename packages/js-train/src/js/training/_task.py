@@ -20,6 +20,7 @@ from jax.typing import DTypeLike
 import js
 
 from . import steps
+from ._lr_scheduling import SchedulerState, scheduler_config
 from ._precision import check_compute_dtype
 
 # The argument names each overridable step is called with, after self.
@@ -49,6 +50,15 @@ class Task:
         rngs: a ``js.Rngs`` for stochastic layers (``dropout`` stream), or None.
         compute_dtype: None (float32) or ``jnp.bfloat16``: the default steps compute in that
             dtype with float32 parameters and optimizer state (see :func:`autocast`).
+        lr_scheduler: a scheduler of ``optimizer`` (``js.optim.lr_scheduler``), or
+            Lightning's dict ``{"scheduler": s, "interval": "epoch" | "step", "frequency": 1,
+            "monitor": "val/loss", "strict": True}``: the Trainer steps it every ``frequency``
+            epochs (the default interval) or optimizer steps, feeds a ``ReduceLROnPlateau`` the
+            ``monitor``ed metric, saves it in checkpoints and logs its rates (``lr``).
+        clip_grad_norm: clip the gradients of the default steps to this global L2 norm
+            (``js.optim.clip_grad_norm``, torch's ``clip_grad_norm_``); None: no clipping.
+        clip_grad_value: clamp each gradient element to ``[-v, v]``
+            (``js.optim.clip_grad_value``); not together with ``clip_grad_norm``.
 
     Example:
         >>> class Forecast(Task):
@@ -65,6 +75,9 @@ class Task:
         rngs: js.Rngs | None = None,
         *,
         compute_dtype: DTypeLike | None = None,
+        lr_scheduler: Any = None,
+        clip_grad_norm: float | None = None,
+        clip_grad_value: float | None = None,
     ) -> None:
         if not isinstance(model, js.Module):
             raise TypeError(f"Task model must be a js.Module, got {type(model).__name__}")
@@ -74,23 +87,29 @@ class Task:
             )
         if rngs is not None and not isinstance(rngs, js.Rngs):
             raise TypeError(f"Task rngs must be a js.Rngs or None, got {type(rngs).__name__}")
+        config = scheduler_config(lr_scheduler, optimizer)
+        steps.check_clipping("Task", clip_grad_norm, clip_grad_value)
         self.model = model
         self.optimizer = optimizer
         self.rngs = rngs
         self.compute_dtype = check_compute_dtype("Task", compute_dtype)
+        self.lr_scheduler = None if config is None else config.scheduler
+        self.lr_scheduler_config = config
+        self.clip_grad_norm, self.clip_grad_value = clip_grad_norm, clip_grad_value
 
     def training_step(
         self, model: js.Module, optimizer: Any, rngs: js.Rngs | None, batch: Any
     ) -> dict:
         """One compiled update of ``model`` on ``batch``; returns its on-device metrics."""
         _check_classification(type(self).__name__, batch)
-        if rngs is None:
-            return steps.classification_step(
-                model, optimizer, batch, compute_dtype=self.compute_dtype
-            )
-        return steps.dropout_classification_step(
-            model, optimizer, batch, rngs, compute_dtype=self.compute_dtype
+        options: dict[str, Any] = dict(
+            compute_dtype=self.compute_dtype,
+            clip_grad_norm=self.clip_grad_norm,
+            clip_grad_value=self.clip_grad_value,
         )
+        if rngs is None:
+            return steps.classification_step(model, optimizer, batch, **options)
+        return steps.dropout_classification_step(model, optimizer, batch, rngs, **options)
 
     def validation_step(self, model: js.Module, batch: Any) -> dict:
         """Metrics of ``batch`` without an update."""
@@ -108,10 +127,13 @@ class Task:
         self.model.train(phase == "train")
 
     def checkpoint_objects(self) -> dict:
-        """``{'model':, 'optimizer':[, 'rngs':]}``: what a checkpoint of this task holds."""
+        """``{'model':, 'optimizer':[, 'rngs':][, 'lr_scheduler':]}``: what a checkpoint of
+        this task holds (the scheduler's counters and rates, see ``lr_scheduler``)."""
         objects = {"model": self.model, "optimizer": self.optimizer}
         if self.rngs is not None:
             objects["rngs"] = self.rngs
+        if getattr(self, "lr_scheduler", None) is not None:
+            objects["lr_scheduler"] = SchedulerState(self.lr_scheduler)
         return objects
 
 

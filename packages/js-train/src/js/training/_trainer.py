@@ -24,6 +24,7 @@ import js
 from js._checks import check_int, check_mesh, is_int
 
 from ._callbacks import Callback
+from ._lr_scheduling import check_fit, lr_columns, scheduler_room, step_scheduler
 from ._options import check_callbacks, check_data, check_monitors, check_options
 from ._progress import Display
 from ._runs import Run
@@ -70,7 +71,8 @@ class Trainer:
             whose batches differ in shape and the batches before a log, validation or the
             last step run one at a time, so those happen on their exact steps; a callback's
             step schedule (``ModelCheckpoint(every_n_steps)``) fires at the end of the
-            dispatch that reaches it.
+            dispatch that reaches it. A Task's ``lr_scheduler`` of interval ``'step'`` ends a
+            dispatch at each of its steps (``frequency`` 1 is refused: use a traced ``lr=``).
         unroll: passed to ``lax.scan`` when ``steps_per_execution`` is above 1: ``True``
             unrolls the K steps (fast for convolutions on the CPU), ``False`` keeps a loop
             (faster to compile for small dense steps and large K), an int ``n`` unrolls ``n``.
@@ -157,6 +159,7 @@ class Trainer:
         self.start_epoch = self.start_step = 0
         self.train_data, self._many = None, None
         self._totals = Totals()
+        self._scheduler = None  # the task's SchedulerConfig during a fit
         self.should_stop, self.stop_reason = False, None
 
     # The position's numbers under the names callbacks (ModelCheckpoint) and users read.
@@ -197,7 +200,9 @@ class Trainer:
 
         Returns the history: one dict of floats per reported step, with ``step``, ``epoch``,
         ``train/loss``, ``train/count``, ``train/accuracy`` (when steps return ``correct``),
-        ``time/samples_per_s``, ``lr`` (with a schedule), ``val/...`` after a validation and
+        ``time/samples_per_s``, ``lr`` (with a schedule; with a Task's ``lr_scheduler``, group
+        0's rate as the row is reported, and ``lr/pg<i>`` for each further group), ``val/...``
+        after a validation and
         ``time/epoch_s`` at an epoch's end. A row's plain ``train/*`` are its own interval: the
         log's window on a log step, else the whole epoch; where a log falls on an epoch's last
         step, the epoch's means are added as ``train/*_epoch`` (and ``on_epoch_end`` gets them
@@ -253,6 +258,10 @@ class Trainer:
             row.update(self._totals.window(self.position, task))
         if due.epoch_end:
             row = with_epoch(row, self._totals.epoch_summary(self.position, task))
+        config = self._scheduler
+        if config is not None and config.interval == "step":
+            if self.global_step % config.frequency == 0:  # dispatches end at these steps
+                step_scheduler(config, row)
         if row:
             row = self._report(task, row, display, validated=due.validate, final=due.epoch_end)
         self._hook("on_step_end", task, self.global_step)
@@ -277,6 +286,10 @@ class Trainer:
                 row.update(self._validation(task, val_data, display))
             row = with_epoch(row, self._totals.epoch_summary(self.position, task))
             row = self._report(task, row, display, validated=validate, final=True)
+        config = self._scheduler
+        if config is not None and config.interval == "epoch" and ran_out:
+            if (self.epoch + 1) % config.frequency == 0:
+                step_scheduler(config, epoch_metrics(row))
         self._hook("on_epoch_end", task, epoch_metrics(row))
         if ran_out:
             self.position.next_epoch()
@@ -285,6 +298,7 @@ class Trainer:
     def _report(self, task, row: dict, display, *, validated: bool, final: bool) -> dict:
         """One row of a step to the history, the run, ``on_validation_end`` and the display."""
         row = {"epoch": float(self.epoch), "step": float(self.global_step), **row}
+        row.update(lr_columns(self._scheduler))
         row = dict(sorted(row.items(), key=lambda item: _ORDER.get(item[0].split("/")[0], 2)))
         self.history.append(row)
         if validated:
@@ -372,7 +386,8 @@ class Trainer:
         group = []
         for batch in data:
             group.append(batch)
-            if self._many is None or schedule.room(self.position) < k:
+            room = min(schedule.room(self.position), self._scheduler_room())
+            if self._many is None or room < k:
                 yield from singly(group)
                 group = []
             elif len(group) == k:
@@ -384,6 +399,10 @@ class Trainer:
                 )
                 group = []
         yield from singly(group)
+
+    def _scheduler_room(self) -> int:
+        """Steps to the next step of an interval-'step' scheduler: a dispatch ends there."""
+        return scheduler_room(self._scheduler, self.global_step)
 
     def _running_loss(self) -> float:
         return self._totals.running_loss(self.position)
@@ -399,6 +418,9 @@ class Trainer:
         if val_data is not None:
             check_data(val_data, "val_data", several)
         check_monitors(self.callbacks, val_data is not None)
+        self._scheduler = getattr(task, "lr_scheduler_config", None)
+        if self._scheduler is not None:
+            check_fit(self._scheduler, self, val_data is not None)
         length = len(train_data) if hasattr(train_data, "__len__") else None
         if resume and self.position.steps_in_epoch > 0:
             check_loader_position(train_data, self.epoch)

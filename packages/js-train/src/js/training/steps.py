@@ -11,6 +11,10 @@ Mixed precision: the classification, regression and autoencoder steps take a sta
 backward passes in bfloat16 under :func:`js.training.autocast` (inputs cast, parameters cast at
 use) while the loss, the gradients, the parameters and the optimizer state stay float32.
 
+Clipping: the same four steps take static ``clip_grad_norm=`` (the gradients scaled to that
+global L2 norm, as torch's ``clip_grad_norm_``) or ``clip_grad_value=`` (each element clamped
+to ``[-v, v]``, as ``clip_grad_value_``), applied between the gradient and the update.
+
 Batches are tuples ``(x, y)`` / ``(x, y, mask)`` or dicts ``{'x':, 'y':, 'mask':}``; for the
 autoencoder and the GAN a batch is ``x`` or ``(x,)``. A ``mask[B]`` (bool) drops examples.
 
@@ -30,6 +34,7 @@ from jax.typing import DTypeLike
 
 import js
 import js.losses as losses
+import js.optim
 
 from ._precision import autocast
 
@@ -65,6 +70,33 @@ def _forward(model, x, compute_dtype, **kwargs):
     return out.astype(jnp.float32)
 
 
+def check_clipping(owner: str, clip_grad_norm: float | None, clip_grad_value: float | None) -> None:
+    """Refuse both clippings at once (which first would be a guess) and bad values."""
+    if clip_grad_norm is not None and clip_grad_value is not None:
+        raise ValueError(
+            f"{owner}: clip_grad_norm={clip_grad_norm!r} and clip_grad_value={clip_grad_value!r} "
+            "were both given; Lightning's gradient_clip_algorithm is one of them. Fix: pass one."
+        )
+    for name, value in (("clip_grad_norm", clip_grad_norm), ("clip_grad_value", clip_grad_value)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0
+        ):
+            raise ValueError(f"{owner}: {name} must be a number >= 0 or None, got {value!r}")
+
+
+def clip(
+    grads: Any, clip_grad_norm: float | None = None, clip_grad_value: float | None = None
+) -> Any:
+    """``grads`` clipped to the global norm ``clip_grad_norm`` or elementwise to
+    ``[-clip_grad_value, clip_grad_value]`` (at most one of them; neither: unchanged)."""
+    check_clipping("clip", clip_grad_norm, clip_grad_value)
+    if clip_grad_norm is not None:
+        return js.optim.clip_grad_norm(grads, clip_grad_norm)[0]
+    if clip_grad_value is not None:
+        return js.optim.clip_grad_value(grads, clip_grad_value)
+    return grads
+
+
 def _count(y, mask):
     if mask is None:
         return jnp.asarray(y.shape[0], jnp.int32)
@@ -81,9 +113,15 @@ def _classification_metrics(loss, logits, y, mask) -> dict:
 # -- classification -------------------------------------------------------------------------
 
 
-@js.jit(static_argnames=("compute_dtype",))
+@js.jit(static_argnames=("compute_dtype", "clip_grad_norm", "clip_grad_value"))
 def classification_step(
-    model: js.Module, optimizer: Any, batch: Any, *, compute_dtype: DTypeLike | None = None
+    model: js.Module,
+    optimizer: Any,
+    batch: Any,
+    *,
+    compute_dtype: DTypeLike | None = None,
+    clip_grad_norm: float | None = None,
+    clip_grad_value: float | None = None,
 ) -> dict[str, jax.Array]:
     """One optimizer step of cross-entropy on ``logits = model(x)`` [B, C], labels ``y`` [B]."""
     x, y, mask = unpack(batch)
@@ -93,11 +131,11 @@ def classification_step(
         return losses.cross_entropy(logits, y, mask=mask), logits
 
     (loss, logits), grads = js.value_and_grad(loss_fn, has_aux=True)(model)
-    optimizer.step(grads)
+    optimizer.step(clip(grads, clip_grad_norm, clip_grad_value))
     return _classification_metrics(loss, logits, y, mask)
 
 
-@js.jit(static_argnames=("compute_dtype",))
+@js.jit(static_argnames=("compute_dtype", "clip_grad_norm", "clip_grad_value"))
 def dropout_classification_step(
     model: js.Module,
     optimizer: Any,
@@ -105,6 +143,8 @@ def dropout_classification_step(
     rngs: js.Rngs,
     *,
     compute_dtype: DTypeLike | None = None,
+    clip_grad_norm: float | None = None,
+    clip_grad_value: float | None = None,
 ) -> dict[str, jax.Array]:
     """As :func:`classification_step` for a model with dropout: ``model(x, rngs=rngs)``.
 
@@ -118,7 +158,7 @@ def dropout_classification_step(
         return losses.cross_entropy(logits, y, mask=mask), logits
 
     (loss, logits), grads = js.value_and_grad(loss_fn, has_aux=True)(model, rngs)
-    optimizer.step(grads)
+    optimizer.step(clip(grads, clip_grad_norm, clip_grad_value))
     return _classification_metrics(loss, logits, y, mask)
 
 
@@ -143,9 +183,15 @@ def _masked_mse(prediction, y, mask):
     return losses.mse_loss(prediction, y, mask=jnp.broadcast_to(rows, y.shape))
 
 
-@js.jit(static_argnames=("compute_dtype",))
+@js.jit(static_argnames=("compute_dtype", "clip_grad_norm", "clip_grad_value"))
 def regression_step(
-    model: js.Module, optimizer: Any, batch: Any, *, compute_dtype: DTypeLike | None = None
+    model: js.Module,
+    optimizer: Any,
+    batch: Any,
+    *,
+    compute_dtype: DTypeLike | None = None,
+    clip_grad_norm: float | None = None,
+    clip_grad_value: float | None = None,
 ) -> dict[str, jax.Array]:
     """One step of mean squared error between ``model(x)`` and ``y`` (same shape), e.g. an
     LSTM forecaster mapping a window ``[B, T, F]`` to the next values ``[B, F]``. A
@@ -156,7 +202,7 @@ def regression_step(
         return _masked_mse(_forward(model, x, compute_dtype), y, mask)
 
     loss, grads = js.value_and_grad(loss_fn)(model)
-    optimizer.step(grads)
+    optimizer.step(clip(grads, clip_grad_norm, clip_grad_value))
     return {"loss": loss, "count": _count(y, mask)}
 
 
@@ -171,9 +217,15 @@ def regression_eval_step(
     return {"loss": _masked_mse(prediction, y, mask), "count": _count(y, mask)}
 
 
-@js.jit(static_argnames=("compute_dtype",))
+@js.jit(static_argnames=("compute_dtype", "clip_grad_norm", "clip_grad_value"))
 def autoencoder_step(
-    model: js.Module, optimizer: Any, batch: Any, *, compute_dtype: DTypeLike | None = None
+    model: js.Module,
+    optimizer: Any,
+    batch: Any,
+    *,
+    compute_dtype: DTypeLike | None = None,
+    clip_grad_norm: float | None = None,
+    clip_grad_value: float | None = None,
 ) -> dict[str, jax.Array]:
     """One step of reconstruction error: mean squared error between ``model(x)`` and ``x``."""
     x = inputs(batch)
@@ -182,7 +234,7 @@ def autoencoder_step(
         return losses.mse_loss(_forward(model, x, compute_dtype), x)
 
     loss, grads = js.value_and_grad(loss_fn)(model)
-    optimizer.step(grads)
+    optimizer.step(clip(grads, clip_grad_norm, clip_grad_value))
     return {"loss": loss, "count": _count(x, None)}
 
 
