@@ -12,7 +12,8 @@ from ._version import __version__
 
 _require("js-optim", __version__, _REQUIRES)
 
-from ._accumulate import Accumulate as Accumulate  # noqa: E402  (after the interface check)
+from . import swa_utils as swa_utils  # noqa: E402  (after the interface check)
+from ._accumulate import Accumulate as Accumulate  # noqa: E402
 from ._accumulate import accumulate as accumulate  # noqa: E402
 from ._clip import clip_grad_norm as clip_grad_norm  # noqa: E402
 from ._optimizer import Optimizer as Optimizer  # noqa: E402
@@ -38,4 +39,5 @@ __all__ = [
     "clip_grad_norm",
     "cosine_schedule",
     "linear_warmup",
+    "swa_utils",
 ]
