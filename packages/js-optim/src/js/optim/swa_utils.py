@@ -203,21 +203,21 @@ def get_swa_avg_fn() -> AvgFn:
     return _SWA("swa_avg_fn")
 
 
-def _pairs(owner: Module, copy_of: Module, model: Module, kind: str) -> list[tuple]:
-    """``(averaged variable, model variable)`` by path, after checking the paths agree."""
+def _pairs(copy_of: Module, model: Module, kind: str) -> list[tuple]:
+    """``(averaged variable, model variable)`` of ``kind`` (``'parameters'`` or
+    ``'buffers'``) by path (a deep copy may order them otherwise), after checking the paths
+    agree."""
     named = "named_parameters" if kind == "parameters" else "named_buffers"
-    mine, theirs = list(getattr(copy_of, named)()), list(getattr(model, named)())
-    ours, given = [path for path, _ in mine], [path for path, _ in theirs]
-    if ours != given:
-        missing = [path for path in ours if path not in given]
-        extra = [path for path in given if path not in ours]
+    mine, theirs = dict(getattr(copy_of, named)()), dict(getattr(model, named)())
+    if mine.keys() != theirs.keys():
+        missing = [path for path in mine if path not in theirs]
+        extra = [path for path in theirs if path not in mine]
         raise ValueError(
             f"AveragedModel.update_parameters: the model's {kind} differ from the averaged "
-            f"copy's: missing {missing}, unexpected {extra}"
-            f"{' (same names, another order)' if not missing and not extra else ''}. Fix: "
-            f"pass the model the AveragedModel was built from (or one of the same architecture)."
+            f"copy's: missing {missing}, unexpected {extra}. Fix: pass the model the "
+            "AveragedModel was built from (or one of the same architecture)."
         )
-    return [(a, m) for (_, a), (_, m) in zip(mine, theirs, strict=True)]
+    return [(variable, theirs[path]) for path, variable in mine.items()]
 
 
 def _grouped(fn: MultiAvgFn, averaged: list, current: list, n: jax.Array) -> list:
@@ -333,8 +333,8 @@ class AveragedModel(Module):
             _update_program(self, model)
 
     def _update(self, model: Module) -> None:
-        params = _pairs(self, self.module, model, "parameters")
-        buffers = _pairs(self, self.module, model, "buffers")
+        params = _pairs(self.module, model, "parameters")
+        buffers = _pairs(self.module, model, "buffers")
         averaged = params + buffers if self.use_buffers else params
         n = self.n_averaged.value
         old = [a.value for a, _ in averaged]
