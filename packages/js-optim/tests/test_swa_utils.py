@@ -272,3 +272,62 @@ def test_update_bn_without_batch_norm_does_nothing():
 def test_docstring_examples():
     pytest.importorskip("js.nn")
     assert doctest.testmod(swa_utils).failed == 0
+
+
+SHARDED = """
+import jax, numpy as np
+from jax.sharding import AxisType, PartitionSpec as P
+from optim_models import MLP, batch, mse
+import js
+from js.optim import Adam
+from js.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+mesh = jax.make_mesh((2,), ("data",), axis_types=(AxisType.Auto,))
+rules = [("hidden.weight", P(None, "data")), ("out.weight", P("data", None))]
+model, reference = js.shard(MLP(), mesh, rules), MLP()
+averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.9))
+ref_averaged = AveragedModel(reference, multi_avg_fn=get_ema_multi_avg_fn(0.9))
+assert averaged.n_averaged[...].sharding.spec == P()
+opt, ref_opt = Adam(model.parameters(), lr=0.01), Adam(reference.parameters(), lr=0.01)
+
+@js.jit
+def step(model, opt, averaged, x, y):
+    opt.step(js.value_and_grad(mse)(model, x, y)[1])
+    averaged.update_parameters(model)
+
+x, y = batch()
+for _ in range(3):
+    step(model, opt, averaged, *js.shard_batch((x, y), mesh))
+    step(reference, ref_opt, ref_averaged, x, y)
+averaged.update_parameters(model)  # eagerly too
+ref_averaged.update_parameters(reference)
+params = dict(model.named_parameters())
+for path, a in averaged.module.named_parameters():
+    assert a[...].sharding == params[path][...].sharding, path
+for (path, a), (_, b) in zip(
+    sorted(averaged.module.named_parameters()), sorted(ref_averaged.module.named_parameters())
+):
+    np.testing.assert_allclose(a[...], b[...], rtol=1e-6, atol=1e-6)
+assert int(averaged.n_averaged[...]) == 4
+"""
+
+
+def test_the_average_of_a_sharded_model_stays_on_its_shardings():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env["XLA_FLAGS"] = (
+        env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+    ).strip()
+    child = subprocess.run(
+        [sys.executable, "-W", "error", "-c", SHARDED],
+        cwd=Path(__file__).parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert child.returncode == 0, child.stderr[-4000:]

@@ -29,6 +29,7 @@ from typing import Any
 import jax
 import jax.core  # jax.core.Tracer below; pyright knows a submodule only once imported
 import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec
 
 import js
 from js import Buffer, Module
@@ -238,6 +239,17 @@ def _grouped(fn: MultiAvgFn, averaged: list, current: list, n: jax.Array) -> lis
     return out
 
 
+def _counter(model: Module) -> jax.Array:
+    """A zero int32 count, replicated on the model's mesh when its arrays are placed on one
+    (a count on one device beside arrays on several would not compile with them)."""
+    zero = jnp.zeros((), jnp.int32)
+    for _, variable in [*model.named_parameters(), *model.named_buffers()]:
+        sharding = getattr(variable.value, "sharding", None)
+        if isinstance(sharding, NamedSharding):
+            return jax.device_put(zero, NamedSharding(sharding.mesh, PartitionSpec()))
+    return zero
+
+
 class AveragedModel(Module):
     """An averaged copy of a model for Stochastic Weight Averaging (SWA) or an exponential
     moving average (EMA), as ``torch.optim.swa_utils.AveragedModel``.
@@ -306,7 +318,7 @@ class AveragedModel(Module):
                 )
         self.use_buffers = check_bool("AveragedModel", "use_buffers", use_buffers)
         self.module = copy.deepcopy(model)
-        self.n_averaged = Buffer(jnp.zeros((), jnp.int32))
+        self.n_averaged = Buffer(_counter(model))
         self.avg_fn, self.multi_avg_fn = avg_fn, multi_avg_fn
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
