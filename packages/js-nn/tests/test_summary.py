@@ -39,7 +39,16 @@ def test_summary_tabulates_calls_shapes_and_counts(capsys):
     assert "[2, 3], [2, 4]" in lines[3]  # the model's own row: both outputs
     assert rows["head"].split()[-1] == "15"
     assert "Total params: 63" in text  # 40 + 8 + 15
+    assert "Trainable params: 63" in text and "Non-trainable params: 0" in text
     assert "Buffer elements: 8" in text
+
+
+def test_summary_counts_frozen_parameters_apart():
+    model = Net(js.Rngs(params=0))
+    model.body.requires_grad_(False)
+    text = nn.summary(model, jnp.ones((2, 1, 8, 8)))
+    assert "Total params: 63" in text
+    assert "Trainable params: 15" in text and "Non-trainable params: 48" in text
 
 
 def test_summary_runs_on_hooks_and_removes_them():

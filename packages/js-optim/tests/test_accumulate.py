@@ -94,8 +94,13 @@ def test_a_schedule_advances_once_per_real_update():
     assert opt.lr is schedule and "every=2" in repr(opt) and "Accumulate(SGD" in repr(opt)
     for _ in range(6):
         _step(model, opt, x, y)
-    assert int(opt.step_count) == 3
-    assert int(opt.state_dict()["inner_opt_state.lr.count"]) == 3
+    assert int(opt.step_count) == 3 == int(opt.state_dict()["gradient_step"])
+    reference = MLP()  # the same batch every call: the mean is its gradient, rate schedule(t)
+    reference_opt = SGD(reference.parameters(), lr=schedule)
+    for _ in range(3):
+        _step(reference, reference_opt, x, y)
+    for key, value in _params(reference).items():
+        np.testing.assert_allclose(_params(model)[key], value, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize(

@@ -112,7 +112,11 @@ def test_schedule_as_lr_uses_the_step_count():
     opt.step(grads)
     opt.step(grads)
     assert float(model.weight.value[0, 0]) == pytest.approx(-11.0)
-    assert "lr.count" in opt.state_dict()
+    state = opt.state_dict()  # a schedule is part of the program: no 'param_groups.0.lr'
+    assert set(state) == {
+        "step_count",
+        *(f"param_groups.0.{k}" for k in ("momentum", "dampening", "weight_decay")),
+    }
 
 
 def test_lr_callable_must_be_traceable_as_the_docs_say():
@@ -143,11 +147,17 @@ def test_state_dict_keys_are_stable_and_documented():
     keys = set(Adam(model.parameters()).state_dict())
     paths = ["hidden.weight", "hidden.bias", "out.weight", "out.bias"]
     moments = {f"adam.{m}.{p}" for m in ("mu", "nu") for p in paths}
-    assert keys == {"step_count", "adam.count"} | moments
+    options = {f"param_groups.0.{k}" for k in ("lr", "betas", "eps", "weight_decay")}
+    assert keys == {"step_count"} | moments | options
     assert set(SGD(model.parameters(), lr=0.1, momentum=0.9).state_dict()) == {
         "step_count",
         *(f"momentum.trace.{p}" for p in paths),
+        *(f"param_groups.0.{k}" for k in ("lr", "momentum", "dampening", "weight_decay")),
     }
+    state = Adam(model.parameters(), lr=0.5, betas=(0.8, 0.9)).state_dict()
+    assert state["param_groups.0.betas"].dtype == np.float64
+    assert state["param_groups.0.betas"].tolist() == [0.8, 0.9]
+    assert state["param_groups.0.lr"].shape == () and float(state["param_groups.0.lr"]) == 0.5
 
 
 @pytest.mark.parametrize("cls, options", OPTIMIZERS, ids=IDS)
@@ -178,7 +188,7 @@ def test_load_state_dict_is_all_or_nothing_and_lists_every_problem():
     state["extra"] = np.zeros(1)
     state["adam.nu.out.weight"] = np.zeros((3, 3), np.float32)
     state["step_count"] = np.array(7, np.int64)
-    state["adam.count"] = np.array(9, np.int32)
+    state["param_groups.0.lr"] = np.array(-1.0)
     with pytest.raises(ValueError) as error:
         opt.load_state_dict(state)
     message = str(error.value)
@@ -187,7 +197,9 @@ def test_load_state_dict_is_all_or_nothing_and_lists_every_problem():
     assert "unexpected key 'extra'" in message
     assert "'adam.nu.out.weight': expected [8, 2] float32, got [3, 3] float32" in message
     assert "'step_count': expected [] int32, got [] int64" in message
-    assert int(opt.state_dict()["adam.count"]) == int(before["adam.count"]) == 0
+    assert "Adam param_groups[0]: lr must be >= 0, got -1.0" in message
+    assert int(opt.state_dict()["step_count"]) == int(before["step_count"]) == 0
+    assert opt.param_groups[0]["lr"] == 1e-3
 
 
 # -- refused inputs ---------------------------------------------------------------------------
@@ -370,10 +382,13 @@ def test_load_state_dict_names_a_non_mapping_and_entries_that_are_not_arrays():
     with pytest.raises(
         TypeError,
         match=r"entries that are not arrays; nothing was loaded.\n  "
-        r"'step_count': object is not an array.*\n  'adam.count': list \(setting",
+        r"'step_count': object is not an array.*\n  'adam.mu.out.bias': list \(setting",
     ):
-        opt.load_state_dict({**before, "adam.count": [[1], [2, 3]], "step_count": object()})
-    live = opt.state_dict(as_numpy=False)
-    assert all(isinstance(value, jax.Array) for value in live.values())
+        opt.load_state_dict({**before, "adam.mu.out.bias": [[1], [2, 3]], "step_count": object()})
+    live = opt.state_dict(as_numpy=False)  # the arrays live; the options are host numbers
+    assert all(
+        isinstance(value, np.ndarray if key.startswith("param_groups.") else jax.Array)
+        for key, value in live.items()
+    )
     opt.load_state_dict(live)
     assert opt.state_dict().keys() == before.keys()

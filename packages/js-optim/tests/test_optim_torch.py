@@ -6,7 +6,15 @@ import pytest
 from optim_models import MLP
 
 import js
-from js.optim import SGD, Adam, AdamW, clip_grad_norm, cosine_schedule, linear_warmup
+from js.optim import (
+    SGD,
+    Adam,
+    AdamW,
+    clip_grad_norm,
+    clip_grad_value,
+    cosine_schedule,
+    linear_warmup,
+)
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
@@ -131,6 +139,23 @@ def test_clip_grad_norm_matches_torch(max_norm):
     np.testing.assert_allclose(norm, torch_norm.item(), rtol=1e-6)
     for tensor, path in zip(tensors, grads, strict=True):
         np.testing.assert_allclose(clipped[path], tensor.grad.numpy(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("clip_value", [0.0, 1e-3, 1e3])
+def test_clip_grad_value_matches_torch(clip_value):
+    grads = gradient_sequence(MLP())[0]
+    tensors = [torch.zeros(a.shape, requires_grad=True) for a in grads.values()]
+    for tensor, array in zip(tensors, grads.values(), strict=True):
+        tensor.grad = torch.tensor(array)
+    torch.nn.utils.clip_grad_value_(tensors, clip_value)
+    clipped = clip_grad_value({k: jnp.asarray(v) for k, v in grads.items()}, clip_value)
+    for tensor, path in zip(tensors, grads, strict=True):
+        np.testing.assert_array_equal(clipped[path], tensor.grad.numpy())
+
+
+def test_clip_grad_value_refuses_negative_clip_value():
+    with pytest.raises(ValueError, match="clip_value must be a number >= 0, got -1"):
+        clip_grad_value({"w": jnp.ones(2)}, -1)
 
 
 def precision_run(cls, torch_cls, options, grads):

@@ -37,7 +37,9 @@ def _differentiate(fn, has_aux: bool, transform: str):
             f"js.{transform}", (module, *args), kwargs
         )
         pairs = zip(layout.paths, variables, strict=True)
-        wrt = [path[0] == 0 and isinstance(v, Parameter) for path, v in pairs]
+        # the trainable Parameters of the module; frozen ones pass through as constants, so the
+        # program holds no backward pass into them and the gradient state no entry
+        wrt = [path[0] == 0 and isinstance(v, Parameter) and v.requires_grad for path, v in pairs]
 
         def pure(diff, rest):
             diff_it, rest_it = iter(diff), iter(rest)
@@ -72,10 +74,11 @@ def value_and_grad(
 ) -> Callable[..., Any]:
     """``js.value_and_grad(fn)(module, *args)`` -> ``(loss, grads)``.
 
-    Differentiates the Parameters of the first argument only (not its Buffers, not RNG
-    counters); later arguments, a ``js.Rngs`` or another module among them, pass through and
-    are updated in place. ``grads`` is an NNX state of arrays keyed by the module's Parameter
-    paths. With ``has_aux=True`` ``fn`` returns ``(loss, aux)`` and the result is
+    Differentiates the trainable Parameters of the first argument only (not its Buffers, not
+    RNG counters, not Parameters with ``requires_grad=False``); later arguments, a ``js.Rngs``
+    or another module among them, pass through and are updated in place. ``grads`` is an NNX
+    state of arrays keyed by the module's trainable Parameter paths. With ``has_aux=True``
+    ``fn`` returns ``(loss, aux)`` and the result is
     ``((loss, aux), grads)``.
     """
     if fn is None:

@@ -236,6 +236,34 @@ class Module(_Tracked, _hooks.Hookable, nnx.Module):
         nnx_path = {id(leaf): ".".join(map(str, path)) for path, leaf in flat}
         return ParameterSelection(named, tuple(nnx_path[id(param)] for _, param in named))
 
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Freeze (False) or unfreeze (True) every Parameter of this module; returns self.
+
+        PyTorch's ``Module.requires_grad_``: frozen Parameters get no gradient from
+        ``js.value_and_grad`` and no optimizer state, and are never changed by a step, while
+        ``state_dict`` and checkpoints still hold them. A structure change: the next ``js.jit``
+        call traces again. Run it outside compiled code.
+
+        Example:
+            >>> import jax.numpy as jnp, js
+            >>> class Affine(js.Module):
+            ...     def __init__(self):
+            ...         super().__init__()
+            ...         self.weight = js.Parameter(jnp.ones(2))
+            ...         self.bias = js.Parameter(jnp.zeros(2))
+            >>> class Net(js.Module):
+            ...     def __init__(self):
+            ...         super().__init__()
+            ...         self.backbone, self.head = Affine(), Affine()
+            >>> model = Net()
+            >>> _ = model.backbone.requires_grad_(False)
+            >>> [name for name, p in model.named_parameters() if p.requires_grad]
+            ['head.weight', 'head.bias']
+        """
+        for _, param in self.named_parameters():
+            param.requires_grad = requires_grad
+        return self
+
     def buffers(self) -> Iterator[Buffer]:
         for _, buffer in self.named_buffers():
             yield buffer

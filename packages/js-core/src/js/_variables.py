@@ -238,18 +238,67 @@ class _ValueMixin(_VariableBase):
     __str__ = __repr__
 
 
+def _check_requires_grad(value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(
+            f"requires_grad must be True or False, got {type(value).__name__} {value!r}"
+        )
+    return bool(value)
+
+
 class Parameter(_ValueMixin, nnx.Param):
     """A differentiable array owned by a module.
 
-    ``js.value_and_grad`` differentiates a module's Parameters (and nothing else); optimizers
-    update them. Read and write the array through ``.value``.
+    ``js.value_and_grad`` differentiates a module's trainable Parameters (and nothing else);
+    optimizers update them. Read and write the array through ``.value``.
+
+    ``requires_grad`` (PyTorch's name, default True) freezes a Parameter when False:
+    ``js.value_and_grad``/``js.grad`` then compute no gradient for it (the compiled step has no
+    backward pass into it, and the gradient state no entry), and js's optimizers keep no state
+    for it. It stays module state: ``state_dict``, checkpoints and weight files carry it. The
+    flag is variable metadata, so it survives ``js.jit``'s copies; changing it is a structure
+    change: the next ``js.jit`` call traces again.
+
+    Args:
+        value: the array.
+        requires_grad: whether gradients are computed for it.
 
     Example:
         >>> import jax.numpy as jnp, js
         >>> w = js.Parameter(jnp.zeros((2, 3)))
-        >>> w.value.shape
-        (2, 3)
+        >>> w.value.shape, w.requires_grad
+        ((2, 3), True)
+        >>> w.requires_grad = False
+        >>> w
+        Parameter(shape=[2, 3], dtype=float32, requires_grad=False)
     """
+
+    def __init__(self, value: Any, requires_grad: bool = True, **metadata: Any) -> None:
+        super().__init__(value, requires_grad=_check_requires_grad(requires_grad), **metadata)
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether ``js.value_and_grad`` differentiates this Parameter (False: frozen)."""
+        return bool(self.get_metadata("requires_grad", True))
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        value = _check_requires_grad(value)
+        if value != self.requires_grad:
+            self.set_metadata("requires_grad", value)
+            STRUCTURE_EPOCH.bump()  # compiled steps must trace again: what they differentiate moved
+
+    def requires_grad_(self, requires_grad: bool = True) -> Parameter:
+        """Set :attr:`requires_grad` in place and return this Parameter, as PyTorch's
+        ``Tensor.requires_grad_``."""
+        self.requires_grad = requires_grad
+        return self
+
+    def __repr__(self) -> str:
+        shown = super().__repr__()
+        return shown if self.requires_grad else f"{shown[:-1]}, requires_grad=False)"
+
+    __str__ = __repr__
 
 
 class Buffer(_ValueMixin, nnx.Variable):

@@ -82,7 +82,9 @@ def summary(model: Module, *example_inputs: Any, **kwargs: Any) -> str:
     Each row is one call of a module of ``model`` (forward hooks, registered for the run and
     removed after it), in call order, indented by depth: its path and type, its
     output shape(s), and the number of parameters it holds directly (children count on their
-    own rows, so the column adds up to the total). The table is printed and returned.
+    own rows, so the column adds up to the total). Below it, as torchinfo prints them: the
+    total, trainable and frozen (``requires_grad=False``) parameter counts and the buffer
+    elements. The table is printed and returned.
 
     Example:
         >>> import jax.numpy as jnp, js, js.nn
@@ -109,8 +111,10 @@ def summary(model: Module, *example_inputs: Any, **kwargs: Any) -> str:
     lines = [rule, _line(table[0], widths), rule, *(_line(r, widths) for r in table[1:]), rule]
     params = list(model.parameters())
     total = sum(int(np.size(p.value)) for p in params)
+    trainable = sum(int(np.size(p.value)) for p in params if p.requires_grad)
     buffers = sum(int(np.size(b.value)) for b in model.buffers())
-    lines += [f"Total params: {total:,}", f"Buffer elements: {buffers:,}", rule]
+    lines += [f"Total params: {total:,}", f"Trainable params: {trainable:,}"]
+    lines += [f"Non-trainable params: {total - trainable:,}", f"Buffer elements: {buffers:,}", rule]
     text = "\n".join(lines)
     print(text)
     return text

@@ -1,7 +1,8 @@
-"""js.optim (the js-optim distribution): PyTorch's optimizers over optax.
+"""js.optim (the js-optim distribution): PyTorch's optimizers, with parameter groups.
 
-``SGD``, ``Adam`` and ``AdamW`` take ``model.parameters()`` and update it in place with
-``optimizer.step(grads)``, eagerly or inside ``js.jit``.
+``SGD``, ``Adam`` and ``AdamW`` take ``model.parameters()`` (or torch-style parameter groups)
+and update it in place with ``optimizer.step(grads)``, eagerly or inside ``js.jit``;
+``optimizer.param_groups[i]["lr"] = x`` takes effect at the next step without compiling again.
 """
 
 from js._interface import require as _require
@@ -16,8 +17,12 @@ from . import swa_utils as swa_utils  # noqa: E402  (after the interface check)
 from ._accumulate import Accumulate as Accumulate  # noqa: E402
 from ._accumulate import accumulate as accumulate  # noqa: E402
 from ._clip import clip_grad_norm as clip_grad_norm  # noqa: E402
+from ._clip import clip_grad_value as clip_grad_value  # noqa: E402
+from ._groups import param_groups as param_groups  # noqa: E402
+from ._optimizer import Optax as Optax  # noqa: E402
 from ._optimizer import Optimizer as Optimizer  # noqa: E402
 from ._optimizer import OptState as OptState  # noqa: E402
+from ._optimizer import ParamGroup as ParamGroup  # noqa: E402
 from ._optimizers import SGD as SGD  # noqa: E402
 from ._optimizers import Adam as Adam  # noqa: E402
 from ._optimizers import AdamW as AdamW  # noqa: E402
@@ -32,12 +37,16 @@ __all__ = [
     "AdamW",
     "LearningRate",
     "OptState",
+    "Optax",
     "Optimizer",
+    "ParamGroup",
     "__interface__",
     "__version__",
     "accumulate",
     "clip_grad_norm",
+    "clip_grad_value",
     "cosine_schedule",
     "linear_warmup",
+    "param_groups",
     "swa_utils",
 ]

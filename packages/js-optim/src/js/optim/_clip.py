@@ -1,4 +1,4 @@
-"""Gradient clipping by global norm, with torch.nn.utils.clip_grad_norm_'s arithmetic."""
+"""Gradient clipping, with torch.nn.utils.clip_grad_norm_'s and clip_grad_value_'s arithmetic."""
 
 from __future__ import annotations
 
@@ -37,3 +37,25 @@ def clip_grad_norm(grads: _Grads, max_norm: float) -> tuple[_Grads, jax.Array]:
     scale = jnp.minimum(max_norm / (norm + 1e-6), 1.0)
     clipped = jax.tree.map(lambda g: (g * scale).astype(g.dtype), grads)
     return clipped, norm
+
+
+def clip_grad_value(grads: _Grads, clip_value: float) -> _Grads:
+    """Clamp every gradient element to ``[-clip_value, clip_value]``.
+
+    As PyTorch's ``torch.nn.utils.clip_grad_value_``, but returning the clipped tree instead of
+    modifying gradients in place (gradients are values). It is ``optax.clip(clip_value)``.
+
+    Args:
+        grads: any pytree of arrays, e.g. the state ``js.value_and_grad`` returns.
+        clip_value: the largest allowed magnitude, >= 0.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from js.optim import clip_grad_value
+        >>> clipped = clip_grad_value({"w": jnp.array([-3.0, 0.5, 4.0])}, clip_value=1.0)
+        >>> clipped["w"].tolist()
+        [-1.0, 0.5, 1.0]
+    """
+    _check_non_negative("clip_grad_value", "clip_value", clip_value)
+    limit = float(clip_value)
+    return jax.tree.map(lambda g: jnp.clip(g, -limit, limit).astype(g.dtype), grads)

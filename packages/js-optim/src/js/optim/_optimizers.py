@@ -1,118 +1,85 @@
-"""SGD, Adam and AdamW: argument checks around one optax chain each, with torch.optim's rules."""
+"""SGD, Adam and AdamW on the optimizer shell, with torch.optim's rules and numbers."""
 
 from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
-import optax
-
-import js
 
 from ._optimizer import Optimizer
 from ._schedules import LearningRate
 
 
-def _check_lr(owner: str, lr) -> None:
-    if callable(lr):
-        return
-    if isinstance(lr, bool) or not isinstance(lr, numbers.Real):
-        raise TypeError(
-            f"{owner}: lr must be a float or a schedule (a callable of the step count), got "
-            f"{type(lr).__name__}"
-        )
-    if not float(lr) >= 0:
-        raise ValueError(f"{owner}: lr must be >= 0, got {lr!r}")
-
-
 def _check_non_negative(owner: str, name: str, value) -> None:
+    """A number >= 0 (``owner`` prefixes the message when given)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value) >= 0:
-        raise ValueError(f"{owner}: {name} must be a number >= 0, got {value!r}")
+        prefix = f"{owner}: " if owner else ""
+        raise ValueError(f"{prefix}{name} must be a number >= 0, got {value!r}")
 
 
-def _check_betas(owner: str, betas) -> tuple[float, float]:
+def _check_bool(name: str, value) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def _check_betas(betas) -> tuple[float, float]:
     if (
         not isinstance(betas, tuple | list)
         or len(betas) != 2
-        or not all(isinstance(b, numbers.Real) and 0 <= float(b) < 1 for b in betas)
+        or not all(
+            isinstance(b, numbers.Real) and not isinstance(b, bool) and 0 <= float(b) < 1
+            for b in betas
+        )
     ):
-        raise ValueError(f"{owner}: betas must be two numbers in [0, 1), got {betas!r}")
+        raise ValueError(f"betas must be two numbers in [0, 1), got {betas!r}")
     return float(betas[0]), float(betas[1])
 
 
-def _bias_correction(decay: float, count: jax.typing.ArrayLike) -> jax.Array:
-    """``1 - decay**count`` to the default float's rounding, for the exact double ``decay``.
-
-    optax computes ``1 - decay**count`` with ``decay`` rounded to float32 (0.999 becomes
-    0.99900001287): for b2 = 0.999 that is 1.3e-5 relative at step 1 and stays near it for
-    thousands of steps, so every Adam step came out ~6e-6 smaller than PyTorch's (which
-    computes the correction in double on the host). Here ``log(decay)`` is taken in double
-    once, and ``-expm1(count * log(decay))`` loses only float32 rounding.
-    """
-    log_decay = math.log(decay) if decay > 0 else -math.inf
-    dtype = jnp.result_type(float)  # float32, or float64 under jax_enable_x64
-    return -jnp.expm1(jnp.asarray(count, dtype) * jnp.asarray(log_decay, dtype))
+def _log(decay: float) -> float:
+    """``log(decay)`` in double (``-inf`` for 0: the correction ``-expm1(t log b)`` is then 1)."""
+    return math.log(decay) if decay > 0 else -math.inf
 
 
-def scale_by_adam(b1: float, b2: float, eps: float) -> optax.GradientTransformation:
-    """``optax.scale_by_adam`` with PyTorch's bias corrections (see ``_bias_correction``).
-
-    Same state as optax's (``optax.ScaleByAdamState``: count, mu, nu, so the state dict keys
-    are unchanged); the first moment is updated in torch's lerp form.
-    """
-    adam = optax.scale_by_adam(b1=b1, b2=b2, eps=eps)
-
-    def update_fn(updates, state, params=None):
-        del params
-        # torch's lerp form, m + (1 - b1) (g - m): optax's (1 - b1) g + b1 m, with both
-        # weights rounded to float32, sums them to 1 - 2.4e-8 and shrinks m a little each step.
-        mu = jax.tree.map(lambda g, m: m + (1 - b1) * (g - m), updates, state.mu)
-        nu = optax.tree.update_moment_per_elem_norm(updates, state.nu, b2, 2)
-        count = optax.safe_increment(state.count)
-        correction1, correction2 = _bias_correction(b1, count), _bias_correction(b2, count)
-
-        def scale(m, v):  # m_hat / (sqrt(v_hat) + eps)
-            m_hat, v_hat = m / correction1.astype(m.dtype), v / correction2.astype(v.dtype)
-            return m_hat / (jnp.sqrt(v_hat) + eps)
-
-        scaled = jax.tree.map(scale, mu, nu)
-        nu = optax.tree.cast_like(nu, state.nu)
-        return scaled, optax.ScaleByAdamState(count=count, mu=mu, nu=nu)
-
-    return optax.GradientTransformation(adam.init, update_fn)
-
-
-def _chain(*named) -> optax.GradientTransformation:
-    """``optax.named_chain`` of the entries that are not None (their names key state_dict)."""
-    return optax.named_chain(*(entry for entry in named if entry is not None))
+def _bias_correction(log_decay: jax.Array, step: jax.Array) -> jax.Array:
+    """``1 - decay**step`` to float32 rounding: ``-expm1(step * log(decay))``, ``log(decay)``
+    taken in double on the host (optax rounds ``decay`` to float32 first: for b2 = 0.999 a
+    1.3e-5 relative error at step 1 that stays for thousands of steps, so every Adam step came
+    out ~6e-6 smaller than PyTorch's, which computes the correction in double)."""
+    return -jnp.expm1(step.astype(log_decay.dtype) * log_decay)
 
 
 class SGD(Optimizer):
-    """Stochastic gradient descent with optional momentum and Nesterov, as ``torch.optim.SGD``.
+    """Stochastic gradient descent with momentum, dampening and Nesterov, as
+    ``torch.optim.SGD``.
 
-    Update rule (``g`` the gradient, ``p`` the parameter, ``b`` the momentum buffer, zero at
-    start, ``t`` the step)::
+    Update rule (``g`` the gradient, ``p`` the parameter, ``b`` the momentum buffer, ``t`` the
+    step from 1)::
 
+        g = -g if maximize else g
         g = g + weight_decay * p                    # L2 penalty added to the gradient
-        b = momentum * b + g                        # when momentum > 0 (dampening 0)
+        b = g if t == 1 else momentum * b + (1 - dampening) * g   # when momentum != 0
         g = g + momentum * b if nesterov else b
-        p = p - lr(t) * g
+        p = p - lr * g
 
-    optax chain: ``add_decayed_weights(weight_decay)`` -> ``trace(momentum, nesterov)`` ->
-    ``scale_by_learning_rate(lr)``. Differences from PyTorch: no ``dampening``, ``maximize``,
-    parameter groups or ``.grad`` buffers; ``lr`` may be a schedule. State dict keys:
-    ``'step_count'``, ``'momentum.trace.<path>'`` (with momentum), ``'lr.count'`` (with a
-    schedule).
+    Differences from PyTorch: no ``.grad`` buffers (``step(grads)``); ``lr`` may be a schedule.
+    A group built with ``momentum=0`` keeps no buffer, so its momentum cannot be written to a
+    nonzero value later (build it with a momentum). State dict keys: ``'step_count'``,
+    ``'momentum.trace.<path>'`` (with momentum), ``'param_groups.<i>.<option>'`` for ``lr``,
+    ``momentum``, ``dampening``, ``weight_decay``.
 
     Args:
-        params: ``model.parameters()``.
+        params: ``model.parameters()`` or a list of parameter groups (see ``Optimizer``).
         lr: learning rate >= 0, or a schedule ``step -> lr``, JAX-traceable (``step`` is a
             traced int32: use ``jnp.where`` or optax schedules, not a Python ``if``).
         momentum: momentum factor >= 0 (0 disables it).
-        nesterov: use Nesterov momentum (requires ``momentum > 0``).
+        dampening: dampening of the momentum, >= 0.
         weight_decay: L2 penalty >= 0, added to the gradient.
+        nesterov: use Nesterov momentum (requires ``momentum > 0`` and ``dampening == 0``).
+        maximize: ascend the objective instead of descending it.
 
     Example:
         >>> import jax.numpy as jnp, js
@@ -127,34 +94,66 @@ class SGD(Optimizer):
         ([0.9, 0.9], 1)
     """
 
+    name = "momentum"
+    static = ("nesterov", "maximize")
+
     def __init__(
         self,
-        params: js.ParameterSelection,
-        lr: LearningRate,
+        params: Any,
+        lr: LearningRate = 1e-3,
         momentum: float = 0.0,
-        nesterov: bool = False,
+        dampening: float = 0.0,
         weight_decay: float = 0.0,
+        nesterov: bool = False,
+        *,
+        maximize: bool = False,
     ) -> None:
-        _check_lr("SGD", lr)
-        _check_non_negative("SGD", "momentum", momentum)
-        _check_non_negative("SGD", "weight_decay", weight_decay)
-        if nesterov and momentum == 0:
-            raise ValueError("SGD: nesterov=True requires momentum > 0, got momentum=0")
-        tx = _chain(
-            ("weight_decay", optax.add_decayed_weights(weight_decay)) if weight_decay else None,
-            ("momentum", optax.trace(decay=momentum, nesterov=nesterov)) if momentum else None,
-            ("lr", optax.scale_by_learning_rate(lr)),
-        )
-        config = (("lr", lr), ("momentum", momentum), ("nesterov", nesterov))
-        config = (*config, ("weight_decay", weight_decay))
-        super().__init__(params, tx, config, key=config)
+        defaults = {
+            "lr": lr,
+            "momentum": momentum,
+            "dampening": dampening,
+            "weight_decay": weight_decay,
+            "nesterov": nesterov,
+            "maximize": maximize,
+        }
+        super().__init__(params, defaults)
 
+    def check(self, group: Mapping[str, Any]) -> None:
+        """momentum, dampening, weight_decay >= 0; nesterov needs momentum and no dampening."""
+        for name in ("momentum", "dampening", "weight_decay"):
+            _check_non_negative("", name, group[name])
+        _check_bool("nesterov", group["nesterov"])
+        _check_bool("maximize", group["maximize"])
+        if group["nesterov"] and (group["momentum"] == 0 or group["dampening"] != 0):
+            raise ValueError(
+                "nesterov=True requires momentum > 0 and dampening = 0, got "
+                f"momentum={group['momentum']!r}, dampening={group['dampening']!r}"
+            )
 
-def _adam_checks(owner: str, lr, betas, eps, weight_decay) -> tuple[float, float]:
-    _check_lr(owner, lr)
-    _check_non_negative(owner, "eps", eps)
-    _check_non_negative(owner, "weight_decay", weight_decay)
-    return _check_betas(owner, betas)
+    def scalars(self, group: Mapping[str, Any]) -> dict[str, float]:
+        """momentum, 1 - dampening and weight_decay, in double."""
+        return {
+            "momentum": float(group["momentum"]),
+            "one_minus_dampening": 1.0 - float(group["dampening"]),
+            "weight_decay": float(group["weight_decay"]),
+        }
+
+    def init(self, param: jax.Array, group: Mapping[str, Any]) -> dict[str, jax.Array]:
+        """A zero momentum buffer ``trace`` when the group's momentum is not 0."""
+        return {"trace": jnp.zeros_like(param)} if group["momentum"] != 0 else {}
+
+    def update(self, param, grad, state, h, step, group):
+        """torch's SGD step for one parameter."""
+        g = -grad if group["maximize"] else grad
+        g = g + h["weight_decay"] * param
+        if "trace" in state:
+            momentum = h["momentum"]
+            buffer = jnp.where(
+                step == 1, g, momentum * state["trace"] + h["one_minus_dampening"] * g
+            )
+            state = {"trace": buffer}
+            g = g + momentum * buffer if group["nesterov"] else buffer
+        return param - h["lr"] * g, state
 
 
 class Adam(Optimizer):
@@ -162,26 +161,29 @@ class Adam(Optimizer):
 
     Update rule (``t`` counts from 1; ``m``, ``v`` start at zero)::
 
+        g = -g if maximize else g
         g = g + weight_decay * p
-        m = b1 * m + (1 - b1) * g
+        m = m + (1 - b1) * (g - m)                  # torch's lerp
         v = b2 * v + (1 - b2) * g**2
-        p = p - lr(t - 1) * (m / (1 - b1**t)) / (sqrt(v / (1 - b2**t)) + eps)
+        v_max = max(v_max, v)                       # amsgrad: v_max replaces v below
+        p = p - lr * (m / (1 - b1**t)) / (sqrt(v / (1 - b2**t)) + eps)
 
-    optax chain: ``add_decayed_weights(weight_decay)`` -> ``scale_by_adam(b1, b2, eps)`` ->
-    ``scale_by_learning_rate(lr)``, with js's ``scale_by_adam``: its bias corrections are
-    accurate to float32 rounding (optax's round ``b2`` to float32 first, a 6e-6 bias per
-    step), so results agree with PyTorch's to float32 rounding. No ``amsgrad``, ``maximize``,
-    ``foreach`` options. For
-    decoupled decay use :class:`AdamW`. State dict keys: ``'step_count'``, ``'adam.count'``,
-    ``'adam.mu.<path>'``, ``'adam.nu.<path>'``, ``'lr.count'`` (with a schedule).
+    The bias corrections are ``-expm1(t * log(b))`` with ``log(b)`` taken in double on the
+    host, accurate to float32 rounding, so results agree with PyTorch's to float32 rounding.
+    No ``foreach``/``fused``/``capturable``/``differentiable`` (compilation does that). For
+    decoupled decay use :class:`AdamW`. State dict keys: ``'step_count'``, ``'adam.mu.<path>'``,
+    ``'adam.nu.<path>'``, ``'adam.nu_max.<path>'`` (amsgrad), ``'param_groups.<i>.<option>'``
+    for ``lr``, ``betas``, ``eps``, ``weight_decay``.
 
     Args:
-        params: ``model.parameters()``.
+        params: ``model.parameters()`` or a list of parameter groups (see ``Optimizer``).
         lr: learning rate >= 0, or a schedule ``step -> lr``, JAX-traceable (``step`` is a
             traced int32: use ``jnp.where`` or optax schedules, not a Python ``if``).
         betas: ``(b1, b2)``, each in ``[0, 1)``.
         eps: added to the denominator, >= 0.
         weight_decay: L2 penalty >= 0, added to the gradient.
+        amsgrad: use the running maximum of ``v`` (static).
+        maximize: ascend the objective instead of descending it (static).
 
     Example:
         >>> import jax.numpy as jnp, js
@@ -196,46 +198,100 @@ class Adam(Optimizer):
         [0.9, 1.1]
     """
 
+    name = "adam"
+    static = ("amsgrad", "maximize")
+    _decoupled = False
+
     def __init__(
         self,
-        params: js.ParameterSelection,
+        params: Any,
         lr: LearningRate = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.0,
+        amsgrad: bool = False,
+        *,
+        maximize: bool = False,
     ) -> None:
-        b1, b2 = _adam_checks("Adam", lr, betas, eps, weight_decay)
-        tx = _chain(
-            ("weight_decay", optax.add_decayed_weights(weight_decay)) if weight_decay else None,
-            ("adam", scale_by_adam(b1, b2, eps)),
-            ("lr", optax.scale_by_learning_rate(lr)),
-        )
-        config = (("lr", lr), ("betas", (b1, b2)), ("eps", eps), ("weight_decay", weight_decay))
-        super().__init__(params, tx, config, key=config)
+        defaults = {
+            "lr": lr,
+            "betas": betas,
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "amsgrad": amsgrad,
+            "maximize": maximize,
+        }
+        super().__init__(params, defaults)
+
+    def check(self, group: Mapping[str, Any]) -> None:
+        """betas in [0, 1); eps, weight_decay >= 0; amsgrad, maximize bools."""
+        _check_betas(group["betas"])
+        _check_non_negative("", "eps", group["eps"])
+        _check_non_negative("", "weight_decay", group["weight_decay"])
+        _check_bool("amsgrad", group["amsgrad"])
+        _check_bool("maximize", group["maximize"])
+
+    def scalars(self, group: Mapping[str, Any]) -> dict[str, float]:
+        """``1 - b1``, ``b2``, ``1 - b2``, ``log(b1)``, ``log(b2)``, eps, weight_decay, in
+        double."""
+        b1, b2 = _check_betas(group["betas"])
+        return {
+            "one_minus_b1": 1.0 - b1,
+            "b2": b2,
+            "one_minus_b2": 1.0 - b2,
+            "log_b1": _log(b1),
+            "log_b2": _log(b2),
+            "eps": float(group["eps"]),
+            "weight_decay": float(group["weight_decay"]),
+        }
+
+    def init(self, param: jax.Array, group: Mapping[str, Any]) -> dict[str, jax.Array]:
+        """Zero moments ``mu``, ``nu`` (and ``nu_max`` with amsgrad)."""
+        state = {"mu": jnp.zeros_like(param), "nu": jnp.zeros_like(param)}
+        if group["amsgrad"]:
+            state["nu_max"] = jnp.zeros_like(param)
+        return state
+
+    def update(self, param, grad, state, h, step, group):
+        """torch's Adam (or AdamW) step for one parameter."""
+        g = -grad if group["maximize"] else grad
+        if not self._decoupled:
+            g = g + h["weight_decay"] * param
+        # torch's lerp form, m + (1 - b1) (g - m): optax's (1 - b1) g + b1 m, with both
+        # weights rounded to float32, sums them to 1 - 2.4e-8 and shrinks m a little each step.
+        mu = state["mu"] + h["one_minus_b1"] * (g - state["mu"])
+        nu = h["one_minus_b2"] * (g * g) + h["b2"] * state["nu"]
+        new = {"mu": mu, "nu": nu}
+        if "nu_max" in state:
+            nu = new["nu_max"] = jnp.maximum(state["nu_max"], nu)
+        m_hat = mu / _bias_correction(h["log_b1"], step)
+        v_hat = nu / _bias_correction(h["log_b2"], step)
+        u = m_hat / (jnp.sqrt(v_hat) + h["eps"])
+        if self._decoupled:
+            u = u + h["weight_decay"] * param
+        return param - h["lr"] * u, new
 
 
-class AdamW(Optimizer):
+class AdamW(Adam):
     """AdamW (decoupled weight decay), as ``torch.optim.AdamW``.
 
     Update rule: Adam's step on the raw gradient, plus a decay proportional to the learning
     rate (``lr * weight_decay * p``, not scaled by the Adam denominator)::
 
-        p = p - lr(t - 1) * (m_hat / (sqrt(v_hat) + eps) + weight_decay * p)
+        p = p - lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * p)
 
-    optax chain: ``scale_by_adam(b1, b2, eps)`` (js's, as :class:`Adam`) ->
-    ``add_decayed_weights(weight_decay)`` -> ``scale_by_learning_rate(lr)``. PyTorch
-    multiplies ``p`` by ``1 - lr * weight_decay`` first; the result is the same to float32
-    rounding. Note optax's
-    own ``adamw`` default decay is 1e-4; this class uses PyTorch's 0.01. State dict keys as
-    :class:`Adam`.
+    PyTorch multiplies ``p`` by ``1 - lr * weight_decay`` first; the result is the same to
+    float32 rounding. Note optax's own ``adamw`` default decay is 1e-4; this class uses
+    PyTorch's 0.01. Options, state dict keys and the rest as :class:`Adam`.
 
     Args:
-        params: ``model.parameters()``.
-        lr: learning rate >= 0, or a schedule ``step -> lr``, JAX-traceable (``step`` is a
-            traced int32: use ``jnp.where`` or optax schedules, not a Python ``if``).
+        params: ``model.parameters()`` or a list of parameter groups (see ``Optimizer``).
+        lr: learning rate >= 0, or a schedule ``step -> lr``, JAX-traceable.
         betas: ``(b1, b2)``, each in ``[0, 1)``.
         eps: added to the denominator, >= 0.
         weight_decay: decoupled decay coefficient >= 0.
+        amsgrad: use the running maximum of ``v`` (static).
+        maximize: ascend the objective instead of descending it (static).
 
     Example:
         >>> import jax.numpy as jnp, js
@@ -250,19 +306,17 @@ class AdamW(Optimizer):
         [0.95, 0.95]
     """
 
+    _decoupled = True
+
     def __init__(
         self,
-        params: js.ParameterSelection,
+        params: Any,
         lr: LearningRate = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.01,
+        amsgrad: bool = False,
+        *,
+        maximize: bool = False,
     ) -> None:
-        b1, b2 = _adam_checks("AdamW", lr, betas, eps, weight_decay)
-        tx = _chain(
-            ("adam", scale_by_adam(b1, b2, eps)),
-            ("weight_decay", optax.add_decayed_weights(weight_decay)) if weight_decay else None,
-            ("lr", optax.scale_by_learning_rate(lr)),
-        )
-        config = (("lr", lr), ("betas", (b1, b2)), ("eps", eps), ("weight_decay", weight_decay))
-        super().__init__(params, tx, config, key=config)
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
