@@ -331,3 +331,84 @@ def test_the_average_of_a_sharded_model_stays_on_its_shardings():
         timeout=600,
     )
     assert child.returncode == 0, child.stderr[-4000:]
+
+
+# -- SWALR --------------------------------------------------------------------------------------
+
+
+def _optimizers(lrs=(0.1, 0.05)):
+    from optim_models import MLP
+
+    named = MLP().parameters().named()
+    mine = js.optim.SGD([{"params": named[:2]}, {"params": named[2:], "lr": lrs[1]}], lr=lrs[0])
+    a, b = torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(2))
+    theirs = torch.optim.SGD([{"params": [a]}, {"params": [b], "lr": lrs[1]}], lr=lrs[0])
+    return mine, theirs
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"swa_lr": 0.01},
+        {"swa_lr": [0.01, 0.2], "anneal_epochs": 4, "anneal_strategy": "linear"},
+        {"swa_lr": 0.3, "anneal_epochs": 0},
+        {"swa_lr": [0.02, 0.03], "anneal_epochs": 1, "anneal_strategy": "cos"},
+    ],
+)
+def test_swalr_rates_equal_torch(options):
+    from js.optim.swa_utils import SWALR
+
+    mine, theirs = _optimizers()
+    scheduler, reference = SWALR(mine, **options), tswa.SWALR(theirs, **options)
+    for _ in range(14):
+        assert scheduler.get_last_lr() == reference.get_last_lr()
+        assert [g["lr"] for g in mine.param_groups] == [g["lr"] for g in theirs.param_groups]
+        scheduler.step()
+        theirs.step()
+        reference.step()
+    assert [g["swa_lr"] for g in mine.param_groups] == [g["swa_lr"] for g in theirs.param_groups]
+
+
+def test_swalr_resumes_from_its_state_dict_and_torchs():
+    from js.optim.swa_utils import SWALR
+
+    mine, theirs = _optimizers()
+    scheduler = SWALR(mine, swa_lr=0.01, anneal_epochs=6)
+    reference = tswa.SWALR(theirs, swa_lr=0.01, anneal_epochs=6)
+    for _ in range(3):
+        scheduler.step()
+        theirs.step()
+        reference.step()
+    rates = [group["lr"] for group in mine.param_groups]
+    states = [scheduler.state_dict(), reference.state_dict()]
+    expected = []
+    for _ in range(5):
+        scheduler.step()
+        expected.append(scheduler.get_last_lr())
+    for state in states:
+        again, _ = _optimizers()
+        resumed = SWALR(again, swa_lr=0.01, anneal_epochs=6)
+        resumed.load_state_dict(state)
+        for group, lr in zip(again.param_groups, rates, strict=True):
+            group["lr"] = lr  # what the optimizer's own state_dict restores
+        got = []
+        for _ in range(5):
+            resumed.step()
+            got.append(resumed.get_last_lr())
+        assert got == expected
+
+
+def test_swalr_refuses_bad_arguments():
+    from js.optim.swa_utils import SWALR
+
+    mine, _ = _optimizers()
+    with pytest.raises(ValueError, match="anneal_strategy must be one of 'cos' or 'linear'"):
+        SWALR(mine, swa_lr=0.1, anneal_strategy="exp")
+    with pytest.raises(ValueError, match="anneal_epochs must be equal or greater than 0, got -1"):
+        SWALR(mine, swa_lr=0.1, anneal_epochs=-1)
+    with pytest.raises(ValueError, match="swa_lr must have the same length"):
+        SWALR(mine, swa_lr=[0.1])
+    with pytest.raises(TypeError, match="the optimizer must have param_groups"):
+        SWALR(object(), swa_lr=0.1)
+    with pytest.raises(KeyError, match="'initial_lr' is not specified"):
+        SWALR(_optimizers()[0], swa_lr=0.1, last_epoch=3)
