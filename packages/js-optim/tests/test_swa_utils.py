@@ -412,3 +412,9 @@ def test_swalr_refuses_bad_arguments():
         SWALR(object(), swa_lr=0.1)
     with pytest.raises(KeyError, match="'initial_lr' is not specified"):
         SWALR(_optimizers()[0], swa_lr=0.1, last_epoch=3)
+
+
+def test_swalr_docstring_examples():
+    from js.optim import _swalr
+
+    assert doctest.testmod(_swalr).failed == 0
