@@ -14,6 +14,7 @@ from ._version import __version__
 _require("js-optim", __version__, _REQUIRES)
 
 from . import lr_scheduler as lr_scheduler  # noqa: E402  (after the interface check)
+from . import swa_utils as swa_utils  # noqa: E402
 from ._accumulate import Accumulate as Accumulate  # noqa: E402
 from ._accumulate import accumulate as accumulate  # noqa: E402
 from ._clip import clip_grad_norm as clip_grad_norm  # noqa: E402
@@ -65,4 +66,5 @@ __all__ = [
     "linear_warmup",
     "lr_scheduler",
     "param_groups",
+    "swa_utils",
 ]

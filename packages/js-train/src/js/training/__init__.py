@@ -29,18 +29,22 @@ from ._runs import TensorBoardRun as TensorBoardRun  # noqa: E402
 from ._runs import plot_run as plot_run  # noqa: E402
 from ._task import Task as Task  # noqa: E402
 from ._trainer import Trainer as Trainer  # noqa: E402
+from ._weight_averaging import EMAWeightAveraging as EMAWeightAveraging  # noqa: E402
+from ._weight_averaging import WeightAveraging as WeightAveraging  # noqa: E402
 
 __all__ = [
     "ArrayLoader",
     "CSVRun",
     "Callback",
     "CheckpointError",
+    "EMAWeightAveraging",
     "EarlyStopping",
     "ModelCheckpoint",
     "Display",
     "Task",
     "TensorBoardRun",
     "Trainer",
+    "WeightAveraging",
     "__interface__",
     "__version__",
     "autocast",

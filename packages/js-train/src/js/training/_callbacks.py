@@ -35,18 +35,22 @@ def monitored(owner: str, monitor: str, metrics: dict) -> float:
 class Callback:
     """Base class: override the hooks you need; each receives the trainer and the task.
 
-    Hooks, in order, each from one place: ``on_fit_start``; per epoch
-    ``on_epoch_start(trainer, task, epoch)``; after every dispatch of steps (one step, or K
-    with ``steps_per_execution``) first the row of the step it reached when one is due (its
-    validation, then ``on_validation_end(trainer, task, metrics)``, then the run's ``log``),
-    then ``on_step_end(trainer, task, step)`` (``step`` the global step); after the epoch's
-    last step ``on_epoch_end(trainer, task, metrics)``; ``on_fit_end`` last, also after an
-    error. ``metrics`` is the row's dict of floats, the one the run logs (with ``step`` and
-    ``epoch``). ``trainer.epoch``, ``trainer.global_step`` and ``trainer.transfers`` read
-    ``trainer.position``; ``trainer.start_epoch`` and ``trainer.start_step`` are where the fit
-    started, ``trainer.history`` the rows so far. Call ``trainer.stop()`` to end training:
-    from a step or validation hook the epoch ends at that step (its row gains the epoch's
-    columns and is logged again), from ``on_epoch_end`` after the epoch.
+    Hooks, in order, each from one place: ``on_fit_start``; per epoch ``on_epoch_start(trainer,
+    task, epoch)``; after every dispatch of steps (one step, or K with ``steps_per_execution``)
+    first the row of the step it reached when one is due (its validation, then
+    ``on_validation_end(trainer, task, metrics)``, then the run's ``log``), then
+    ``on_step_end(trainer, task, step)`` (``step`` the global step); after the epoch's last step
+    ``on_epoch_end(trainer, task, metrics)``; ``on_train_end`` when training ends without an
+    error; ``on_fit_end`` last, also after an error. Every validation pass (in ``fit`` and
+    ``validate``) runs its batches between ``on_validation_epoch_start(trainer, task)`` and
+    ``on_validation_epoch_end(trainer, task)``. ``checkpoint_objects(trainer, task)`` returns
+    what the callback adds to each ModelCheckpoint save. ``metrics`` is the row's dict of
+    floats, the one the run logs (with ``step`` and ``epoch``). ``trainer.epoch``,
+    ``trainer.global_step`` and ``trainer.transfers`` read ``trainer.position``;
+    ``trainer.start_epoch`` and ``trainer.start_step`` are where the fit started,
+    ``trainer.history`` the rows so far. Call ``trainer.stop()`` to end training: from a step or
+    validation hook the epoch ends at that step (its row gains the epoch's columns and is logged
+    again), from ``on_epoch_end`` after the epoch.
     A callback with a string ``monitor`` attribute (EarlyStopping, ModelCheckpoint) is checked
     when ``fit`` starts: a name the Trainer cannot produce (``val/...`` without ``val_data``,
     a misspelling) fails before the first epoch.
@@ -72,8 +76,30 @@ class Callback:
     def on_epoch_end(self, trainer: Trainer, task: Task, metrics: dict) -> None:
         pass
 
+    def on_validation_epoch_start(self, trainer: Trainer, task: Task) -> None:
+        pass
+
+    def on_validation_epoch_end(self, trainer: Trainer, task: Task) -> None:
+        pass
+
+    def on_train_end(self, trainer: Trainer, task: Task) -> None:
+        pass
+
     def on_fit_end(self, trainer: Trainer, task: Task) -> None:
         pass
+
+    def checkpoint_objects(self, trainer: Trainer, task: Task) -> dict:
+        """``{name: object}`` this callback adds to every ModelCheckpoint save (restore them
+        with ``load_checkpoint`` under the same names); none by default."""
+        return {}
+
+
+def callback_objects(trainer: Trainer, task: Task) -> dict:
+    """The checkpoint objects of all the trainer's callbacks, for a ModelCheckpoint save."""
+    objects: dict = {}
+    for callback in trainer.callbacks:
+        objects.update(callback.checkpoint_objects(trainer, task))
+    return objects
 
 
 class EarlyStopping(Callback):

@@ -20,7 +20,7 @@ from js.nn.checkpoint.format import CheckpointError, manager, read_json, score, 
 from js.nn.checkpoint.lock import check_timeout, writer_lock
 from js.nn.checkpoint.write import save_args
 
-from ._callbacks import Callback, check_mode, monitored
+from ._callbacks import Callback, callback_objects, check_mode, monitored
 
 if TYPE_CHECKING:  # the hooks' argument types; imported only by type checkers (a cycle)
     from ._task import Task
@@ -50,10 +50,11 @@ class ModelCheckpoint(Callback):
     """Save the task's checkpoint after every epoch, keeping the best and the last.
 
     The payload is ``{**task.checkpoint_objects(), 'epoch': epoch}`` (model parameters and
-    buffers, optimizer state and step count, Rngs state, epoch) in the format described in
-    this module, under ``path/<epoch>``. Saves run in the background while training goes on
-    and are atomic. ``load_checkpoint(path, objects)`` restores the best; ``which='last'`` the
-    last.
+    buffers, optimizer state and step count, Rngs state, epoch; and each callback's
+    ``checkpoint_objects(trainer, task)``, e.g. WeightAveraging's average) in the format
+    described in this module, under ``path/<epoch>``. Saves run in the background while training
+    goes on and are atomic. ``load_checkpoint(path, objects)`` restores the best;
+    ``which='last'`` the last.
 
     A directory that already holds steps at or after the fit's first epoch (an earlier run's)
     is refused when the fit starts, since orbax would silently skip saving those epochs:
@@ -151,7 +152,11 @@ class ModelCheckpoint(Callback):
         if self.every_n_steps is None or step // self.every_n_steps == self._seen:
             return
         self._seen = step // self.every_n_steps
-        objects = {**task.checkpoint_objects(), "trainer": trainer}
+        objects = {
+            **task.checkpoint_objects(),
+            **callback_objects(trainer, task),
+            "trainer": trainer,
+        }
         data = trainer.train_data
         if all(callable(getattr(data, name, None)) for name in ("state_dict", "load_state_dict")):
             objects["loader"] = data
@@ -164,7 +169,7 @@ class ModelCheckpoint(Callback):
             return
         value = monitored("ModelCheckpoint", self.monitor, metrics)
         epoch = int(metrics["epoch"])
-        objects = task.checkpoint_objects()
+        objects = {**task.checkpoint_objects(), **callback_objects(trainer, task)}
         if "epoch" in objects:
             raise ValueError(
                 "ModelCheckpoint adds 'epoch' itself; task.checkpoint_objects() must not contain it"

@@ -224,6 +224,7 @@ class Trainer:
                     if due.epoch_end or self.should_stop:
                         break
                 self._epoch_end(task, val_data, schedule, row, display)
+            self._hook("on_train_end", task)
         finally:
             display.close()
             self._hook("on_fit_end", task)
@@ -338,9 +339,13 @@ class Trainer:
         task.set_phase("eval")
         totals = None
         batches = itertools.islice(data, self.limit_val_batches)
-        for batch in batches:
-            metrics = task.validation_step(task.model, self._to_device(batch))
-            totals = Totals.accumulate(totals, metrics, "validation_step")
+        self._hook("on_validation_epoch_start", task)
+        try:
+            for batch in batches:
+                metrics = task.validation_step(task.model, self._to_device(batch))
+                totals = Totals.accumulate(totals, metrics, "validation_step")
+        finally:
+            self._hook("on_validation_epoch_end", task)
         if totals is None:
             raise ValueError("validation: the data yielded no batches. Fix: check its length.")
         self.position.transfers += 1
