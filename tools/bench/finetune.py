@@ -256,14 +256,20 @@ def compile_times(depths: tuple[int, ...], width: int, smoke: bool) -> dict:
 
     out = {}
     for depth in depths:
-        blocks = lambda: [  # noqa: E731
-            nn.TransformerEncoderLayer(
-                width, 4, 4 * width, dropout=0.0, batch_first=True, rngs=js.Rngs(params=i)
-            )
-            for i in range(depth)
-        ]
+
+        def blocks(depth=depth):
+            return [
+                nn.TransformerEncoderLayer(
+                    width, 4, 4 * width, dropout=0.0, batch_first=True, rngs=js.Rngs(params=i)
+                )
+                for i in range(depth)
+            ]
+
         row = {}
-        for name, model in (("unrolled", Unrolled(blocks())), ("scanned", nn.ScannedStack(blocks()))):
+        for name, model in (
+            ("unrolled", Unrolled(blocks())),
+            ("scanned", nn.ScannedStack(blocks())),
+        ):
             start = time.perf_counter()
             js.jit(grad_of).lower(model).compile()
             row[name + "_s"] = time.perf_counter() - start
