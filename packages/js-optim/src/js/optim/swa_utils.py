@@ -418,12 +418,22 @@ def update_bn(loader: Iterable[Any], model: Module, device: Any = None) -> None:
         device: a ``jax.Device`` or ``Sharding`` to put each input on first (None: as is).
 
     Example:
-        >>> import jax.numpy as jnp, js, js.nn
-        >>> linear = js.nn.Linear(3, 4, rngs=js.Rngs(params=0))
-        >>> model = js.nn.Sequential(linear, js.nn.BatchNorm1d(4))
-        >>> update_bn([jnp.ones((8, 3)), jnp.zeros((8, 3))], model)
-        >>> model[1].momentum, model.training
-        (0.1, True)
+        >>> import jax.numpy as jnp, js
+        >>> class Norm(js.Module):  # the smallest batch norm; js.nn.BatchNorm1d in practice
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.momentum = 0.1
+        ...         self.running_mean = js.Buffer(jnp.zeros(2))
+        ...         self.running_var = js.Buffer(jnp.ones(2))
+        ...     def forward(self, x):
+        ...         m = self.momentum
+        ...         self.running_mean.value = (1 - m) * self.running_mean.value + m * x.mean(0)
+        ...         self.running_var.value = (1 - m) * self.running_var.value + m * x.var(0)
+        ...         return x
+        >>> model = Norm()
+        >>> update_bn([jnp.ones((4, 2)), 3 * jnp.ones((4, 2))], model)
+        >>> model.running_mean.value.tolist(), model.momentum, model.training
+        ([2.0, 2.0], 0.1, True)
     """
     if not isinstance(model, Module):
         raise TypeError(f"update_bn: model must be a js.Module, got {type(model).__name__}")
