@@ -14,8 +14,8 @@ from flax import nnx
 from llama_support import transformers_without_torchvision
 
 import js
-import js.optim
 import js.models
+import js.optim
 from js.nn import lora
 
 pytestmark = [
