@@ -9,7 +9,7 @@ do not bump it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -371,12 +371,16 @@ class ParameterSelection(Object):
     def named(self) -> list[tuple[str, Parameter]]:
         return list(zip(self.paths, self.variables, strict=False))
 
-    def match(self, grads: nnx.State | Mapping[str, Any]) -> list[jax.Array]:
+    def match(
+        self, grads: nnx.State | Mapping[str, Any], expect: Sequence[bool] | None = None
+    ) -> list[jax.Array]:
         """Gradient arrays in this selection's order, after checking that ``grads`` fits it.
 
         ``grads`` is the state ``js.value_and_grad`` returns (or a ``{path: array}`` dict). Any
         missing, unexpected or misshapen entry is refused with a ValueError naming the first
-        differing path.
+        differing path. ``expect`` (one flag per Parameter; default all) says which Parameters
+        need a gradient: the others (frozen ones) get no entry in the result, and a gradient
+        given for one is ignored.
         """
         if not isinstance(grads, (nnx.State, Mapping)):
             raise TypeError(
@@ -387,7 +391,11 @@ class ParameterSelection(Object):
         # A Parameter is found under NNX's gradient path or under its js path (they differ only
         # for a Parameter shared by two owners).
         keys = [g if g in flat else p for g, p in zip(self.grad_paths, self.paths, strict=True)]
-        for key, path, param in zip(keys, self.paths, self.variables, strict=True):
+        expect = [True] * len(keys) if expect is None else list(expect)
+        out = []
+        for key, path, param, wanted in zip(keys, self.paths, self.variables, expect, strict=True):
+            if not wanted:
+                continue
             if key not in flat:
                 raise ValueError(
                     f"gradients do not match the parameters: no gradient for {path!r}. Fix: "
@@ -399,6 +407,7 @@ class ParameterSelection(Object):
                     f"gradients do not match the parameters: {path!r} expected shape "
                     f"{list(want)}, got {list(got)}"
                 )
+            out.append(flat[key])
         known = set(keys)
         extra = [key for key in flat if key not in known]
         if extra:
@@ -407,7 +416,7 @@ class ParameterSelection(Object):
                 "(not among the parameters this optimizer was built from). Fix: differentiate "
                 "the same module this optimizer was built from."
             )
-        return [flat[key] for key in keys]
+        return out
 
     def __repr__(self) -> str:
         return f"ParameterSelection({list(self.paths)})"

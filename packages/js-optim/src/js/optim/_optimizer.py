@@ -31,7 +31,7 @@ from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
 import js
-from js._checks import compare_state, flatten_state, sharding_of
+from js._checks import compare_state, sharding_of
 
 from ._schedules import LearningRate
 
@@ -841,41 +841,7 @@ class Optimizer(js.Object):
     def _match(self, grads: nnx.State | Mapping[str, Any]) -> list[jax.Array]:
         """Gradient arrays of the trainable parameters in order, after checking that ``grads``
         fits them (gradients of frozen parameters may be present and are ignored)."""
-        if not isinstance(grads, (nnx.State, Mapping)):
-            raise TypeError(
-                "expected gradients as the state js.value_and_grad returns or a dict, got "
-                f"{type(grads).__name__}"
-            )
-        flat = flatten_state(grads)
-        selection = self.params
-        known, out = set(), []
-        for i, (gpath, path, param) in enumerate(
-            zip(selection.grad_paths, selection.paths, selection.variables, strict=True)
-        ):
-            key = gpath if gpath in flat else path
-            known.add(key)
-            if not self._trainable[i]:
-                continue
-            if key not in flat:
-                raise ValueError(
-                    f"gradients do not match the parameters: no gradient for {path!r}. Fix: "
-                    "differentiate the same module this optimizer was built from."
-                )
-            want, got = param.get_raw_value().shape, getattr(flat[key], "shape", ())
-            if tuple(want) != tuple(got):
-                raise ValueError(
-                    f"gradients do not match the parameters: {path!r} expected shape "
-                    f"{list(want)}, got {list(got)}"
-                )
-            out.append(flat[key])
-        extra = [key for key in flat if key not in known]
-        if extra:
-            raise ValueError(
-                f"gradients do not match the parameters: unexpected gradient {extra[0]!r} "
-                "(not among the parameters this optimizer was built from). Fix: differentiate "
-                "the same module this optimizer was built from."
-            )
-        return out
+        return self.params.match(grads, expect=self._trainable)
 
     def _check_params(self) -> bool:
         """Shapes and dtypes (static: free inside compiled code), then the devices of concrete
