@@ -1,9 +1,9 @@
 """``SWALR``: torch's learning-rate annealing to a fixed rate for SWA (public in
 ``js.optim.swa_utils``, as in torch).
 
-It writes ``optimizer.param_groups[i]["lr"]`` on the host as torch's LRScheduler subclasses do
-(the initial step at construction, ``last_epoch``, ``get_last_lr``, state dicts with torch's
-keys), with the few lines of that base class written out here.
+A ``js.optim.lr_scheduler.LRScheduler``: it writes ``optimizer.param_groups[i]["lr"]`` on the
+host (the initial step at construction, ``last_epoch``, ``get_last_lr``, state dicts with
+torch's keys).
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from __future__ import annotations
 import copy
 import math
 import numbers
-import warnings
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from .lr_scheduler import LRScheduler
 
-class SWALR:
+
+class SWALR(LRScheduler):
     """Anneal each param group's learning rate to a fixed ``swa_lr``, as torch's ``SWALR``.
 
     Over ``anneal_epochs`` steps the rate moves from the group's ``lr`` to its ``swa_lr``
@@ -86,23 +87,9 @@ class SWALR:
             raise ValueError(f"anneal_epochs must be equal or greater than 0, got {anneal_epochs}")
         for value, group in zip(swa_lrs, groups, strict=True):
             group["swa_lr"] = value
-        self.optimizer = optimizer
         self._anneal_strategy = anneal_strategy
         self.anneal_epochs = anneal_epochs
-        # torch's LRScheduler.__init__ and its initial step
-        if last_epoch == -1:
-            for group in groups:
-                if group.get("initial_lr") is None:
-                    group["initial_lr"] = group["lr"]
-        elif any(group.get("initial_lr") is None for group in groups):
-            raise KeyError(
-                "param 'initial_lr' is not specified in param_groups when resuming a scheduler "
-                "with last_epoch >= 0. Fix: build it with last_epoch=-1 and load its state_dict."
-            )
-        self.base_lrs = [group["initial_lr"] for group in groups]
-        self.last_epoch = last_epoch
-        self._step_count = 0
-        self.step()
+        super().__init__(optimizer, last_epoch)
 
     def _anneal(self, t: float) -> float:
         return t if self._anneal_strategy == "linear" else (1 - math.cos(math.pi * t)) / 2
@@ -128,33 +115,6 @@ class SWALR:
         return [
             g["swa_lr"] * alpha + lr * (1 - alpha) for g, lr in zip(groups, prev_lrs, strict=True)
         ]
-
-    def step(self, epoch: int | None = None) -> None:
-        """Advance one step (epoch) and write each group's new ``lr``.
-
-        Args:
-            epoch: deprecated in torch: sets ``last_epoch`` (with torch's warning).
-        """
-        self._step_count += 1
-        if epoch is not None:
-            warnings.warn(
-                "The epoch parameter in `scheduler.step()` was not necessary and is being "
-                "deprecated where possible. Please use `scheduler.step()` to step the scheduler.",
-                UserWarning,
-                stacklevel=2,
-            )
-        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
-        for group, lr in zip(self.optimizer.param_groups, self.get_lr(), strict=True):
-            group["lr"] = lr
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
-
-    def get_last_lr(self) -> list[float]:
-        """The rates the last :meth:`step` wrote, one per group."""
-        return list(self._last_lr)
-
-    def state_dict(self) -> dict[str, Any]:
-        """torch's keys: every attribute but the optimizer."""
-        return {k: copy.deepcopy(v) for k, v in self.__dict__.items() if k != "optimizer"}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore a :meth:`state_dict` (torch's too: its ``anneal_func`` is left out there).
