@@ -13,7 +13,7 @@ import pytest
 
 import js
 from js.optim import Adadelta, Adafactor, Adagrad, Adamax, Lion, NAdam, RAdam, RMSprop
-from js.optim._more import _rho_minus_k
+from js.optim._more_helpers import _rho_minus_k
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch

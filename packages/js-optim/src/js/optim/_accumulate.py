@@ -20,7 +20,9 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from js._checks import check_int, sharding_of
 
-from ._optimizer import Optimizer, OptState, ParamGroup, _Custom, _placed_init, _Program
+from ._optimizer import Optimizer, _Custom
+from ._param_group import OptState, ParamGroup
+from ._program import _placed_init, _Program
 
 
 def check_every(every) -> int:

@@ -1,0 +1,330 @@
+"""Combinations and cycles: SequentialLR and OneCycleLR (the public face is
+``js.optim.lr_scheduler``).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from bisect import bisect_right
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from ._optimizer import Optimizer
+from ._sched_base import (
+    LRScheduler,
+    _groups,
+    _int,
+    _per_group,
+    _state,
+)
+from ._sched_plateau import ReduceLROnPlateau
+
+# -- combinations, cycles and plateaus -----------------------------------------------------------
+
+
+class SequentialLR(LRScheduler):
+    """Run ``schedulers`` one after another, switching at each milestone epoch.
+
+    At a milestone the next scheduler starts from its initial rates (PyTorch's
+    ``_update_lr(0)``). Build the inner schedulers on the same optimizer first.
+
+    Args:
+        optimizer: the optimizer all ``schedulers`` write.
+        schedulers: the schedulers, in order (not ``ReduceLROnPlateau``).
+        milestones: the epochs where the next one starts; one fewer than ``schedulers``.
+        last_epoch: the index of the last epoch (-1: start).
+
+    Example:
+        >>> from js.optim.lr_scheduler import LinearLR, SequentialLR, ExponentialLR
+        >>> class Opt:
+        ...     param_groups = [{"lr": 1.0}]
+        >>> opt = Opt()
+        >>> warmup = LinearLR(opt, start_factor=0.5, total_iters=2)
+        >>> decay = ExponentialLR(opt, gamma=0.5)
+        >>> scheduler = SequentialLR(opt, [warmup, decay], milestones=[2])
+        >>> lrs = []
+        >>> for _ in range(4):
+        ...     lrs.append(scheduler.get_last_lr()[0])
+        ...     scheduler.step()
+        >>> lrs
+        [0.5, 0.75, 1.0, 0.5]
+    """
+
+    def __init__(
+        self,
+        optimizer: Any,
+        schedulers: list[LRScheduler],
+        milestones: list[int],
+        last_epoch: int = -1,
+    ) -> None:
+        name = type(self).__name__
+        _groups(name, optimizer)
+        if len(schedulers) < 1:
+            raise ValueError(f"{name} expects at least one scheduler, but got no scheduler.")
+        for index, scheduler in enumerate(schedulers):
+            if not hasattr(scheduler, "optimizer"):
+                raise TypeError(
+                    f"{name} at index {index} should have `optimizer` as its attribute."
+                )
+            if isinstance(scheduler, ReduceLROnPlateau):
+                raise ValueError(
+                    f"{name} does not support `ReduceLROnPlateau` scheduler as it requires "
+                    "additional kwargs to be specified when calling `step`, but got one at "
+                    f"index {index} in the given schedulers sequence."
+                )
+            if scheduler.optimizer is not optimizer:
+                raise ValueError(
+                    f"{name} expects all schedulers to belong to the same optimizer, but got "
+                    f"scheduler {type(scheduler).__name__} at index {index} built on another "
+                    "optimizer."
+                )
+        milestones = list(milestones)
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(
+                "Sequential Schedulers expects number of schedulers provided to be one more "
+                f"than the number of milestone points, but got number of schedulers "
+                f"{len(schedulers)} and the number of milestones to be equal to {len(milestones)}"
+            )
+        for value in milestones:
+            _int(name, "every milestone", value, 0)
+        last_epoch = _int(name, "last_epoch", last_epoch, -1)
+        self._schedulers = list(schedulers)
+        self._milestones = milestones
+        self.last_epoch = last_epoch + 1
+        self.optimizer = optimizer
+        for group in optimizer.param_groups:  # back to the initial rates
+            group["lr"] = group["initial_lr"]
+        self.recursive_undo()  # undo the initial step the inner schedulers performed
+        index = bisect_right(self._milestones, 0)
+        self._schedulers[index]._initial_step()
+        self._last_lr = self._schedulers[index].get_last_lr()
+
+    def recursive_undo(self, sched: Any = None) -> None:
+        """Step back ``last_epoch`` of every (nested) inner scheduler by one."""
+        scheds = self if sched is None else sched
+        if hasattr(scheds, "_schedulers"):
+            for s in scheds._schedulers:
+                self.recursive_undo(s)
+        elif hasattr(scheds, "last_epoch"):
+            scheds.last_epoch -= 1
+
+    def step(self) -> None:  # pyright: ignore[reportIncompatibleMethodOverride]  (as torch)
+        """Step the scheduler of the current epoch (the next one restarts at its milestone)."""
+        self.last_epoch += 1
+        index = bisect_right(self._milestones, self.last_epoch)
+        scheduler = self._schedulers[index]
+        if index > 0 and self._milestones[index - 1] == self.last_epoch:
+            scheduler._update_lr(0)
+        else:
+            scheduler.step()
+        self._last_lr = scheduler.get_last_lr()
+
+    def state_dict(self) -> dict[str, Any]:
+        """As :meth:`LRScheduler.state_dict`, with each inner scheduler's under
+        ``'_schedulers'``."""
+        state = _state(self, skip=("_schedulers",))
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """As :meth:`LRScheduler.load_state_dict`, loading each inner scheduler's too."""
+        state = dict(state_dict)
+        inner = state.pop("_schedulers")
+        self.__dict__.update(copy.deepcopy(state))
+        for scheduler, saved in zip(self._schedulers, inner, strict=True):
+            scheduler.load_state_dict(saved)
+
+
+class OneCycleLR(LRScheduler):
+    """The 1cycle policy: from ``max_lr / div_factor`` up to ``max_lr`` and down to
+    ``initial_lr / final_div_factor`` over ``total_steps`` steps (stepped per batch).
+
+    Adds ``'initial_lr'``, ``'max_lr'`` and ``'min_lr'`` to each group; with
+    ``cycle_momentum`` it cycles ``'momentum'`` (SGD) or ``betas[0]`` (Adam family) inversely
+    between ``max_momentum`` and ``base_momentum`` and adds those keys too. Stepping past
+    ``total_steps`` raises, as in PyTorch.
+
+    Args:
+        optimizer: the optimizer.
+        max_lr: the peak rate, or one per group.
+        total_steps: steps in the cycle; or give ``epochs`` and ``steps_per_epoch``.
+        epochs: epochs to train, with ``steps_per_epoch``.
+        steps_per_epoch: steps per epoch, with ``epochs``.
+        pct_start: the fraction of the cycle spent increasing the rate (a float in [0, 1]).
+        anneal_strategy: ``'cos'`` or ``'linear'``.
+        cycle_momentum: cycle the momentum (needs ``momentum`` or ``betas`` in the groups).
+        base_momentum: the lower momentum, or one per group.
+        max_momentum: the upper momentum, or one per group.
+        div_factor: ``initial_lr = max_lr / div_factor``.
+        final_div_factor: ``min_lr = initial_lr / final_div_factor``.
+        three_phase: a third phase annihilates the rate (fastai's variant), as PyTorch.
+        last_epoch: the index of the last batch (-1: start).
+
+    Example:
+        >>> from js.optim.lr_scheduler import OneCycleLR
+        >>> class Opt:
+        ...     param_groups = [{"lr": 0.1, "momentum": 0.9}]
+        >>> scheduler = OneCycleLR(Opt(), max_lr=0.1, total_steps=100)
+        >>> round(scheduler.get_last_lr()[0], 6)
+        0.004
+    """
+
+    def __init__(
+        self,
+        optimizer: Any,
+        max_lr: float | list[float],
+        total_steps: int | None = None,
+        epochs: int | None = None,
+        steps_per_epoch: int | None = None,
+        pct_start: float = 0.3,
+        anneal_strategy: Literal["cos", "linear"] = "cos",
+        cycle_momentum: bool = True,
+        base_momentum: float | list[float] = 0.85,
+        max_momentum: float | list[float] = 0.95,
+        div_factor: float = 25.0,
+        final_div_factor: float = 1e4,
+        three_phase: bool = False,
+        last_epoch: int = -1,
+    ) -> None:
+        groups = _groups("OneCycleLR", optimizer)
+        self.optimizer = optimizer
+        if total_steps is not None:
+            if (
+                isinstance(total_steps, bool)
+                or not isinstance(total_steps, int)
+                or total_steps <= 0
+            ):
+                raise ValueError(f"Expected positive integer total_steps, but got {total_steps}")
+            self.total_steps = total_steps
+        elif epochs is not None and steps_per_epoch is not None:
+            if not isinstance(epochs, int) or epochs <= 0:
+                raise ValueError(f"Expected positive integer epochs, but got {epochs}")
+            if not isinstance(steps_per_epoch, int) or steps_per_epoch <= 0:
+                raise ValueError(
+                    f"Expected positive integer steps_per_epoch, but got {steps_per_epoch}"
+                )
+            self.total_steps = epochs * steps_per_epoch
+        else:
+            raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
+        self._schedule_phases = _phases(three_phase, pct_start, self.total_steps)
+        if not isinstance(pct_start, float) or pct_start < 0 or pct_start > 1:
+            raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(
+                f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}"
+            )
+        self._anneal_func_type = anneal_strategy
+        if cycle_momentum and _momentum_key(optimizer, groups) == "momentum":
+            _check_momentum_kept(optimizer, groups)
+        max_lrs = _per_group("max_lr", groups, max_lr)
+        if last_epoch == -1:
+            for index, group in enumerate(groups):
+                group["initial_lr"] = max_lrs[index] / div_factor
+                group["max_lr"] = max_lrs[index]
+                group["min_lr"] = group["initial_lr"] / final_div_factor
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            self.use_beta1 = _momentum_key(optimizer, groups) == "betas"
+            max_momentums = _per_group("max_momentum", groups, max_momentum)
+            base_momentums = _per_group("base_momentum", groups, base_momentum)
+            if last_epoch == -1:
+                for high, low, group in zip(max_momentums, base_momentums, groups, strict=True):
+                    if self.use_beta1:
+                        group["betas"] = (high, *group["betas"][1:])
+                    else:
+                        group["momentum"] = high
+                    group["max_momentum"] = high
+                    group["base_momentum"] = low
+        super().__init__(optimizer, last_epoch)
+
+    def _anneal_func(self, start: float, end: float, pct: float) -> float:
+        if self._anneal_func_type == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def get_lr(self) -> list[float]:
+        """The rate of step ``last_epoch`` in its phase (and the momentum, written)."""
+        self._warn_outside_step()
+        step_num = self.last_epoch
+        if step_num > self.total_steps:
+            raise ValueError(
+                f"Tried to step {step_num} times. The specified number of total steps is "
+                f"{self.total_steps}"
+            )
+        lrs = []
+        for group in self.optimizer.param_groups:
+            start_step = 0.0
+            for index, phase in enumerate(self._schedule_phases):
+                end_step = phase["end_step"]
+                if step_num <= end_step or index == len(self._schedule_phases) - 1:
+                    pct = (step_num - start_step) / (end_step - start_step)
+                    lr = self._anneal_func(group[phase["start_lr"]], group[phase["end_lr"]], pct)
+                    if self.cycle_momentum:
+                        momentum = self._anneal_func(
+                            group[phase["start_momentum"]], group[phase["end_momentum"]], pct
+                        )
+                    break
+                start_step = phase["end_step"]
+            lrs.append(lr)  # pyright: ignore[reportPossiblyUnbound]  (the last phase always breaks)
+            if self.cycle_momentum:
+                if self.use_beta1:
+                    group["betas"] = (momentum, *group["betas"][1:])  # pyright: ignore[reportPossiblyUnbound]
+                else:
+                    group["momentum"] = momentum  # pyright: ignore[reportPossiblyUnbound]
+        return lrs
+
+
+def _phases(three_phase: bool, pct_start: float, total_steps: int) -> list[dict[str, Any]]:
+    """OneCycleLR's phases: the step each ends at, and the group keys it goes between."""
+    up = {
+        "end_step": float(pct_start * total_steps) - 1,
+        "start_lr": "initial_lr",
+        "end_lr": "max_lr",
+        "start_momentum": "max_momentum",
+        "end_momentum": "base_momentum",
+    }
+    if not three_phase:
+        down = ("max_lr", "min_lr", "base_momentum", "max_momentum")
+        return [up, _phase(total_steps - 1, *down)]
+    back = ("max_lr", "initial_lr", "base_momentum", "max_momentum")
+    last = ("initial_lr", "min_lr", "max_momentum", "max_momentum")
+    return [
+        up,
+        _phase(float(2 * pct_start * total_steps) - 2, *back),
+        _phase(total_steps - 1, *last),
+    ]
+
+
+def _phase(end_step: float, *keys: str) -> dict[str, Any]:
+    names = ("start_lr", "end_lr", "start_momentum", "end_momentum")
+    return {"end_step": end_step, **dict(zip(names, keys, strict=True))}
+
+
+def _momentum_key(optimizer: Any, groups: list) -> str:
+    """``'betas'`` or ``'momentum'``: what OneCycleLR cycles (from ``optimizer.defaults``, as
+    PyTorch, or the first group's keys for an optimizer without ``defaults``)."""
+    defaults = getattr(optimizer, "defaults", None)
+    keys = set(defaults) if isinstance(defaults, Mapping) else set(groups[0].keys())
+    if "momentum" not in keys and "betas" not in keys:
+        raise ValueError(
+            "optimizer must support momentum or beta1 with `cycle_momentum` option enabled. "
+            "Fix: cycle_momentum=False."
+        )
+    return "betas" if "betas" in keys else "momentum"
+
+
+def _check_momentum_kept(optimizer: Any, groups: list) -> None:
+    """A js optimizer built without momentum keeps no momentum buffer, and cannot start one
+    by a write (torch's SGD does): refuse before any group is written."""
+    if not isinstance(optimizer, Optimizer):
+        return
+    for index, group in enumerate(groups):
+        if group.get("momentum", 0) == 0:
+            raise ValueError(
+                f"OneCycleLR: cycle_momentum=True writes a momentum between base_momentum and "
+                f"max_momentum into every group, but param_groups[{index}] was built with "
+                f"momentum=0, so {type(optimizer).__name__} keeps no momentum buffer for it. "
+                f"Fix: build it with momentum (e.g. {type(optimizer).__name__}(..., "
+                "momentum=0.9)), or pass cycle_momentum=False."
+            )
