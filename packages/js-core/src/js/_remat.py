@@ -198,8 +198,14 @@ def remat(
         The checkpointed function, or the converted module.
 
     Example:
-        >>> import jax.numpy as jnp, js, js.nn as nn
-        >>> layer = nn.Linear(4, 4, rngs=js.Rngs(params=0))
+        >>> import jax.numpy as jnp, js
+        >>> class Linear(js.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.weight = js.Parameter(jnp.eye(4) / 2)
+        ...     def forward(self, x):
+        ...         return x @ self.weight.value
+        >>> layer = Linear()
         >>> lazy = js.remat(layer)
         >>> list(lazy.state_dict()) == list(layer.state_dict()), lazy.weight is layer.weight
         (True, True)
