@@ -454,3 +454,14 @@ def test_optax_keeps_a_raw_transform_with_its_state_keys():
     for path, value in params_of(reference).items():
         np.testing.assert_allclose(params_of(model)[path], value, rtol=1e-4, atol=1e-6)
     assert opt.param_groups[0].keys() == {"params"}
+
+
+def test_sgd_in_js_optim_0_1_s_positional_order_is_refused_with_the_fix():
+    class One(js.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = js.Parameter(jnp.ones(2))
+
+    for args in [(0.1, 0.9, True), (0.1, 0.9, False, 0.01)]:  # (lr, momentum, nesterov, wd)
+        with pytest.raises(TypeError, match=r"Fix: pass them by keyword, SGD\(params, lr=0.1"):
+            js.optim.SGD(One().parameters(), *args)

@@ -108,6 +108,14 @@ class SGD(Optimizer):
         *,
         maximize: bool = False,
     ) -> None:
+        if isinstance(dampening, bool) or isinstance(weight_decay, bool):
+            # js-optim 0.1's order was (params, lr, momentum, nesterov, weight_decay)
+            raise TypeError(
+                "SGD: got a bool where torch's order puts dampening or weight_decay; since "
+                "js-optim 0.2 SGD's arguments are (params, lr, momentum, dampening, "
+                "weight_decay, nesterov), as torch.optim.SGD's. Fix: pass them by keyword, "
+                "SGD(params, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-4)."
+            )
         defaults = {
             "lr": lr,
             "momentum": momentum,
