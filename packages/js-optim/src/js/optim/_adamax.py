@@ -15,13 +15,13 @@ from ._more_helpers import (
     Scalars,
     State,
     _betas,
+    _bias_correction,
     _flag,
     _float,
     _l2,
     _lerp,
     _log,
     _number,
-    _one_minus_pow,
     _rho_minus_k,
 )
 from ._optimizer import Optimizer
@@ -116,7 +116,7 @@ class Adamax(Optimizer):
         g = _l2(grad, param, h)
         exp_avg = _lerp(state["exp_avg"], g, h["one_minus_b1"])
         exp_inf = jnp.maximum(state["exp_inf"] * h["b2"], jnp.abs(g) + h["eps"])
-        clr = h["lr"] / _one_minus_pow(h["log_b1"], _float(step))
+        clr = h["lr"] / _bias_correction(h["log_b1"], _float(step))
         new = {"exp_avg": exp_avg, "exp_inf": exp_inf}
         return param + -clr * exp_avg / exp_inf, new
 
@@ -225,7 +225,7 @@ class NAdam(Optimizer):
         """One step of one parameter (torch's ``_single_tensor_nadam``)."""
         grad = -grad if group["maximize"] else grad
         t = _float(step)
-        bias_correction2 = _one_minus_pow(h["log_b2"], t)
+        bias_correction2 = _bias_correction(h["log_b2"], t)
         if group["decoupled_weight_decay"]:
             p, g = param * (1 - h["lr"] * h["weight_decay"]), grad
         else:
@@ -355,12 +355,12 @@ class RAdam(Optimizer):
             p, g = param, _l2(grad, param, h)
         exp_avg = _lerp(state["exp_avg"], g, h["one_minus_b1"])
         exp_avg_sq = state["exp_avg_sq"] * h["b2"] + h["one_minus_b2"] * g * g
-        corrected = exp_avg / _one_minus_pow(h["log_b1"], t)
+        corrected = exp_avg / _bias_correction(h["log_b1"], t)
         rho_t = h["rho_k"] + _rho_minus_k(t, h["neg_log_b2"])
         rectified = (h["rectify"] > 0) & (rho_t > 5)
         safe_rho = jnp.where(rectified, rho_t, 5.0)  # no NaN from sqrt below in the other branch
         rect = jnp.sqrt((safe_rho - 4) * (safe_rho - 2) * h["rect_scale"] / safe_rho)
-        adaptive = jnp.sqrt(_one_minus_pow(h["log_b2"], t)) / (jnp.sqrt(exp_avg_sq) + h["eps"])
+        adaptive = jnp.sqrt(_bias_correction(h["log_b2"], t)) / (jnp.sqrt(exp_avg_sq) + h["eps"])
         step_ = jnp.where(rectified, corrected * h["lr"] * adaptive * rect, corrected * h["lr"])
         new = {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
         return p + -1.0 * step_, new

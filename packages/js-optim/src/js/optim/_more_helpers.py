@@ -21,6 +21,9 @@ import numbers
 import jax
 import jax.numpy as jnp
 
+from ._optimizers import _bias_correction as _bias_correction
+from ._optimizers import _log as _log
+
 Scalars = dict[str, jax.Array]
 State = dict[str, jax.Array]
 
@@ -63,22 +66,12 @@ def _auto(eps1) -> bool:
     return eps1 is None or (isinstance(eps1, float) and math.isnan(eps1))
 
 
-def _log(b: float) -> float:
-    """``log(b)`` in double; ``-inf`` for 0 (then ``1 - b**t`` is 1)."""
-    return math.log(b) if b > 0 else -math.inf
-
-
 # ----------------------------------------------------------------------------------------------
 # Shared pieces of the per-parameter math (pure jnp)
 
 
 def _float(step: jax.Array) -> jax.Array:
     return jnp.asarray(step, jnp.result_type(float))
-
-
-def _one_minus_pow(log_b: jax.Array, t: jax.Array) -> jax.Array:
-    """``1 - b**t`` to float32 rounding, from ``log(b)`` (taken in double on the host)."""
-    return -jnp.expm1(t * log_b)
 
 
 def _lerp(start: jax.Array, end: jax.Array, weight: jax.Array) -> jax.Array:
