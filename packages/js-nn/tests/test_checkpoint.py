@@ -142,3 +142,65 @@ def test_save_and_load_argument_errors(tmp_path):
         r"\['net'\]",
     ):
         checkpoint.load_checkpoint(tmp_path, {"net": _linear(1)})
+
+
+def _edit_meta(step_dir, edit) -> None:
+    import json
+
+    path = step_dir / "meta" / "metadata"
+    meta = json.loads(path.read_text())
+    edit(meta["items"]["model"])
+    path.write_text(json.dumps(meta))
+
+
+def _readers(path):
+    """The three readers of a step's arrays, each as a call."""
+    return {
+        "load_checkpoint": lambda: checkpoint.load_checkpoint(path, {"model": _linear(1)}),
+        "load_weights": lambda: nn.load_weights(_linear(1), path),
+        "read_checkpoint": lambda: checkpoint.read_checkpoint(path),
+    }
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (
+            lambda item: item["entries"]["weight"].update(packed=["float64", 0]),
+            r"entry 'weight' is packed in float64, a buffer the item lacks",
+        ),
+        (
+            lambda item: item["packed"].update(float32=10**12),
+            r"the packed float32 buffer claims 1000000000000 numbers, its entries hold 8",
+        ),
+        (
+            lambda item: item["entries"]["bias"].update(packed=["float32", 7]),
+            r"entry 'bias' lies outside the packed float32 buffer",
+        ),
+    ],
+)
+def test_metadata_that_misplaces_packed_arrays_is_a_checkpoint_error(tmp_path, edit, problem):
+    """Each used to load into "operands could not be broadcast", KeyError: 'float64', or
+    "MemoryError: Unable to allocate 3.64 TiB"; checkpoint_info saw no problem."""
+    checkpoint.save_checkpoint(tmp_path, {"model": _linear(0), "epoch": 1})
+    _edit_meta(tmp_path / "0", edit)
+    (info,) = checkpoint.checkpoint_info(tmp_path)
+    assert info["problem"] is not None and "meta/metadata" in info["problem"]
+    assert problem.replace("\\", "") in info["problem"]
+    for name, read in _readers(tmp_path).items():
+        with pytest.raises(checkpoint.CheckpointError, match=problem):
+            read()
+        assert name  # every reader refuses the step the same way
+
+
+def test_a_step_whose_item_directory_is_gone_is_reported_and_refused(tmp_path):
+    import shutil
+
+    checkpoint.save_checkpoint(tmp_path, {"model": _linear(0), "epoch": 1})
+    shutil.rmtree(tmp_path / "0" / "state_model")
+    (info,) = checkpoint.checkpoint_info(tmp_path)
+    assert "item 'state_model' (the arrays of 'model')" in info["problem"]
+    assert "is missing" in info["problem"]
+    for read in _readers(tmp_path).values():
+        with pytest.raises(checkpoint.CheckpointError, match=r"item 'state_model'"):
+            read()

@@ -180,7 +180,39 @@ def _record_problems(name: str, record) -> list[str]:
     for key, entry in record["entries"].items():
         if (problem := _entry_problem(key, entry)) is not None:
             problems.append(f"{name!r}: {problem}")
+    return problems or [f"{name!r}: {problem}" for problem in _packing_problems(record)]
+
+
+def _packing_problems(record: Mapping) -> list[str]:
+    """Where the well-formed entries of ``record`` say they are packed against the packed
+    buffers it lists: each in a buffer of its own dtype, inside it, and each buffer exactly as
+    long as its entries (as written), so that no claim makes a reader allocate or slice
+    what the save never held."""
+    sizes: dict[str, int] = {}
+    problems = []
+    for key, entry in record["entries"].items():
+        if "packed" not in entry:
+            continue
+        dtype, start = entry["packed"]
+        size = math.prod(entry["shape"])
+        if dtype not in record["packed"]:
+            problems.append(f"entry {key!r} is packed in {dtype}, a buffer the item lacks")
+        elif str(jnp.dtype(entry["dtype"])) != dtype:
+            problems.append(f"entry {key!r} is {entry['dtype']} but packed in the {dtype} buffer")
+        elif start + size > _length(record["packed"][dtype]):
+            problems.append(f"entry {key!r} lies outside the packed {dtype} buffer")
+        sizes[dtype] = sizes.get(dtype, 0) + size
+    for dtype, length in record["packed"].items():
+        if _length(length) != sizes.get(dtype, 0):
+            problems.append(
+                f"the packed {dtype} buffer claims {length!r} numbers, its entries hold "
+                f"{sizes.get(dtype, 0)}"
+            )
     return problems
+
+
+def _length(value) -> int:
+    return value if type(value) is int and value >= 0 else -1
 
 
 def meta_problems(meta: Any) -> list[str]:

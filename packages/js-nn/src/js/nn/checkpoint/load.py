@@ -25,10 +25,12 @@ from js._checks import compare_state
 
 from .format import (
     CheckpointError,
+    item_name,
     kinds_of,
     live_arrays,
     locate,
     native,
+    other_steps,
     read_meta,
     read_metrics,
     select_step,
@@ -182,11 +184,20 @@ def _step_info(path: Path, step: int, steps: list[int]) -> dict:
     except CheckpointError as error:
         info["problem"] = str(error)
         return info
+    missing = []
     for name, kind in meta["kinds"].items():
         if kind == "value":
             info["objects"][name] = {"kind": kind, "value": meta["values"][name]}
         else:
             info["objects"][name] = {"kind": kind, "arrays": len(meta["items"][name]["entries"])}
+            if not (path / str(step) / item_name(name)).is_dir():
+                missing.append(f"{item_name(name)!r} (the arrays of {name!r})")
+    if missing:
+        info["problem"] = str(
+            CheckpointError(
+                path, step, f"item {', '.join(missing)}", "is missing", other_steps(steps, step)
+            )
+        )
     return info
 
 
