@@ -210,7 +210,7 @@ class Trainer:
         """
         schedule = self._start(task, train_data, val_data, start_epoch, resume)
         display = Display(enabled=self.progress, interval_s=self.progress_interval_s)
-        self._hook("on_fit_start", task)
+        self._start_callbacks(task)
         try:
             while not schedule.finished(self.position) and not self.should_stop:
                 self._begin_epoch(task, train_data, schedule, display)
@@ -455,6 +455,21 @@ class Trainer:
         """Ask ``fit`` to end: after the current step from a step or validation hook, after
         the epoch from ``on_epoch_end`` (EarlyStopping)."""
         self.should_stop, self.stop_reason = True, reason
+
+    def _start_callbacks(self, task) -> None:
+        """``on_fit_start`` of each callback in order; when one raises, ``on_fit_end`` of
+        those already started (a ModelCheckpoint frees its directory's writer lock), then the
+        error."""
+        for index, callback in enumerate(self.callbacks):
+            try:
+                callback.on_fit_start(self, task)
+            except BaseException:
+                for started in self.callbacks[:index]:
+                    try:
+                        started.on_fit_end(self, task)
+                    except Exception:  # noqa: BLE001, S110 - the first error is the one to see
+                        pass
+                raise
 
     def _hook(self, name: str, *args) -> None:
         for callback in self.callbacks:
