@@ -5,8 +5,9 @@
 Picks a free port on 127.0.0.1, starts ``script.py args...`` once per process with
 ``JS_COORDINATOR_ADDRESS``, ``JS_NUM_PROCESSES``, ``JS_PROCESS_ID`` and the CPU device count set
 (the script calls :func:`js.training.init_distributed`), forwards each process's output with a
-``[rank]`` prefix, and when one process fails stops the others and exits with its status. For
-development and tests on one machine; on a cluster use the cluster's launcher and
+``[rank]`` prefix (without gloo's routine ``[Gloo] Rank N is connected to M peer ranks`` line:
+``JS_LIBRARY_LOGS=1`` keeps it), and when one process fails stops the others and exits with its
+status. For development and tests on one machine; on a cluster use the cluster's launcher and
 ``jax.distributed.initialize()``.
 """
 
@@ -21,6 +22,7 @@ import threading
 import time
 
 from ._distributed import ADDRESS, PROCESS_ID, PROCESSES
+from ._quiet import library_logger, routine_output
 
 _STOP_GRACE_S = 2.0  # JAX catches SIGTERM (its preemption notifier): kill soon after
 
@@ -43,6 +45,9 @@ def process_env(rank: int, processes: int, devices: int, port: int) -> dict[str,
 
 def _forward(rank: int, stream, lock: threading.Lock) -> None:
     for line in iter(stream.readline, ""):
+        if routine_output(line):  # gloo's connection report: logged at DEBUG, not printed
+            library_logger.debug("[%d] %s", rank, line.rstrip())
+            continue
         with lock:
             sys.stdout.write(f"[{rank}] {line}")
             sys.stdout.flush()
