@@ -62,6 +62,11 @@ def test_mlflow_run_logs_every_row_to_a_local_file_store(make_task, data, tmp_pa
         # once per step: a row logged again at its step (the epoch's end) adds only new values
         assert [m.step for m in logged] == sorted(by_step), key
         assert {m.step: m.value for m in logged} == by_step, key
+    run.log({"step": 99.0, "train/loss": 0.25}, step=99)  # a later fit: running again
+    assert client.get_run(run.run_id).info.status == "RUNNING"
+    run.close()
+    assert client.get_run(run.run_id).info.status == "FINISHED"
+    assert client.get_metric_history(run.run_id, "train/loss")[-1].value == 0.25
 
 
 def test_mlflow_run_arguments_are_checked(tmp_path):

@@ -93,6 +93,7 @@ class ProfileSteps(Callback):
         self.start, self.end = start, end
         self.directory = Path(directory)
         self.traces: list[Path] = []  # the directories written, one per traced fit
+        self._directory = self.directory  # this process's (process_<i> in a multi-process job)
         self._tracing = False
         self._step: Any = None  # the open step annotation
         self._recorded = False

@@ -56,11 +56,10 @@ class MLflowRun:
         tags: string tags of the run.
 
     Example:
-        >>> run = MLflowRun("runs/mlflow", experiment="digits", params={"lr": 1e-3})
-        ... # doctest: +SKIP
+        >>> run = MLflowRun("runs/mlflow", params={"lr": 1e-3})  # doctest: +SKIP
         >>> Trainer(max_epochs=10, run=run).fit(task, loader)  # doctest: +SKIP
-        >>> MlflowClient(run.tracking_uri).get_metric_history(run.run_id, "train/loss")
-        ... # doctest: +SKIP
+        >>> client = MlflowClient(run.tracking_uri)  # doctest: +SKIP
+        >>> client.get_metric_history(run.run_id, "train/loss")  # doctest: +SKIP
     """
 
     def __init__(
@@ -178,8 +177,7 @@ class WandbRun:
         quiet: silence W&B's own console output and leave stdout and stderr uncaptured.
 
     Example:
-        >>> run = WandbRun("digits", directory="runs/digits", config={"lr": 1e-3})
-        ... # doctest: +SKIP
+        >>> run = WandbRun("digits", config={"lr": 1e-3})  # doctest: +SKIP
         >>> Trainer(max_epochs=10, run=run).fit(task, loader)  # doctest: +SKIP
     """
 
