@@ -24,10 +24,13 @@ from ._distributed import init_distributed as init_distributed  # noqa: E402
 from ._loader import ArrayLoader as ArrayLoader  # noqa: E402
 from ._precision import autocast as autocast  # noqa: E402
 from ._progress import Display as Display  # noqa: E402
+from ._quiet import show_library_logs as show_library_logs  # noqa: E402
 from ._runs import CSVRun as CSVRun  # noqa: E402
 from ._runs import TensorBoardRun as TensorBoardRun  # noqa: E402
 from ._runs import plot_run as plot_run  # noqa: E402
 from ._task import Task as Task  # noqa: E402
+from ._trackers import MLflowRun as MLflowRun  # noqa: E402
+from ._trackers import WandbRun as WandbRun  # noqa: E402
 from ._trainer import Trainer as Trainer  # noqa: E402
 from ._weight_averaging import EMAWeightAveraging as EMAWeightAveraging  # noqa: E402
 from ._weight_averaging import WeightAveraging as WeightAveraging  # noqa: E402
@@ -39,11 +42,13 @@ __all__ = [
     "CheckpointError",
     "EMAWeightAveraging",
     "EarlyStopping",
+    "MLflowRun",
     "ModelCheckpoint",
     "Display",
     "Task",
     "TensorBoardRun",
     "Trainer",
+    "WandbRun",
     "WeightAveraging",
     "__interface__",
     "__version__",
@@ -54,5 +59,6 @@ __all__ = [
     "load_checkpoint",
     "plot_run",
     "save_checkpoint",
+    "show_library_logs",
     "steps",
 ]

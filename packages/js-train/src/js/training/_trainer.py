@@ -26,7 +26,9 @@ from js._checks import check_int, check_mesh, is_int
 from ._callbacks import Callback
 from ._lr_scheduling import check_fit, lr_columns, scheduler_room, step_scheduler
 from ._options import check_callbacks, check_data, check_monitors, check_options
+from ._profile import check_profile
 from ._progress import Display
+from ._quiet import quiet_library_logs
 from ._runs import Run
 from ._schedule import Due, Position, Schedule, check_loader_position, place_stacked, stack
 from ._task import Task, check_task, scanned_training_step
@@ -87,6 +89,20 @@ class Trainer:
             starts, so a later run loads its compiled steps instead of compiling them; a path
             uses that directory; False leaves the cache as it is. ``JS_COMPILATION_CACHE=0`` in
             the environment turns it off everywhere.
+        profile: ``(start_step, end_step)``: record a ``jax.profiler`` trace of the global
+            steps in ``[start_step, end_step)`` of each fit (it stops at the fit's end when that
+            comes first, also after an error), ending with one ``jax.block_until_ready`` on the
+            task's state (a wait, not a read: ``transfers`` is unchanged). Start after the first
+            steps to leave compilation out, e.g. ``(10, 20)``. Layers are named in it (every
+            ``js.Module`` call is a named scope).
+        profile_dir: where the trace is written (``<profile_dir>/plugins/profile/<timestamp>/
+            <host>.xplane.pb``, read by TensorBoard's profile plugin and XProf); default the
+            run's ``directory`` (CSVRun, TensorBoardRun) when it has one, else
+            ``runs/profile``.
+
+    The Trainer routes orbax's routine "Waiting for previous save" warning to ``logging`` at
+    DEBUG (logger ``js.training.library``); ``JS_LIBRARY_LOGS=1`` or
+    :func:`show_library_logs` shows it again.
 
     Example:
         >>> trainer = Trainer(max_steps=1000, val_every_n_steps=200, log_every_n_steps=50)
@@ -113,6 +129,8 @@ class Trainer:
         mesh: Mesh | None = None,
         batch_axis: str = "data",
         compilation_cache: bool | str | os.PathLike = True,
+        profile: tuple[int, int] | None = None,
+        profile_dir: str | os.PathLike | None = None,
     ) -> None:
         if max_epochs is not None:
             max_epochs = check_int("Trainer", "max_epochs", max_epochs, 1)
@@ -130,6 +148,9 @@ class Trainer:
         check_callbacks(callbacks)
         if run is not None and not callable(getattr(run, "log", None)):
             raise TypeError(f"Trainer run must have a log(metrics, step) method, got {run!r}")
+        profiler = check_profile(profile, profile_dir, run, options["max_steps"])
+        if profiler is not None:  # last: it stops its trace after the others' step work
+            callbacks += (profiler,)
         steps_per_execution = check_int("Trainer", "steps_per_execution", steps_per_execution, 1)
         if not isinstance(unroll, bool) and not (is_int(unroll) and unroll >= 1):
             raise TypeError(
@@ -161,6 +182,8 @@ class Trainer:
         self._totals = Totals()
         self._scheduler = None  # the task's SchedulerConfig during a fit
         self.should_stop, self.stop_reason = False, None
+        self.profiler = profiler  # its .traces: the trace directories written
+        quiet_library_logs()
 
     # The position's numbers under the names callbacks (ModelCheckpoint) and users read.
     epoch = property(lambda self: self.position.epoch, doc="The current epoch (from 0).")

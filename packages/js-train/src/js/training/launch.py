@@ -5,12 +5,13 @@
 Picks a free port on 127.0.0.1, starts ``script.py args...`` once per process with
 ``JS_COORDINATOR_ADDRESS``, ``JS_NUM_PROCESSES``, ``JS_PROCESS_ID`` and the CPU device count set
 (the script calls :func:`js.training.init_distributed`), forwards each process's output with a
-``[rank]`` prefix, and when one process fails stops the others and exits with its status. Each
-process runs in its own process group, and stopping it stops the group (whatever the script
-started too). A SIGTERM or SIGINT (Ctrl-C) to the launcher is passed on to every process; those
-still running after a grace period are killed, and the launcher exits with ``128 + signal``. No
-process outlives the launcher. For development and tests on one machine; on a cluster use the
-cluster's launcher and ``jax.distributed.initialize()``.
+``[rank]`` prefix (without gloo's routine ``[Gloo] Rank N is connected to M peer ranks`` line:
+``JS_LIBRARY_LOGS=1`` keeps it), and when one process fails stops the others and exits with its
+status. Each process runs in its own process group, and stopping it stops the group (whatever
+the script started too). A SIGTERM or SIGINT (Ctrl-C) to the launcher is passed on to every
+process; those still running after a grace period are killed, and the launcher exits with
+``128 + signal``. No process outlives the launcher. For development and tests on one machine;
+on a cluster use the cluster's launcher and ``jax.distributed.initialize()``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import threading
 import time
 
 from ._distributed import ADDRESS, PROCESS_ID, PROCESSES
+from ._quiet import library_logger, routine_output
 
 _STOP_GRACE_S = 2.0  # JAX catches SIGTERM (its preemption notifier): kill soon after
 
@@ -47,6 +49,9 @@ def process_env(rank: int, processes: int, devices: int, port: int) -> dict[str,
 
 def _forward(rank: int, stream, lock: threading.Lock) -> None:
     for line in iter(stream.readline, ""):
+        if routine_output(line):  # gloo's connection report: logged at DEBUG, not printed
+            library_logger.debug("[%d] %s", rank, line.rstrip())
+            continue
         if not line.endswith("\n"):  # a last line without one: never glued to another rank's
             line += "\n"
         with lock:
