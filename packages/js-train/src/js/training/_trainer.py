@@ -271,8 +271,9 @@ class Trainer:
         return self.history
 
     def _begin_epoch(self, task, data, schedule: Schedule, display) -> None:
-        """``on_epoch_start``; the loader's epoch (unless the epoch continues, after a
-        resume); the train phase; the progress bar."""
+        """``on_epoch_start``; the epoch's data wait from 0 (unless the epoch continues, after
+        a resume; the loader's epoch is set by ``TrainData.batches``); the train phase; the
+        progress bar."""
         self._hook("on_epoch_start", task, self.epoch)
         if self.position.steps_in_epoch == 0:
             self._wait["epoch"] = 0.0
@@ -505,6 +506,9 @@ class Trainer:
                     "load_checkpoint(path, {..., 'trainer': trainer, 'loader': "
                     "trainer.loader_position(train_data)}) with this train_data first."
                 )
+        # the consumed position is the restored one until a step runs (a fit that fails
+        # before then leaves the loader as it was)
+        data.consumed = data.resume_state if resume else None
         if not resume:
             data.resume_state = None
             step = start_epoch * (length or 0)
