@@ -163,3 +163,24 @@ def test_two_processes_train_like_one_through_the_launcher():
     two, one = outputs
     assert two["devices"] == one["devices"] == 4 and len(one["losses"]) == 12
     np.testing.assert_allclose(two["losses"], one["losses"], rtol=0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_grain_worker_processes_restore_mid_epoch():
+    import absl.flags
+
+    absl.flags.FLAGS.mark_as_parsed()
+    dataset = process_batches(list(range(16)), 4, seed=1, process_index=0, process_count=2)
+    pipeline = dataset.repeat(2).to_iter_dataset()
+    workers = grain.MultiprocessingOptions(num_workers=2)
+    iterator = iter(pipeline.mp_prefetch(workers))
+    first = [next(iterator).tolist() for _ in range(3)]
+    state = iterator.get_state()
+    iterator.close()
+    restored = iter(pipeline.mp_prefetch(workers))
+    restored.set_state(state)
+    try:
+        rest = [b.tolist() for b in restored]
+    finally:
+        restored.close()
+    assert first + rest == [b.tolist() for b in dataset.repeat(2)]
