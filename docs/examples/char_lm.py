@@ -155,10 +155,12 @@ def main(argv=None) -> dict:
         log_every_n_steps=max(steps // 12, 1),
         limit_val_batches=4,
         run=TensorBoardRun(args.out),
-        # PREFETCH: prefetch=2,
-        # MFU: peak_flops=measure_peak_flops(512 if args.fast else None), tokens_per_sample=context,
+        # PREFETCH (issue 23 part 3): prefetch=2,
+        # MFU (Trainer gains it in issue 23 part 5; import measure_peak_flops from js.training):
+        # peak_flops=measure_peak_flops(512 if args.fast else None), tokens_per_sample=context,
     )
-    history = trainer.fit(task, train_batches(args.out / "train.bin", context, 32, args.workers), val)
+    train_data = train_batches(args.out / "train.bin", context, 32, args.workers)
+    history = trainer.fit(task, train_data, val)
 
     counts = np.bincount(train, minlength=len(vocab)) + 1
     unigram = float(-np.sum(counts / counts.sum() * np.log(counts / counts.sum())))
