@@ -95,6 +95,44 @@ def test_objects_are_recognised_by_their_protocol(tmp_path):
     assert loader.state == {"position": {"batch": 7}}  # nested, in the object's own layout
 
 
+class _Position:
+    """A ``json`` kind object: get_state/set_state with a JSON state of any size."""
+
+    def __init__(self, state, refuse: str | None = None):
+        self.state, self.refuse = state, refuse
+
+    def get_state(self):
+        return self.state
+
+    def set_state(self, state):
+        self.state = state
+
+    def check_state(self, state):
+        return self.refuse
+
+
+def test_json_states_are_saved_in_the_meta_checked_and_restored_first(tmp_path):
+    saved = {"next_index": 3, "workers": [{"i": 1}, {"i": 2}], "text": "x" * 100}
+    checkpoint.save_checkpoint(tmp_path, {"model": _linear(0), "loader": _Position(saved)})
+    info = checkpoint.checkpoint_info(tmp_path)[0]["objects"]["loader"]
+    assert info == {"kind": "json", "value": saved}
+    model, position = _linear(1), _Position({"next_index": 0})
+    checkpoint.load_checkpoint(tmp_path, {"model": model, "loader": position})
+    assert position.state == saved  # a state of another size than the live one
+    np.testing.assert_array_equal(model.state_dict()["weight"], _linear(0).state_dict()["weight"])
+    model, refusing = _linear(1), _Position({}, refuse="another pipeline. Fix: pass the same one")
+    with pytest.raises(ValueError, match=r"'loader': another pipeline\. Fix: pass the same one"):
+        checkpoint.load_checkpoint(tmp_path, {"model": model, "loader": refusing})
+    assert refusing.state == {}  # refused before anything was restored
+    np.testing.assert_array_equal(model.state_dict()["weight"], _linear(1).state_dict()["weight"])
+    with pytest.raises(
+        ValueError, match=r"'loader': expected a state, the checkpoint holds a json"
+    ):
+        checkpoint.load_checkpoint(tmp_path, {"loader": _Nested(0)})
+    with pytest.raises(TypeError, match=r"'bad': get_state\(\) returned a bytes"):
+        checkpoint.save_checkpoint(tmp_path, {"bad": _Position(b"{}")})
+
+
 def test_export_weights_is_js_nn_s_and_the_old_module_path_still_imports(tmp_path):
     checkpoint.save_checkpoint(tmp_path / "c", {"model": _linear(0), "epoch": 0})
     assert nn.export_weights(tmp_path / "c", tmp_path / "w.safetensors") == 0

@@ -45,7 +45,9 @@ def test_groups_stack_full_groups_and_run_the_rest_singly():
     batches = [np.ones((2, 1))] * 4 + [np.ones((1, 1))] + [np.ones((2, 1))] * 2
     kinds = [
         (run.__name__ == "several", np.shape(jax.tree.leaves(batch)[0]), n)
-        for run, batch, n in trainer._dispatches(batches, Schedule(max_epochs=1))
+        for run, batch, n, state in trainer._dispatches(
+            [(b, i) for i, b in enumerate(batches)], Schedule(max_epochs=1)
+        )
     ]
     assert kinds == [
         (True, (3, 2, 1), 3),  # 3 stacked
