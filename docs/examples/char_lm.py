@@ -155,7 +155,7 @@ def main(argv=None) -> dict:
         log_every_n_steps=max(steps // 12, 1),
         limit_val_batches=4,
         run=TensorBoardRun(args.out),
-        # PREFETCH (issue 23 part 3): prefetch=2,
+        prefetch=2,  # the next 2 batches placed on the device while a step runs
         # MFU (Trainer gains it in issue 23 part 5; import measure_peak_flops from js.training):
         # peak_flops=measure_peak_flops(512 if args.fast else None), tokens_per_sample=context,
     )
