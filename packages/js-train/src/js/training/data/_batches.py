@@ -7,7 +7,10 @@ from typing import TYPE_CHECKING, Any
 from js._checks import check_bool, check_int
 
 if TYPE_CHECKING:
-    import grain
+    try:
+        import grain
+    except ImportError:  # the optional extra js-train[grain]
+        pass
 
 
 def import_grain() -> Any:

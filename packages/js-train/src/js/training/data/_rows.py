@@ -13,7 +13,9 @@ from typing import Any
 @functools.cache
 def process_rows_class() -> type:
     """``ProcessRows``, a ``grain.MapDataset`` subclass (grain imported here)."""
-    import grain
+    from ._batches import import_grain
+
+    grain = import_grain()
 
     class ProcessRows(grain.MapDataset):
         """This process's rows of every global batch of ``parent``, in the global order.
