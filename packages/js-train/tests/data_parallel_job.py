@@ -26,7 +26,7 @@ def main() -> None:
     rows = process_batches(list(zip(x, y, strict=True)), 16, seed=5)  # this process's rows
     assert len(rows) == 6 and rows[0][0].shape == (16 // jax.process_count(), 4)
     trainer = Trainer(1, mesh=mesh, log_every_n_steps=1, progress=False, verbose=False)
-    history = trainer.fit(task, rows.repeat(2))  # 2 epochs, each in a new global order
+    history = trainer.fit(task, rows.repeat(2))  # 2 epochs, each a new global order: Trainer(1)
     losses = [row["train/loss"] for row in history if "train/loss" in row]
     if jax.process_index() == 0:
         print(json.dumps({"devices": jax.device_count(), "losses": losses}), flush=True)

@@ -46,11 +46,13 @@ def process_batches(
     epoch by exactly one process, and nothing outside a process's rows is read or transformed:
     pass a ``MapDataset`` whose ``.map`` transforms run lazily on the rows asked for.
 
-    The result has ``len`` = batches per epoch; ``.repeat(epochs)`` (or ``.repeat()``) runs
-    more epochs, each in a new order; ``.to_iter_dataset()`` then ``.mp_prefetch(...)`` reads
-    with grain worker processes (same batches, same order). Its iterator state (grain's
-    ``get_state``) has one structure in every process, so a checkpoint of the primary
-    process's state restores every process.
+    The result has ``len`` = batches per epoch, and iterating it again starts epoch 0 again
+    (grain's ``MapDataset``): ``.repeat(epochs)`` (or ``.repeat()``, endless) runs more epochs,
+    each in a new order, so train with ``Trainer(max_steps=...)`` or ``Trainer(1)`` on the
+    repeated dataset. ``.to_iter_dataset()`` then ``.mp_prefetch(...)`` reads with grain worker
+    processes (the same batches in the same order). Its iterator state (grain's
+    ``get_state``) has one structure and value in every process, so the primary process's
+    checkpointed state restores every process.
 
     Args:
         data: a grain ``MapDataset`` or a random-access source (``len`` and ``[i]``, e.g.
