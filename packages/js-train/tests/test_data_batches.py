@@ -132,37 +132,40 @@ def test_bad_arguments_are_refused_with_the_fix():
         process_batches(rows, 2.0)
 
 
+def start_job(*args: str, processes: int = 2) -> subprocess.Popen:
+    """data_parallel_job.py: ``processes`` x 2 CPU devices through the launcher, or, with
+    ``processes=1``, one process of 4 devices on its own."""
+    env = {**os.environ, "JS_COMPILATION_CACHE": "0"}
+    if processes == 1:
+        env.update(JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
+        command = [sys.executable, "data_parallel_job.py", *args]
+    else:
+        command = [sys.executable, "-m", "js.training.launch", "--processes", str(processes)]
+        command += ["--devices-per-process", "2", "data_parallel_job.py", *args]
+    return subprocess.Popen(
+        command, cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def report(job: subprocess.Popen) -> dict:
+    output, _ = job.communicate(timeout=600)
+    assert job.returncode == 0, output[-4000:]
+    line = next(line for line in output.splitlines() if '{"devices"' in line)
+    return json.loads(line.removeprefix("[0] "))
+
+
 def test_two_processes_train_like_one_through_the_launcher():
     """2 processes x 2 CPU devices read their own rows; Trainer(mesh=) assembles the batches."""
-    env = {**os.environ, "JS_COMPILATION_CACHE": "0"}
-    command = [sys.executable, "-m", "js.training.launch", "--processes", "2"]
-    job = subprocess.Popen(
-        [*command, "--devices-per-process", "2", "data_parallel_job.py"],
-        cwd=HERE,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    alone_env = {**env, "JAX_PLATFORMS": "cpu"}
-    alone_env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
-    alone = subprocess.Popen(
-        [sys.executable, "data_parallel_job.py"],
-        cwd=HERE,
-        env=alone_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    outputs = []
-    for process in (job, alone):
-        output, _ = process.communicate(timeout=600)
-        assert process.returncode == 0, output[-4000:]
-        line = next(line for line in output.splitlines() if '{"devices"' in line)
-        outputs.append(json.loads(line.removeprefix("[0] ")))
-    two, one = outputs
+    two, one = (report(job) for job in [start_job(), start_job(processes=1)])
     assert two["devices"] == one["devices"] == 4 and len(one["losses"]) == 12
     np.testing.assert_allclose(two["losses"], one["losses"], rtol=0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_two_processes_resume_mid_epoch_from_the_checkpointed_grain_state(tmp_path):
+    """Each process restores the iterator state ModelCheckpoint saved, at step 5 of 12."""
+    two = report(start_job("resume", str(tmp_path)))
+    assert two["resumed"] == two["losses"][5:]  # bit for bit, in both processes' rows
 
 
 @pytest.mark.slow
