@@ -41,7 +41,8 @@ from .read import read_items
 def _json_problem(obj, state) -> str | None:
     """What a ``json`` object's optional ``check_state(state)`` says is wrong (None: fits)."""
     check = getattr(obj, "check_state", None)
-    return check(state) if callable(check) else None
+    problem = check(state) if callable(check) else None
+    return None if problem is None else str(problem)
 
 
 def _problems(objects: Mapping, ours: dict, current: dict, meta: dict) -> list[str]:
