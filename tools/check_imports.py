@@ -59,6 +59,7 @@ JS_PACKAGES = {
 THIRD_PARTY = {
     "flatbuffers": "flatbuffers",
     "flax": "flax",
+    "grain": "grain",
     "jax": "jax",
     "jaxlib": "jaxlib",
     "matplotlib": "matplotlib",

@@ -16,6 +16,7 @@ from js.nn.checkpoint import export_weights as export_weights  # noqa: E402
 from js.nn.checkpoint import load_checkpoint as load_checkpoint  # noqa: E402
 from js.nn.checkpoint import save_checkpoint as save_checkpoint  # noqa: E402
 
+from . import data as data  # noqa: E402
 from . import steps as steps  # noqa: E402
 from ._callbacks import Callback as Callback  # noqa: E402
 from ._callbacks import EarlyStopping as EarlyStopping  # noqa: E402
@@ -56,6 +57,7 @@ __all__ = [
     "export_weights",
     "init_distributed",
     "checkpoint_info",
+    "data",
     "load_checkpoint",
     "plot_run",
     "save_checkpoint",
