@@ -45,7 +45,10 @@ def grain_kind(data) -> str | None:
 def _absl_parsed() -> None:
     """grain's worker processes read absl flags, which raise UnparsedFlagAccessError in a
     program that never parsed them (any script without ``absl.app``): mark them parsed."""
-    from absl import flags  # grain's own dependency, present wherever grain is
+    try:
+        from absl import flags  # grain's own dependency, present wherever grain is
+    except ImportError:  # no absl: no grain workers either
+        return
 
     if not flags.FLAGS.is_parsed():
         flags.FLAGS.mark_as_parsed()

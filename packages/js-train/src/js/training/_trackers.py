@@ -83,13 +83,14 @@ class MLflowRun:
                     f"{name}={{'lr': 0.001}}."
                 )
         try:
-            from mlflow.entities import Param
+            from mlflow.entities import Metric, Param
             from mlflow.tracking import MlflowClient
         except ImportError as error:
             raise ImportError("MLflowRun needs mlflow: pip install 'js-train[mlflow]'") from error
         self.tracking_uri, self._file_store = _tracking_uri(tracking_uri)
         with self._allowed():
             self.client = MlflowClient(self.tracking_uri)
+            self._metric_type = Metric
             found = self.client.get_experiment_by_name(experiment)
             self.experiment_id = (
                 found.experiment_id if found else self.client.create_experiment(experiment)
@@ -125,8 +126,7 @@ class MLflowRun:
 
     def log(self, metrics: dict, step: int) -> None:
         """Log every metric of ``metrics`` (but ``step``) at ``step``, in one batch."""
-        from mlflow.entities import Metric
-
+        Metric = self._metric_type  # noqa: N806 - mlflow's class, imported in __init__
         stamp, step = int(time.time() * 1000), int(step)
         batch = []
         for key, value in metrics.items():
