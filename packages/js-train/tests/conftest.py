@@ -19,7 +19,7 @@ from js_train_testing import MLP, blobs, make_optimizer  # noqa: E402
 
 # A child-process script that runs at import (it joins a 2-process job): --doctest-modules
 # (tools/run_suite.py) must not import it.
-collect_ignore = ["multiprocess_checkpoint_script.py"]
+collect_ignore = ["multiprocess_checkpoint_script.py", "launch_children.py"]
 
 
 @pytest.fixture
