@@ -231,10 +231,10 @@ class Trainer:
         ``time/samples_per_s``, the ``perf/*`` and ``mem/*`` columns of ``perf_metrics`` (on
         every row with train metrics: ``perf/samples_per_s``, ``perf/steps_per_s``,
         ``perf/tokens_per_s``, ``perf/flops_per_step``, ``perf/mfu``, ``mem/program_bytes``,
-        ``mem/peak_device_bytes``, each where it applies), ``lr`` (with a schedule; with a Task's ``lr_scheduler``, group
-        0's rate as the row is reported, and ``lr/pg<i>`` for each further group), ``val/...``
-        after a validation and
-        ``time/epoch_s`` at an epoch's end. A row's plain ``train/*`` are its own interval: the
+        ``mem/peak_device_bytes``, each where it applies), ``lr`` (with a schedule; with a
+        Task's ``lr_scheduler``, group 0's rate as the row is reported, and ``lr/pg<i>`` for
+        each further group), ``val/...`` after a validation and ``time/epoch_s`` at an epoch's
+        end. A row's plain ``train/*`` are its own interval: the
         log's window on a log step, else the whole epoch; where a log falls on an epoch's last
         step, the epoch's means are added as ``train/*_epoch`` (and ``on_epoch_end`` gets them
         under the plain names).
