@@ -212,8 +212,10 @@ class Perf:
             self._peak = self.peak if isinstance(self.peak, float) else None
 
     def observe(self, task, batch, steps: int, program) -> None:
-        """After a dispatch of ``steps`` steps of ``program`` (``task.training_step`` or the
-        K-step program) on ``batch``: analyse it when it is the first of its kind."""
+        """Before a dispatch of ``steps`` steps on ``batch`` (of ``task.training_step``, or
+        of ``program``, the K-step one): analyse it when it is the first of its kind, with
+        the state as that first call finds it. The K-step program's own lowering and
+        compilation are JAX's, shared with the call that follows (no second compilation)."""
         if not self._pending or steps not in self._pending:
             return
         self._pending.discard(steps)

@@ -247,8 +247,8 @@ class Trainer:
                 self._begin_epoch(task, train_data, schedule, display)
                 row = None  # the epoch's row, when its last dispatch reported it
                 for run, batch, steps in self._dispatches(train_data, schedule):
-                    self._totals.add(run(task, batch))
                     self._perf.observe(task, batch, steps, self._many)  # once per program
+                    self._totals.add(run(task, batch))
                     self.position.step += steps
                     display.advance(steps, self._running_loss)
                     due = schedule.after(self.position, steps)
