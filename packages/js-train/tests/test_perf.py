@@ -1,5 +1,8 @@
 """The perf/* and mem/* columns of the Trainer's rows, and measure_peak_flops."""
 
+import gc
+import weakref
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,7 +11,7 @@ from js_train_testing import MLP, FixedTask, blobs, make_optimizer
 
 import js
 from js.training import ArrayLoader, CSVRun, Task, Trainer, measure_peak_flops, steps
-from js.training._perf import _PEAKS
+from js.training._perf import _PEAKS, _PROGRAMS
 from js.training._task import scanned_training_step
 
 BATCH = 16
@@ -147,6 +150,17 @@ def test_measured_peak_is_a_cached_positive_rate():
     assert measure_peak_flops(128, jnp.bfloat16) != peak or (  # another dtype: its own entry
         (device.platform, device.id, "bfloat16", 128) in _PEAKS
     )
+
+
+def test_the_analysed_program_does_not_keep_its_task_alive():
+    x, y = blobs()
+    task, trainer = _task(), Trainer(max_steps=1, verbose=False, progress=False)
+    trainer.fit(task, ArrayLoader(x, y, batch_size=BATCH))
+    assert task in _PROGRAMS  # kept for the next fit of this task
+    task_ref = weakref.ref(task)
+    del task
+    gc.collect()
+    assert task_ref() is None  # and gone with it
 
 
 @pytest.mark.parametrize(

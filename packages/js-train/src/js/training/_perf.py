@@ -45,7 +45,7 @@ _PEAKS: dict[tuple, float] = {}
 def measure_peak_flops(
     n: int | None = None,
     dtype: DTypeLike = jnp.float32,
-    device: jax.Device | None = None,
+    device: Any = None,
     *,
     repeats: int = 5,
 ) -> float:
@@ -63,7 +63,7 @@ def measure_peak_flops(
     Args:
         n: the matrix size; None: 2048 on the CPU, 8192 on an accelerator.
         dtype: the operands' dtype (``jnp.float32``, ``jnp.bfloat16``, ...).
-        device: where to run it; None: ``jax.devices()[0]``.
+        device: the ``jax.Device`` to run it on; None: ``jax.devices()[0]``.
         repeats: timed calls (>= 1); the fastest counts.
 
     Returns:
@@ -77,6 +77,8 @@ def measure_peak_flops(
         True
     """
     device = jax.devices()[0] if device is None else device
+    if not callable(getattr(device, "memory_stats", None)):
+        raise TypeError(f"measure_peak_flops: device must be a jax.Device, got {device!r}")
     if n is None:
         n = 2048 if device.platform == "cpu" else 8192
     if not is_int(n) or n < 1:
@@ -129,7 +131,9 @@ def check_perf_options(
             "Trainer: peak_flops and tokens_per_sample feed the perf/ columns, which "
             "perf_metrics=False turns off. Fix: drop them, or keep perf_metrics=True."
         )
-    peak = float(peak_flops) if isinstance(peak_flops, (int, float)) else peak_flops
+    peak = float(peak_flops) if isinstance(peak_flops, (int, float)) else None
+    if peak_flops == "measure":
+        peak = "measure"
     tokens = int(tokens_per_sample) if tokens_per_sample is not None else None
     return perf_metrics, peak, tokens
 
@@ -170,7 +174,12 @@ def one_step_program(task) -> Any:
     except TypeError:  # a task that cannot be weakly referenced: a new program per fit
         return js.jit(task.training_step)
     if cached is None or cached[0] != key:
-        cached = _PROGRAMS[task] = (key, js.jit(task.training_step))
+        ref = weakref.ref(task)  # the program must not keep its task (the cache's key) alive
+
+        def training_step(model, optimizer, rngs, batch):
+            return ref().training_step(model, optimizer, rngs, batch)
+
+        cached = _PROGRAMS[task] = (key, js.jit(training_step))
     return cached[1]
 
 
@@ -199,11 +208,12 @@ class Perf:
         self.analysis_s = 0.0  # seconds spent lowering and compiling for the analysis
         self._pending: set[int] = set()
         self._peak: float | None = None
+        self._failure: Exception | None = None
 
     def start(self, steps_per_execution: int) -> None:
         """A new fit: analyse its first one-step and (K > 1) K-step dispatch; the peak."""
         self.flops_per_step = self.program_bytes = None
-        self.analysis_s = 0.0
+        self.analysis_s, self._failure = 0.0, None
         self._pending = {1, steps_per_execution} if self.enabled else set()
         self._several = steps_per_execution > 1
         if self.peak == "measure":
@@ -231,14 +241,9 @@ class Perf:
             if steps > 1:
                 self.program_bytes = program_bytes(program.lower(*args, batch).compile())
         except Exception as error:  # an analysis must never stop a fit
+            # said at the first row: a step that fails itself raises its own error first
             self._pending.clear()
-            warnings.warn(
-                f"Trainer perf_metrics: could not lower and compile the training step for "
-                f"its cost analysis ({type(error).__name__}: {error}); perf/flops_per_step, "
-                "perf/mfu and mem/program_bytes are left out of this fit's rows.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
+            self._failure = error
         self.analysis_s += time.perf_counter() - started
 
     def columns(self, samples_per_s: float, steps: int, seconds: float) -> dict[str, float]:
@@ -246,6 +251,15 @@ class Perf:
         at ``samples_per_s`` (the row's ``time/samples_per_s``); empty when perf is off."""
         if not self.enabled:
             return {}
+        if self._failure is not None:
+            error, self._failure = self._failure, None
+            warnings.warn(
+                f"Trainer perf_metrics: could not lower and compile the training step for "
+                f"its cost analysis ({type(error).__name__}: {error}); perf/flops_per_step, "
+                "perf/mfu and mem/program_bytes are left out of this fit's rows.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         steps_per_s = steps / max(seconds, 1e-9)
         row = {"perf/samples_per_s": samples_per_s, "perf/steps_per_s": steps_per_s}
         if self.tokens is not None:
