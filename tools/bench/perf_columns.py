@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cores", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--sections", default="overhead,mfu")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--json", default=None)
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> dict:
     results: dict = {"cores": len(cores)}
     sections = args.sections.split(",")
     if "overhead" in sections:
-        n, width = (128, 16) if smoke else (2048, 64)
+        n, width = (128, 16) if smoke else (4096, 64)
         results["overhead"] = overhead(args.rounds, args.epochs, n, width)
     if "mfu" in sections:
         results["mfu"] = mfu(args.epochs, 128 if smoke else None, 256 if smoke else None)
