@@ -177,7 +177,9 @@ def one_step_program(task) -> Any:
         ref = weakref.ref(task)  # the program must not keep its task (the cache's key) alive
 
         def training_step(model, optimizer, rngs, batch):
-            return ref().training_step(model, optimizer, rngs, batch)
+            owner = ref()
+            assert owner is not None  # lowered only while its task is being fitted
+            return owner.training_step(model, optimizer, rngs, batch)
 
         cached = _PROGRAMS[task] = (key, js.jit(training_step))
     return cached[1]
