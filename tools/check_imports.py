@@ -57,11 +57,14 @@ JS_PACKAGES = {
 }
 # Third-party top-level modules and the distributions that install them.
 THIRD_PARTY = {
+    "absl": "absl-py",
     "flatbuffers": "flatbuffers",
     "flax": "flax",
+    "grain": "grain",
     "jax": "jax",
     "jaxlib": "jaxlib",
     "matplotlib": "matplotlib",
+    "mlflow": "mlflow",
     "numpy": "numpy",
     "optax": "optax",
     "orbax": "orbax-checkpoint",
@@ -69,6 +72,7 @@ THIRD_PARTY = {
     "safetensors": "safetensors",
     "tensorboardX": "tensorboardX",
     "torch": "torch",
+    "wandb": "wandb",
 }
 # Declared without an import, and why: {(distribution, dependency): reason}.
 RUNTIME_ONLY = {

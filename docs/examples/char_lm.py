@@ -1,13 +1,23 @@
-"""A character-level language model trained by steps: an endless stream, TensorBoard, accumulation.
+"""A character-level language model trained by steps from token files: grain, TensorBoard, MFU.
 
     python docs/examples/char_lm.py [--fast] [--steps N] [--out runs/char_lm] [--bf16]
+                                    [--workers N]
 
-The text is generated (seeded sentences from small word lists), so nothing downloads. Training
-windows are drawn forever from a generator (there is no epoch), the Trainer stops after
-``--steps`` steps, validates every ``val_every_n_steps`` on fixed held-out windows, logs every
-``log_every_n_steps`` to a TensorBoard run (``tensorboard --logdir runs/char_lm``), and the
-optimizer averages the gradients of 2 batches per update (``js.optim.accumulate``). The model:
-token embedding + learned positions, one pre-norm causal self-attention block, a linear head.
+The text is generated (seeded sentences from small word lists), so nothing downloads. As in
+nanoGPT, it is encoded once into token files, ``train.bin`` and ``val.bin`` (uint16 ids, no
+header) in ``--out``, and training reads windows of them through a memory map
+(``js.training.data.TokenWindows``): ``random=True`` makes every offset a window and
+``process_batches`` draws them in a seeded order, endlessly (``.repeat()``: each pass a new
+order, every offset once per pass), each process only its rows of a global batch. Validation
+takes the non-overlapping windows of ``val.bin`` in order. The Trainer stops after ``--steps``
+steps, places the next batches on the device while a step runs (``prefetch``), validates every
+``val_every_n_steps``, logs every ``log_every_n_steps`` to a TensorBoard run (``tensorboard
+--logdir runs/char_lm``) with throughput and MFU columns, and the optimizer averages the
+gradients of 2 batches per update (``js.optim.accumulate``). ``--workers N`` reads the batches
+in N grain worker processes: worth it when a row costs real work (decoding, tokenizing,
+augmenting); slicing a memory map does not, so the default is 0 (each worker process starts
+its own Python and imports js first). The model: token embedding + learned positions, one
+pre-norm causal self-attention block, a linear head.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import js.nn as nn
 import js.optim
 from js.nn.attention import causal_mask
 from js.training import Task, TensorBoardRun, Trainer, autocast
+from js.training.data import TokenWindows, process_batches
 
 WORDS = ("the cat", "a dog", "my bird", "the fox", "one cow")
 VERBS = ("sat on", "ran to", "looked at", "jumped over", "slept by")
@@ -96,13 +107,25 @@ class LanguageModelTask(Task):
         return lm_eval_step(model, batch)
 
 
-def windows(ids: np.ndarray, context: int, batch: int, seed: int):
-    """Endless batches ``(x [B, T], y [B, T])`` of random windows, ``y`` shifted by one."""
-    rng = np.random.default_rng(seed)
-    while True:
-        start = rng.integers(0, len(ids) - context - 1, batch)
-        index = start[:, None] + np.arange(context)  # [B, T]
-        yield ids[index], ids[index + 1]
+def write_tokens(text: str, vocab: list[str], path: Path) -> np.ndarray:
+    """Encode ``text`` as character ids and write them to ``path`` as nanoGPT does."""
+    ids = np.array([vocab.index(c) for c in text], dtype=np.uint16)
+    ids.tofile(path)
+    return ids
+
+
+def train_batches(path: Path, context: int, batch: int, workers: int):
+    """Endless batches ``(x [B, T], y [B, T])`` of random windows of the token file."""
+    windows = TokenWindows(path, context, np.uint16, random=True)
+    batches = process_batches(windows, batch, seed=1).repeat()  # a new order every pass
+    if workers == 0:
+        return batches
+    import absl.flags  # grain's worker processes read absl flags: this script parses none
+    import grain
+
+    absl.flags.FLAGS.mark_as_parsed()
+    options = grain.MultiprocessingOptions(num_workers=workers)
+    return batches.to_iter_dataset().mp_prefetch(options)
 
 
 def main(argv=None) -> dict:
@@ -111,14 +134,17 @@ def main(argv=None) -> dict:
     parser.add_argument("--steps", type=int, default=None, help="training steps (600)")
     parser.add_argument("--out", type=Path, default=Path("runs/char_lm"))
     parser.add_argument("--bf16", action="store_true", help="bf16 compute, float32 weights")
+    parser.add_argument("--workers", type=int, default=0, help="grain worker processes (0)")
     args = parser.parse_args(argv)
     steps = args.steps or (24 if args.fast else 600)
     dim, context = (16, 16) if args.fast else (64, 32)
     text = make_text(400)
     vocab = sorted(set(text))
-    ids = np.array([vocab.index(c) for c in text], np.int32)
-    train, held_out = ids[: len(ids) * 9 // 10], ids[len(ids) * 9 // 10 :]
-    val = [next(windows(held_out, context, 32, seed=s)) for s in range(4)]
+    args.out.mkdir(parents=True, exist_ok=True)
+    split = len(text) * 9 // 10
+    train = write_tokens(text[:split], vocab, args.out / "train.bin")
+    write_tokens(text[split:], vocab, args.out / "val.bin")
+    val = process_batches(TokenWindows(args.out / "val.bin", context), 32, shuffle=False)
 
     model = CharLM(len(vocab), dim, context, rngs=js.Rngs(params=0))
     optimizer = js.optim.accumulate(js.optim.Adam(model.parameters(), lr=3e-3), every=2)
@@ -127,9 +153,14 @@ def main(argv=None) -> dict:
         max_steps=steps,
         val_every_n_steps=max(steps // 4, 1),
         log_every_n_steps=max(steps // 12, 1),
+        limit_val_batches=4,
         run=TensorBoardRun(args.out),
+        prefetch=2,  # the next 2 batches placed on the device while a step runs
+        # MFU (Trainer gains it in issue 23 part 5; import measure_peak_flops from js.training):
+        # peak_flops=measure_peak_flops(512 if args.fast else None), tokens_per_sample=context,
     )
-    history = trainer.fit(task, windows(train, context, 32, seed=1), val)
+    train_data = train_batches(args.out / "train.bin", context, 32, args.workers)
+    history = trainer.fit(task, train_data, val)
 
     counts = np.bincount(train, minlength=len(vocab)) + 1
     unigram = float(-np.sum(counts / counts.sum() * np.log(counts / counts.sum())))

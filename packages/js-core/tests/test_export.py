@@ -110,3 +110,33 @@ def test_bad_arguments_are_clear_errors():
         js.export(model, jnp.float32(1.0))
     spec = jax.ShapeDtypeStruct((2, 10), jnp.float32)  # shapes alone are enough
     assert str(js.export(model, spec).in_avals[0].shape) == "(batch, 10)"
+
+
+@pytest.mark.parametrize(
+    ("dynamic_batch", "error", "message"),
+    [
+        ("yes", TypeError, r"dynamic_batch must be True, False or a sequence .* got 'yes'"),
+        (1, TypeError, r"dynamic_batch must be True, False or a sequence .* got 1\. Fix"),
+        ((0.5,), TypeError, r"sequence of argument positions, got \(0\.5,\)"),
+        ((-1,), ValueError, r"positions \[-1\] are not among the 1 example arguments"),
+        ((0, 3), ValueError, r"positions \[3\] are not among the 1 example arguments"),
+    ],
+)
+def test_dynamic_batch_that_is_not_positions_is_refused(dynamic_batch, error, message):
+    """A string, an int or a negative position used to fail deep inside (or export a static
+    shape for -1): each is refused up front, naming the value and the forms accepted."""
+    with pytest.raises(error, match=message):
+        js.export(MLP(rngs=js.Rngs(params=0)).eval(), X, dynamic_batch=dynamic_batch)
+
+
+def test_platforms_as_a_string_is_refused():
+    """``platforms='cpu'`` used to export for ('c', 'p', 'u')."""
+    model = MLP(rngs=js.Rngs(params=0)).eval()
+    with pytest.raises(TypeError, match=r"got the string 'cpu'\. Fix: platforms=\('cpu',\)"):
+        js.export(model, X, platforms="cpu")
+    with pytest.raises(TypeError, match=r"names such as 'cpu'.*got \[3\]"):
+        js.export(model, X, platforms=("cpu", 3))
+    exported = js.export(model, X, platforms=["cpu"])
+    assert exported.platforms == ("cpu",)
+    spec = jax.ShapeDtypeStruct((2, 10), jnp.float32)
+    assert str(js.export(model, spec).in_avals[0].shape) == "(batch, 10)"

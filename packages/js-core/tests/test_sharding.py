@@ -59,6 +59,11 @@ def test_rules_are_checked_before_anything_moves():
         js.shard(model, mesh, [("*.bias", P("data", None))])
     with pytest.raises(KeyError, match="js.shard: batch_axis 'batch' is not an axis of the mesh"):
         js.shard(model, mesh, batch_axis="batch")
+    # JAX's own DuplicateSpecError came after fc1.weight, fc1.bias and fc2.bias had moved
+    with pytest.raises(ValueError, match=r"nothing was moved. A mesh axis .* '\*.weight': "):
+        js.shard(model, mesh, [("*.bias", P("data")), ("*.weight", P("data", "data"))])
+    with pytest.raises(ValueError, match=r"uses \['data'\] more than once"):
+        js.shard(model, mesh, [("*", P(("data", "data")))])
     assert unmoved(model)
 
 

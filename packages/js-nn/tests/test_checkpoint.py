@@ -95,6 +95,44 @@ def test_objects_are_recognised_by_their_protocol(tmp_path):
     assert loader.state == {"position": {"batch": 7}}  # nested, in the object's own layout
 
 
+class _Position:
+    """A ``json`` kind object: get_state/set_state with a JSON state of any size."""
+
+    def __init__(self, state, refuse: str | None = None):
+        self.state, self.refuse = state, refuse
+
+    def get_state(self):
+        return self.state
+
+    def set_state(self, state):
+        self.state = state
+
+    def check_state(self, state):
+        return self.refuse
+
+
+def test_json_states_are_saved_in_the_meta_checked_and_restored_first(tmp_path):
+    saved = {"next_index": 3, "workers": [{"i": 1}, {"i": 2}], "text": "x" * 100}
+    checkpoint.save_checkpoint(tmp_path, {"model": _linear(0), "loader": _Position(saved)})
+    info = checkpoint.checkpoint_info(tmp_path)[0]["objects"]["loader"]
+    assert info == {"kind": "json", "value": saved}
+    model, position = _linear(1), _Position({"next_index": 0})
+    checkpoint.load_checkpoint(tmp_path, {"model": model, "loader": position})
+    assert position.state == saved  # a state of another size than the live one
+    np.testing.assert_array_equal(model.state_dict()["weight"], _linear(0).state_dict()["weight"])
+    model, refusing = _linear(1), _Position({}, refuse="another pipeline. Fix: pass the same one")
+    with pytest.raises(ValueError, match=r"'loader': another pipeline\. Fix: pass the same one"):
+        checkpoint.load_checkpoint(tmp_path, {"model": model, "loader": refusing})
+    assert refusing.state == {}  # refused before anything was restored
+    np.testing.assert_array_equal(model.state_dict()["weight"], _linear(1).state_dict()["weight"])
+    with pytest.raises(
+        ValueError, match=r"'loader': expected a state, the checkpoint holds a json"
+    ):
+        checkpoint.load_checkpoint(tmp_path, {"loader": _Nested(0)})
+    with pytest.raises(TypeError, match=r"'bad': get_state\(\) returned a bytes"):
+        checkpoint.save_checkpoint(tmp_path, {"bad": _Position(b"{}")})
+
+
 def test_export_weights_is_js_nn_s_and_the_old_module_path_still_imports(tmp_path):
     checkpoint.save_checkpoint(tmp_path / "c", {"model": _linear(0), "epoch": 0})
     assert nn.export_weights(tmp_path / "c", tmp_path / "w.safetensors") == 0
@@ -142,3 +180,65 @@ def test_save_and_load_argument_errors(tmp_path):
         r"\['net'\]",
     ):
         checkpoint.load_checkpoint(tmp_path, {"net": _linear(1)})
+
+
+def _edit_meta(step_dir, edit) -> None:
+    import json
+
+    path = step_dir / "meta" / "metadata"
+    meta = json.loads(path.read_text())
+    edit(meta["items"]["model"])
+    path.write_text(json.dumps(meta))
+
+
+def _readers(path):
+    """The three readers of a step's arrays, each as a call."""
+    return {
+        "load_checkpoint": lambda: checkpoint.load_checkpoint(path, {"model": _linear(1)}),
+        "load_weights": lambda: nn.load_weights(_linear(1), path),
+        "read_checkpoint": lambda: checkpoint.read_checkpoint(path),
+    }
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (
+            lambda item: item["entries"]["weight"].update(packed=["float64", 0]),
+            r"entry 'weight' is packed in float64, a buffer the item lacks",
+        ),
+        (
+            lambda item: item["packed"].update(float32=10**12),
+            r"the packed float32 buffer claims 1000000000000 numbers, its entries hold 8",
+        ),
+        (
+            lambda item: item["entries"]["bias"].update(packed=["float32", 7]),
+            r"entry 'bias' lies outside the packed float32 buffer",
+        ),
+    ],
+)
+def test_metadata_that_misplaces_packed_arrays_is_a_checkpoint_error(tmp_path, edit, problem):
+    """Each used to load into "operands could not be broadcast", KeyError: 'float64', or
+    "MemoryError: Unable to allocate 3.64 TiB"; checkpoint_info saw no problem."""
+    checkpoint.save_checkpoint(tmp_path, {"model": _linear(0), "epoch": 1})
+    _edit_meta(tmp_path / "0", edit)
+    (info,) = checkpoint.checkpoint_info(tmp_path)
+    assert info["problem"] is not None and "meta/metadata" in info["problem"]
+    assert problem.replace("\\", "") in info["problem"]
+    for name, read in _readers(tmp_path).items():
+        with pytest.raises(checkpoint.CheckpointError, match=problem):
+            read()
+        assert name  # every reader refuses the step the same way
+
+
+def test_a_step_whose_item_directory_is_gone_is_reported_and_refused(tmp_path):
+    import shutil
+
+    checkpoint.save_checkpoint(tmp_path, {"model": _linear(0), "epoch": 1})
+    shutil.rmtree(tmp_path / "0" / "state_model")
+    (info,) = checkpoint.checkpoint_info(tmp_path)
+    assert "item 'state_model' (the arrays of 'model')" in info["problem"]
+    assert "is missing" in info["problem"]
+    for read in _readers(tmp_path).values():
+        with pytest.raises(checkpoint.CheckpointError, match=r"item 'state_model'"):
+            read()

@@ -212,3 +212,104 @@ def test_import_js_nn_imports_no_orbax():
     code = "import sys, js.nn; print(sorted(m for m in sys.modules if m.startswith('orbax')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_unwritable_targets_are_named_before_anything_is_written(tmp_path):
+    """Each used to fail naming a ``.tmpXXXX`` or ``<path>.partial`` file, or to leave one
+    behind (``path=None`` wrote ``None.partial`` into the working directory)."""
+    model = _trained()
+    with pytest.raises(FileNotFoundError, match=r"cannot write .*w\.safetensors: its directory "):
+        nn.save_weights(model, tmp_path / "missing" / "w.safetensors")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(FileNotFoundError, match=r"file is not a directory"):
+        nn.save_weights(model, tmp_path / "file" / "w.safetensors")
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(IsADirectoryError, match=r"dir is a directory\. Fix: name a file inside"):
+        nn.save_weights(model, tmp_path / "dir")
+    with pytest.raises(TypeError, match=r"path must be a file path .* got NoneType"):
+        nn.save_weights(model, None)  # type: ignore[arg-type]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["dir", "file"]
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(object(), "object"), ("text", "str"), ([[1.0], [1.0, 2.0]], "list")],
+)
+def test_a_state_dict_value_that_is_not_an_array_is_named(tmp_path, value, shown):
+    state = {"ok": np.zeros(2, np.float32), "bad.entry": value}
+    with pytest.raises(TypeError, match=rf"entry 'bad\.entry' is a {shown}, not an array"):
+        nn.save_weights(state, tmp_path / "w.safetensors")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_float8_arrays_round_trip(tmp_path):
+    """float8 saved, but loading raised "module 'numpy' has no attribute 'float8_e4m3fn'"."""
+
+    class Scaled(js.Module):
+        def __init__(self, fill):
+            super().__init__()
+            self.scale = js.Buffer(jnp.full((3,), fill, jnp.float8_e4m3fn))
+            self.w = js.Parameter(jnp.arange(4.0, dtype=jnp.float8_e5m2) * fill)
+            self.b = js.Parameter(jnp.ones(2) * fill)
+
+    path = tmp_path / "f8.safetensors"
+    nn.save_weights(Scaled(1.5), path)
+    assert nn.weights_info(path).tensors["scale"] == ((3,), "F8_E4M3")
+    back = Scaled(0.0)
+    nn.load_weights(back, path)
+    _same_state(back, Scaled(1.5))
+    assert back.scale.value.dtype == jnp.float8_e4m3fn
+
+
+def test_a_full_disk_is_an_os_error_naming_the_target(tmp_path):
+    """Under a file size limit safetensors raised "File too large (os error 27)" without a path;
+    nothing is left behind and the previous file is intact."""
+    path = tmp_path / "w.safetensors"
+    nn.save_weights({"small": np.zeros(4, np.float32)}, path)
+    before = path.read_bytes()
+    script = f"""
+import resource, signal, numpy as np, js.nn as nn
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+try:
+    nn.save_weights({{"big": np.zeros(1 << 16, np.float32)}}, {str(path)!r})
+except OSError as error:
+    print(type(error).__name__, error)
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert out.stdout.startswith(f"OSError save_weights: could not write {path}: "), out
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.safetensors"]
+
+
+CONCURRENT = """
+import sys, numpy as np, js.nn as nn
+path, value = sys.argv[1], float(sys.argv[2])
+for _ in range(200):
+    nn.save_weights({"w": np.full(256, value, np.float32)}, path)
+print("ok")
+"""
+
+
+def test_two_processes_saving_to_one_path_both_succeed(tmp_path):
+    """Both wrote ``<path>.partial``: some saves raised FileNotFoundError in the process whose
+    data was on disk while the other was told it succeeded."""
+    path = tmp_path / "w.safetensors"
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CONCURRENT, str(path), str(value)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for value in (1.0, 2.0)
+    ]
+    results = [child.communicate(timeout=300) for child in children]
+    assert [out.strip() for out, _ in results] == ["ok", "ok"], results
+    from safetensors.numpy import load_file
+
+    saved = load_file(str(path))["w"]  # one writer's whole file
+    assert saved.tolist() in ([1.0] * 256, [2.0] * 256)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.safetensors"]

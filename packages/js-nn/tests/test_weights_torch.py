@@ -83,6 +83,22 @@ def test_a_file_torch_wrote_loads_and_matches_torch(tmp_path):
     assert info.layout is None and info.tensors["up.weight"] == ((8, 4, 2, 2), "F32")
 
 
+def test_a_torch_file_loaded_in_the_js_layout_is_told_to_use_the_torch_layout(tmp_path):
+    """It used to list 'bn.num_batches_tracked' as unexpected and suggest strict=False."""
+    st_torch.save_file(_torch_model().state_dict(), tmp_path / "torch.safetensors")
+    model = Net(js.Rngs(params=0)).eval()
+    before = {key: np.asarray(value) for key, value in model.state_dict().items()}
+    with pytest.raises(
+        ValueError,
+        match=r"looks like a PyTorch state dict: its names fit Net's PyTorch layout \(e\.g\. "
+        r"'bn\.num_batches_tracked'\), not js's; nothing was loaded\. Fix: "
+        r"load_weights\(model, path, layout='torch'\)",
+    ):
+        nn.load_weights(model, tmp_path / "torch.safetensors")
+    for key, value in model.state_dict().items():
+        np.testing.assert_array_equal(value, before[key], err_msg=key)
+
+
 def test_a_torch_layout_file_js_wrote_loads_strictly_into_torch(tmp_path):
     model = Net(js.Rngs(params=3))
     model(X)  # move the running statistics

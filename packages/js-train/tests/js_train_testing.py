@@ -57,3 +57,37 @@ class FixedTask(Task):
 
     def set_phase(self, phase):
         self.phases.append(phase)
+
+
+# -- grain pipelines (test_grain.py, test_prefetch.py): importable, for grain's worker processes
+
+
+class RowSource:
+    """A grain data source of ``(x[i], y[i])`` rows; a fixed repr, which grain checks when a
+    DataLoader's iterator state is restored."""
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, index):
+        return self.x[index], self.y[index]
+
+    def __repr__(self):
+        return f"RowSource({len(self.x)} rows)"
+
+
+def scale_row(row):
+    """The per-row transform of the grain tests: ``(2x + 1, y)``, exact in float32."""
+    x, y = row
+    return x * np.float32(2) + np.float32(1), y
+
+
+def slow_row(row, seconds=0.004):
+    """``scale_row`` that also sleeps (a costly decode), for the data-wait tests."""
+    import time
+
+    time.sleep(seconds)
+    return scale_row(row)

@@ -449,3 +449,19 @@ def test_two_writers_never_mix_their_steps(tmp_path):
         restored = load_checkpoint(tmp_path, {"big": target, "epoch": 0}, which=step)
         assert restored["epoch"] == value
         np.testing.assert_array_equal(target.w, np.full(100_000, value, np.float32))
+
+
+def test_a_failing_on_fit_start_after_a_checkpoint_frees_its_lock(tmp_path, make_task, data):
+    """A later callback raising in on_fit_start left the ModelCheckpoint's writer lock held for
+    the life of the process: the next save there failed "being written by pid <its own>"."""
+
+    class Broken(js.training.Callback):
+        def on_fit_start(self, trainer, task):
+            raise RuntimeError("broken callback")
+
+    checkpoint = ModelCheckpoint(tmp_path, monitor="train/loss")
+    trainer = Trainer(1, callbacks=[checkpoint, Broken()], verbose=False)
+    with pytest.raises(RuntimeError, match="broken callback"):
+        trainer.fit(make_task(), js.training.ArrayLoader(*data, batch_size=32))
+    assert not (tmp_path / ".js-writer.lock").exists()
+    assert save_checkpoint(tmp_path, {"epoch": 0}) == 0

@@ -2,8 +2,10 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -98,3 +100,50 @@ def test_the_data_parallel_digits_example_runs_under_the_launcher():
     assert line.startswith("[0] 2 processes, 4 devices: test accuracy"), line
     assert float(line.split("accuracy")[1].split()[0]) > 0.5  # one epoch learns something
     assert not any(line.startswith("[1] epoch") for line in output.splitlines())  # rank 0 reports
+
+
+def _dead(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # a zombie (exited, not yet reaped by its parent) counts as gone
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(")")[-1].split()[0] == "Z"
+
+
+def _pids(output: str, word: str) -> list[int]:
+    return [int(line.split()[2]) for line in output.splitlines() if line.split()[1:2] == [word]]
+
+
+def test_a_failing_rank_stops_the_processes_the_others_started():
+    """The launcher used to wait on rank 0's child (and leave it running)."""
+    status, output = finish(launch("--processes", "2", "launch_children.py", "orphan"))
+    assert status == 3, output
+    assert "[launch] process 1 exited with 3; stopping the others" in output
+    (child,) = _pids(output, "child")
+    assert _dead(child)
+
+
+def test_sigterm_to_the_launcher_stops_every_rank():
+    """Both ranks used to keep running after the launcher ended with -15."""
+    job = launch("--processes", "2", "launch_children.py", "wait")
+    lines = []
+    assert job.stdout is not None
+    while len([line for line in lines if " pid " in line]) < 2:
+        lines.append(job.stdout.readline())
+        assert lines[-1], lines
+    time.sleep(0.2)
+    job.send_signal(signal.SIGTERM)
+    status, output = finish(job)
+    output = "".join(lines) + output
+    assert status == 128 + signal.SIGTERM, output
+    assert "[launch] received SIGTERM; stopping every process" in output
+    pids = _pids(output, "pid")
+    assert len(pids) == 2 and all(_dead(pid) for pid in pids), output
+
+
+def test_a_last_line_without_a_newline_stays_on_its_own_line():
+    status, output = finish(launch("--processes", "2", "launch_children.py", "last-line"))
+    assert status == 0, output
+    assert sorted(output.splitlines()) == ["[0] r0 final words", "[1] r1 final words"]

@@ -43,10 +43,14 @@ def test_groups_stack_full_groups_and_run_the_rest_singly():
     trainer = Trainer(1, verbose=False, steps_per_execution=3)
     trainer._many = object()
     batches = [np.ones((2, 1))] * 4 + [np.ones((1, 1))] + [np.ones((2, 1))] * 2
+    dispatches = list(
+        trainer._dispatches([(b, i) for i, b in enumerate(batches)], Schedule(max_epochs=1))
+    )
     kinds = [
         (run.__name__ == "several", np.shape(jax.tree.leaves(batch)[0]), n)
-        for run, batch, n in trainer._dispatches(batches, Schedule(max_epochs=1))
+        for run, batch, n, _ in dispatches
     ]
+    assert [state for *_, state in dispatches] == [2, 3, 4, 5, 6]  # each one's last batch
     assert kinds == [
         (True, (3, 2, 1), 3),  # 3 stacked
         (False, (2, 1), 1),

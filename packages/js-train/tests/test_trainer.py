@@ -296,7 +296,7 @@ class Order(Callback):
 
     def on_step_end(self, trainer, task, step):
         self.calls.append(f"step_end {step}")
-        self.saved[step] = trainer.state_dict(), trainer.train_data.state_dict()
+        self.saved[step] = trainer.state_dict(), trainer.loader_position().state_dict()
         if step == self.stop_at:
             trainer.stop()
 

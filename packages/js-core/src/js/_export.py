@@ -20,6 +20,7 @@ import jax
 import numpy as np
 from flax import nnx
 
+from ._checks import is_int
 from ._module import Module
 
 WEIGHTS = ("baked", "argument")
@@ -44,7 +45,7 @@ def _batched(example_args: tuple, dynamic_batch) -> set[int]:
         lead = [a.shape[0] if a.ndim else None for a in example_args]
         chosen = {i for i, n in enumerate(lead) if n is not None and n == lead[0]}
     else:
-        chosen = set(dynamic_batch)
+        chosen = set(_positions(dynamic_batch, len(example_args)))
     scalar = sorted(i for i in chosen if i >= len(example_args) or not example_args[i].ndim)
     if scalar or (not chosen and example_args):
         raise ValueError(
@@ -52,6 +53,47 @@ def _batched(example_args: tuple, dynamic_batch) -> set[int]:
             "have none. Fix: dynamic_batch=False, or name the batched positions, e.g. (0,)"
         )
     return chosen
+
+
+def _positions(dynamic_batch, count: int) -> tuple[int, ...]:
+    """``dynamic_batch`` given as positions: a sequence of argument indices in range."""
+    given = dynamic_batch if isinstance(dynamic_batch, Sequence) else None
+    if given is None or isinstance(given, (str, bytes)) or not all(is_int(i) for i in given):
+        raise TypeError(
+            f"js.export: dynamic_batch must be True, False or a sequence of argument positions, "
+            f"got {dynamic_batch!r}. Fix: dynamic_batch=True (the leading dimension of the "
+            "first argument and of those sharing its size), False (all static) or e.g. (0,)"
+        )
+    outside = [i for i in given if not 0 <= i < count]
+    if outside:
+        raise ValueError(
+            f"js.export: dynamic_batch positions {outside} are not among the {count} example "
+            f"arguments (positions 0 to {count - 1}). Fix: name existing positions, e.g. (0,)"
+        )
+    return tuple(int(i) for i in given)
+
+
+def _check_platforms(platforms) -> tuple[str, ...] | None:
+    """``platforms`` as a tuple of names: a bare string would be read letter by letter."""
+    if platforms is None:
+        return None
+    if isinstance(platforms, str):
+        raise TypeError(
+            f"js.export: platforms must be a sequence of platform names, got the string "
+            f"{platforms!r}. Fix: platforms=({platforms!r},)"
+        )
+    if not isinstance(platforms, Sequence) or not platforms:
+        raise TypeError(
+            f"js.export: platforms must be a non-empty sequence of names such as ('cpu', "
+            f"'cuda'), got {platforms!r}"
+        )
+    bad = [p for p in platforms if not isinstance(p, str) or not p]
+    if bad:
+        raise TypeError(
+            f"js.export: platforms must be names such as 'cpu', 'cuda' or 'tpu', got {bad}. "
+            "Fix: platforms=('cpu', 'cuda')"
+        )
+    return tuple(platforms)
 
 
 def _specs(example_args: tuple, dynamic_batch) -> list[jax.ShapeDtypeStruct]:
@@ -156,6 +198,7 @@ def export(
             "'baked' to ship the weights inside, 'argument' to pass them in"
         )
     _check_args(example_args)
+    platforms = _check_platforms(platforms)
     specs = _specs(example_args, dynamic_batch)
     _check_mode(module, example_args)
     forward = jax.jit(_forward_of(module, weights))

@@ -78,6 +78,18 @@ def _check_rule_axes(rules: Sequence[Rule], mesh: Mesh) -> None:
             f"js.shard: rules name axes that are not axes of the mesh ({list(mesh.axis_names)}): "
             f"{'; '.join(unknown)}. Fix: use the mesh's axis names in the PartitionSpecs."
         )
+    repeated = []
+    for pattern, spec in rules:
+        axes = list(_spec_axes(spec))
+        twice = sorted({a for a in axes if axes.count(a) > 1})
+        if twice:
+            repeated.append(f"{pattern!r}: {spec} uses {twice} more than once")
+    if repeated:
+        raise ValueError(
+            f"js.shard: nothing was moved. A mesh axis can split only one dimension of an array: "
+            f"{'; '.join(repeated)}. Fix: name each axis once per PartitionSpec, e.g. "
+            "PartitionSpec('data', None)."
+        )
 
 
 def plan_placement(

@@ -16,11 +16,14 @@ model's current devices and shardings, reading the step's metadata once, without
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
+import jax.numpy as jnp
 import numpy as np
 import safetensors
 import safetensors.numpy
@@ -38,6 +41,9 @@ LAYOUTS = ("js", "torch")
 _RESERVED = ("js.format", "js.layout", "js.version", "js.nn.version")
 # First bytes of files that are not safetensors but are often mistaken for one.
 _FOREIGN = {b"PK\x03\x04": "a zip archive (torch.save's format)", b"\x80": "a Python pickle"}
+# safetensors dtypes its NumPy API cannot read (it asks NumPy for float8 types NumPy lacks):
+# read from the file's bytes as the ml_dtypes types JAX uses.
+_RAW_DTYPES = {"F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
 
 
 class WeightsInfo(NamedTuple):
@@ -110,21 +116,76 @@ def save_weights(
     """
     _check_layout(layout)
     check_prefix(prefix)
+    target = _target(path)
     header = _header_metadata(layout, metadata)
     if isinstance(model, js.Module):
         arrays = torch_state_dict(model) if layout == "torch" else model.state_dict()
     elif isinstance(model, Mapping) and layout == "js":
-        arrays = {str(key): np.asarray(value) for key, value in model.items()}
+        arrays = {str(key): _state_array(key, value) for key, value in model.items()}
     else:
         raise TypeError(
             f"save_weights expects a js.Module (or, with layout='js', a state dict),"
             f" got {type(model).__name__}. Fix: pass the model itself"
         )
     tensors = {prefix + key: np.asarray(array, order="C") for key, array in arrays.items()}
-    # Written beside the target and renamed: a crash never leaves a half-written file at path.
-    partial = Path(f"{path}.partial")
-    safetensors.numpy.save_file(tensors, str(partial), metadata=header)
-    os.replace(partial, path)
+    _write(tensors, header, target)
+
+
+def _target(path) -> Path:
+    """The file ``save_weights`` writes, checked before anything is: a path whose parent is a
+    directory and that is not one itself."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"save_weights: path must be a file path (str or os.PathLike), got "
+            f"{type(path).__name__}. Fix: save_weights(model, 'model.safetensors')"
+        )
+    target = Path(path)
+    if target.is_dir():
+        raise IsADirectoryError(
+            f"save_weights: {target} is a directory. Fix: name a file inside it, e.g. "
+            f"{target / 'model.safetensors'}"
+        )
+    parent = target.absolute().parent
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        raise FileNotFoundError(
+            f"save_weights: cannot write {target}: its directory {parent} {what}. Fix: create "
+            "the directory first (Path(...).mkdir(parents=True)) or choose another path"
+        )
+    return target
+
+
+def _state_array(key, value) -> np.ndarray:
+    """One value of a state dict as a NumPy array, or a TypeError naming its key."""
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as error:  # e.g. a ragged list
+        array, why = None, f" ({error})"
+    else:
+        why = ""
+    if array is None or array.dtype.kind not in "biufcV" or array.dtype == object:
+        raise TypeError(
+            f"save_weights: state dict entry {key!r} is a {type(value).__name__}, not an array "
+            f"of numbers{why}. Fix: pass only arrays (parameters and buffers), e.g. "
+            "model.state_dict()"
+        )
+    return array
+
+
+def _write(tensors: dict, header: dict, target: Path) -> None:
+    """Write beside ``target`` under a name no other writer uses, then rename: a crash never
+    leaves a half-written file at ``target``, and two writers never share a temporary file."""
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    os.close(fd)
+    try:
+        try:
+            safetensors.numpy.save_file(tensors, name, metadata=header)
+        except safetensors.SafetensorError as error:  # e.g. a full disk, a file size limit
+            raise OSError(f"save_weights: could not write {target}: {error}") from None
+        os.replace(name, target)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
 
 
 def _open_error(path: Path, error: Exception) -> ValueError:
@@ -170,9 +231,28 @@ def _read_tensors(path: Path, keys: list[str]) -> dict[str, np.ndarray]:
     """``{name: array}`` for ``keys`` only (a file's ignored tensors are never read)."""
     try:
         with safe_open(str(path), framework="np") as file:
-            return {key: file.get_tensor(key) for key in keys}
+            raw = [key for key in keys if file.get_slice(key).get_dtype() in _RAW_DTYPES]
+            arrays = {key: file.get_tensor(key) for key in keys if key not in raw}
     except safetensors.SafetensorError as error:
         raise _open_error(path, error) from None
+    return {**arrays, **_read_raw(path, raw)} if raw else arrays
+
+
+def _read_raw(path: Path, keys: list[str]) -> dict[str, np.ndarray]:
+    """Tensors of the dtypes in ``_RAW_DTYPES`` from the file's bytes (safe_open has already
+    checked the header: an 8-byte little-endian length, the JSON, then the data)."""
+    out = {}
+    with open(path, "rb") as file:
+        length = int.from_bytes(file.read(8), "little")
+        header = json.loads(file.read(length))
+        for key in keys:
+            entry = header[key]
+            start, end = entry["data_offsets"]
+            file.seek(8 + length + start)
+            dtype = jnp.dtype(_RAW_DTYPES[entry["dtype"]])
+            data = np.frombuffer(file.read(end - start), dtype)
+            out[key] = data.reshape(entry["shape"])
+    return out
 
 
 def weights_info(path: str | os.PathLike) -> WeightsInfo:
@@ -216,7 +296,24 @@ def _load_file(
         layout=layout,
         source=str(path),
     )
+    if layout == "js" and written is None and plan.error() is not None:
+        _refuse_torch_layout(model, path, shapes, prefix, key_mapping)
     return load_planned(model, plan, lambda keys: _read_tensors(path, keys), layout)
+
+
+def _refuse_torch_layout(model, path: Path, shapes: dict, prefix: str, key_mapping) -> None:
+    """A file js did not write whose names do not fit the js layout but fit PyTorch's (e.g.
+    BatchNorm's ``num_batches_tracked``): say so, rather than list its keys as unexpected."""
+    torch_plan = plan_load(
+        model, shapes, prefix=prefix, key_mapping=key_mapping, layout="torch", source=str(path)
+    )
+    if torch_plan.error() is None:
+        extra = f" (e.g. {torch_plan.dropped[0]!r})" if torch_plan.dropped else ""
+        raise ValueError(
+            f"{path} looks like a PyTorch state dict: its names fit {type(model).__name__}'s "
+            f"PyTorch layout{extra}, not js's; nothing was loaded. Fix: "
+            "load_weights(model, path, layout='torch')"
+        )
 
 
 def load_weights(

@@ -16,6 +16,7 @@ from js.nn.checkpoint import export_weights as export_weights  # noqa: E402
 from js.nn.checkpoint import load_checkpoint as load_checkpoint  # noqa: E402
 from js.nn.checkpoint import save_checkpoint as save_checkpoint  # noqa: E402
 
+from . import data as data  # noqa: E402
 from . import steps as steps  # noqa: E402
 from ._callbacks import Callback as Callback  # noqa: E402
 from ._callbacks import EarlyStopping as EarlyStopping  # noqa: E402
@@ -25,10 +26,13 @@ from ._loader import ArrayLoader as ArrayLoader  # noqa: E402
 from ._perf import measure_peak_flops as measure_peak_flops  # noqa: E402
 from ._precision import autocast as autocast  # noqa: E402
 from ._progress import Display as Display  # noqa: E402
+from ._quiet import show_library_logs as show_library_logs  # noqa: E402
 from ._runs import CSVRun as CSVRun  # noqa: E402
 from ._runs import TensorBoardRun as TensorBoardRun  # noqa: E402
 from ._runs import plot_run as plot_run  # noqa: E402
 from ._task import Task as Task  # noqa: E402
+from ._trackers import MLflowRun as MLflowRun  # noqa: E402
+from ._trackers import WandbRun as WandbRun  # noqa: E402
 from ._trainer import Trainer as Trainer  # noqa: E402
 from ._weight_averaging import EMAWeightAveraging as EMAWeightAveraging  # noqa: E402
 from ._weight_averaging import WeightAveraging as WeightAveraging  # noqa: E402
@@ -40,11 +44,13 @@ __all__ = [
     "CheckpointError",
     "EMAWeightAveraging",
     "EarlyStopping",
+    "MLflowRun",
     "ModelCheckpoint",
     "Display",
     "Task",
     "TensorBoardRun",
     "Trainer",
+    "WandbRun",
     "WeightAveraging",
     "__interface__",
     "__version__",
@@ -52,9 +58,11 @@ __all__ = [
     "export_weights",
     "init_distributed",
     "checkpoint_info",
+    "data",
     "load_checkpoint",
     "measure_peak_flops",
     "plot_run",
     "save_checkpoint",
+    "show_library_logs",
     "steps",
 ]

@@ -66,8 +66,11 @@ class ModelCheckpoint(Callback):
     dispatch that reaches a multiple of ``n``), under ``path/<step>``, with the payload
     ``{**task.checkpoint_objects(), 'trainer': trainer[, 'loader': train_data]}``: the
     Trainer's position (epoch, step, the epoch's running totals) and, when the training data
-    has ``state_dict``/``load_state_dict`` (ArrayLoader), its position in the epoch. Restore
-    those objects with ``load_checkpoint`` and call ``fit(..., resume=True)``: training
+    has one, its position in the epoch (``trainer.loader_position()``: an ArrayLoader's
+    ``{'epoch':, 'batch':}``, a grain pipeline's own iterator state as JSON in the step's
+    metadata), of the last batch a step consumed. Restore those objects with
+    ``load_checkpoint`` (``'loader'``: the ArrayLoader, or
+    ``trainer.loader_position(train_data)``) and call ``fit(..., resume=True)``: training
     continues on the next batch, bit for bit as if never interrupted. A step save is ranked
     by ``monitor`` in the latest row that has it (the last validation), unranked before.
     The directory's writer lock is held from the fit's start to its end: a second writer
@@ -157,9 +160,9 @@ class ModelCheckpoint(Callback):
             **callback_objects(trainer, task),
             "trainer": trainer,
         }
-        data = trainer.train_data
-        if all(callable(getattr(data, name, None)) for name in ("state_dict", "load_state_dict")):
-            objects["loader"] = data
+        loader = trainer.loader_position()  # of the batches consumed, not those prefetched
+        if loader is not None:
+            objects["loader"] = loader
         rows = [row for row in trainer.history if self.monitor in row]
         value = float(rows[-1][self.monitor]) if rows else math.nan
         self._save(step, objects, {"step": float(step), self.monitor: value}, value)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -24,10 +25,13 @@ import js
 from js._checks import check_int, check_mesh, is_int
 
 from ._callbacks import Callback
+from ._data import ArrayPosition, GrainPosition, Prefetcher, TrainData, grain_kind
 from ._lr_scheduling import check_fit, lr_columns, scheduler_room, step_scheduler
 from ._options import check_callbacks, check_data, check_monitors, check_options
 from ._perf import Perf, check_perf_options
+from ._profile import check_profile
 from ._progress import Display
+from ._quiet import quiet_library_logs
 from ._runs import Run
 from ._schedule import Due, Position, Schedule, check_loader_position, place_stacked, stack
 from ._task import Task, check_task, scanned_training_step
@@ -89,6 +93,28 @@ class Trainer:
             starts, so a later run loads its compiled steps instead of compiling them; a path
             uses that directory; False leaves the cache as it is. ``JS_COMPILATION_CACHE=0`` in
             the environment turns it off everywhere.
+        profile: ``(start_step, end_step)``: record a ``jax.profiler`` trace of the global
+            steps in ``[start_step, end_step)`` of each fit (it stops at the fit's end when that
+            comes first, also after an error), ending with one ``jax.block_until_ready`` on the
+            task's state (a wait, not a read: ``transfers`` is unchanged). Start after the first
+            steps to leave compilation out, e.g. ``(10, 20)``. Layers are named in it (every
+            ``js.Module`` call is a named scope).
+        profile_dir: where the trace is written (``<profile_dir>/plugins/profile/<timestamp>/
+            <host>.xplane.pb``, read by TensorBoard's profile plugin and XProf); default the
+            run's ``directory`` (CSVRun, TensorBoardRun) when it has one, else
+            ``runs/profile``.
+        prefetch: training dispatches made ready ahead of the step that runs (>= 0; 2 by
+            default): a background thread pulls the next batches (K of them, stacked, with
+            ``steps_per_execution=K``) from the epoch's iterator and places them on the
+            device(s) (``js.shard_batch`` with a mesh, else ``jax.device_put``) while the
+            current step runs; at most ``prefetch`` placed dispatches wait. 0 pulls each batch
+            when its step is due, in the loop (as before, host batches then go to the step as
+            they are). The steps, their grouping and the checkpointed loader position are
+            the same either way (a checkpoint saves the position of the batches the steps
+            consumed, not of those the thread ran ahead to); an error in the thread is
+            raised by ``fit``. Validation and predict batches are not prefetched. Every
+            logged row has ``time/data_wait_s``, the seconds the loop waited for its next
+            training dispatch since the previous log (the epoch's, on epoch rows).
         perf_metrics: add the ``perf/*`` and ``mem/*`` columns to every train row (a log's
             window, an epoch): ``perf/samples_per_s`` (the row's ``time/samples_per_s``),
             ``perf/steps_per_s``, ``perf/tokens_per_s`` (with ``tokens_per_sample``),
@@ -111,6 +137,10 @@ class Trainer:
         tokens_per_sample: tokens in one sample (a language model's block size) for
             ``perf/tokens_per_s`` (``perf/samples_per_s * tokens_per_sample``); None: no
             tokens column.
+
+    The Trainer routes orbax's routine "Waiting for previous save" warning to ``logging`` at
+    DEBUG (logger ``js.training.library``); ``JS_LIBRARY_LOGS=1`` or
+    :func:`show_library_logs` shows it again.
 
     Example:
         >>> trainer = Trainer(max_steps=1000, val_every_n_steps=200, log_every_n_steps=50)
@@ -137,6 +167,9 @@ class Trainer:
         mesh: Mesh | None = None,
         batch_axis: str = "data",
         compilation_cache: bool | str | os.PathLike = True,
+        profile: tuple[int, int] | None = None,
+        profile_dir: str | os.PathLike | None = None,
+        prefetch: int = 2,
         perf_metrics: bool = True,
         peak_flops: float | str | None = None,
         tokens_per_sample: int | None = None,
@@ -157,6 +190,9 @@ class Trainer:
         check_callbacks(callbacks)
         if run is not None and not callable(getattr(run, "log", None)):
             raise TypeError(f"Trainer run must have a log(metrics, step) method, got {run!r}")
+        profiler = check_profile(profile, profile_dir, run, options["max_steps"])
+        if profiler is not None:  # last: it stops its trace after the others' step work
+            callbacks += (profiler,)
         steps_per_execution = check_int("Trainer", "steps_per_execution", steps_per_execution, 1)
         if not isinstance(unroll, bool) and not (is_int(unroll) and unroll >= 1):
             raise TypeError(
@@ -173,6 +209,7 @@ class Trainer:
             )
         self._perf = Perf(*check_perf_options(perf_metrics, peak_flops, tokens_per_sample))
         self.compilation_cache = compilation_cache
+        self.prefetch = check_int("Trainer", "prefetch", prefetch, 0)
         self.max_epochs = max_epochs
         self.mesh, self.batch_axis = mesh, batch_axis
         self.max_steps = options["max_steps"]
@@ -186,9 +223,13 @@ class Trainer:
         self.position = Position()
         self.start_epoch = self.start_step = 0
         self.train_data, self._many = None, None
+        self._data: TrainData | None = None  # the last fit's (or loader_position's) data
+        self._wait = {"log": 0.0, "epoch": 0.0}  # seconds the loop waited for input
         self._totals = Totals()
         self._scheduler = None  # the task's SchedulerConfig during a fit
         self.should_stop, self.stop_reason = False, None
+        self.profiler = profiler  # its .traces: the trace directories written
+        quiet_library_logs()
 
     # The position's numbers under the names callbacks (ModelCheckpoint) and users read.
     epoch = property(lambda self: self.position.epoch, doc="The current epoch (from 0).")
@@ -216,7 +257,13 @@ class Trainer:
                 batch)``, ``validation_step(model, batch)``, ``set_phase`` and the attributes
                 ``model``, ``optimizer`` and ``rngs``).
             train_data: an iterable of batches (tuples or dicts of arrays), iterated once per
-                epoch; ``set_epoch(epoch)`` is called first when it has one (ArrayLoader).
+                epoch; ``set_epoch(epoch)`` is called first when it has one (ArrayLoader). A
+                grain pipeline too (the ``js-train[grain]`` extra): a ``grain.MapDataset``
+                (an epoch is one pass, ``len(dataset)`` batches, the same order each epoch as
+                grain defines it), a ``grain.IterDataset`` (``.mp_prefetch(...)`` workers
+                included) or a ``grain.DataLoader`` (``worker_count=`` processes): an epoch
+                is one fresh iterator until it ends, endless with ``num_epochs=None`` (train
+                those with ``max_steps``). absl flags are marked parsed for grain's workers.
             val_data: an optional iterable of validation batches.
             start_epoch: the first epoch's number, to continue from an epoch-end checkpoint
                 (``restored['epoch'] + 1``); the global step starts at ``start_epoch *
@@ -224,40 +271,51 @@ class Trainer:
             resume: continue from the position this Trainer was restored to by
                 :func:`load_checkpoint` (``'trainer'`` in the objects, saved by
                 ``ModelCheckpoint(every_n_steps=...)``), mid-epoch included: its epoch, step
-                and running totals, with the loader's own position (``'loader'``).
+                and running totals, with the loader's own position (``'loader'``: the
+                ArrayLoader itself, or ``trainer.loader_position(train_data)``, which also
+                names a grain pipeline's iterator state; see :meth:`loader_position`).
 
         Returns the history: one dict of floats per reported step, with ``step``, ``epoch``,
         ``train/loss``, ``train/count``, ``train/accuracy`` (when steps return ``correct``),
-        ``time/samples_per_s``, the ``perf/*`` and ``mem/*`` columns of ``perf_metrics`` (on
-        every row with train metrics: ``perf/samples_per_s``, ``perf/steps_per_s``,
-        ``perf/tokens_per_s``, ``perf/flops_per_step``, ``perf/mfu``, ``mem/program_bytes``,
-        ``mem/peak_device_bytes``, each where it applies), ``lr`` (with a schedule; with a
-        Task's ``lr_scheduler``, group 0's rate as the row is reported, and ``lr/pg<i>`` for
-        each further group), ``val/...`` after a validation and ``time/epoch_s`` at an epoch's
-        end. A row's plain ``train/*`` are its own interval: the
+        ``time/samples_per_s``, ``time/data_wait_s``, the ``perf/*`` and ``mem/*`` columns of
+        ``perf_metrics`` (on every row with train metrics: ``perf/samples_per_s``,
+        ``perf/steps_per_s``, ``perf/tokens_per_s``, ``perf/flops_per_step``, ``perf/mfu``,
+        ``mem/program_bytes``, ``mem/peak_device_bytes``, each where it applies), ``lr`` (with
+        a schedule; with a Task's ``lr_scheduler``, group 0's rate as the row is reported, and
+        ``lr/pg<i>`` for each further group), ``val/...`` after a validation and
+        ``time/epoch_s`` at an epoch's end. A row's plain ``train/*`` are its own interval: the
         log's window on a log step, else the whole epoch; where a log falls on an epoch's last
         step, the epoch's means are added as ``train/*_epoch`` (and ``on_epoch_end`` gets them
         under the plain names).
         """
         schedule = self._start(task, train_data, val_data, start_epoch, resume)
         display = Display(enabled=self.progress, interval_s=self.progress_interval_s)
-        self._hook("on_fit_start", task)
+        self._start_callbacks(task)
+        data = self._data
+        assert data is not None  # set by _start
         try:
             while not schedule.finished(self.position) and not self.should_stop:
                 self._begin_epoch(task, train_data, schedule, display)
                 row = None  # the epoch's row, when its last dispatch reported it
-                for run, batch, steps in self._dispatches(train_data, schedule):
-                    self._perf.observe(task, batch, steps, self._many)  # once per program
-                    self._totals.add(run(task, batch))
-                    self.position.step += steps
-                    display.advance(steps, self._running_loss)
-                    due = schedule.after(self.position, steps)
-                    row = self._step_end(task, val_data, due, display)
-                    if due.epoch_end or self.should_stop:
-                        break
+                dispatches = self._feed(data, schedule)
+                try:
+                    while (item := self._next_dispatch(dispatches)) is not None:
+                        run, batch, steps, state = item
+                        self._perf.observe(task, batch, steps, self._many)  # once per program
+                        self._totals.add(run(task, batch))
+                        self.position.step += steps
+                        data.consumed = state
+                        display.advance(steps, self._running_loss)
+                        due = schedule.after(self.position, steps)
+                        row = self._step_end(task, val_data, due, display)
+                        if due.epoch_end or self.should_stop:
+                            break
+                finally:
+                    dispatches.close()  # the prefetching thread joined, grain's iterator closed
                 self._epoch_end(task, val_data, schedule, row, display)
             self._hook("on_train_end", task)
         finally:
+            self._keep_position(data)
             display.close()
             self._hook("on_fit_end", task)
             close = getattr(self.run, "close", None)  # optional: Run only promises log()
@@ -268,11 +326,12 @@ class Trainer:
         return self.history
 
     def _begin_epoch(self, task, data, schedule: Schedule, display) -> None:
-        """``on_epoch_start``; the loader's epoch (unless the epoch continues, after a
-        resume); the train phase; the progress bar."""
+        """``on_epoch_start``; the epoch's data wait from 0 (unless the epoch continues, after
+        a resume; the loader's epoch is set by ``TrainData.batches``); the train phase; the
+        progress bar."""
         self._hook("on_epoch_start", task, self.epoch)
-        if hasattr(data, "set_epoch") and self.position.steps_in_epoch == 0:
-            data.set_epoch(self.epoch)
+        if self.position.steps_in_epoch == 0:
+            self._wait["epoch"] = 0.0
         task.set_phase("train")
         display.begin(f"epoch {self.epoch}", schedule.bar_total(self.position))
 
@@ -289,8 +348,10 @@ class Trainer:
                 task.set_phase("train")
         if due.log:
             row.update(self._totals.window(self.position, task, self._perf))
+            row["time/data_wait_s"], self._wait["log"] = self._wait["log"], 0.0
         if due.epoch_end:
             row = with_epoch(row, self._totals.epoch_summary(self.position, task, self._perf))
+            row["time/data_wait_s"] = self._wait["epoch"]
         config = self._scheduler
         if config is not None and config.interval == "step":
             if self.global_step % config.frequency == 0:  # dispatches end at these steps
@@ -318,6 +379,7 @@ class Trainer:
             if validate:
                 row.update(self._validation(task, val_data, display))
             row = with_epoch(row, self._totals.epoch_summary(self.position, task, self._perf))
+            row["time/data_wait_s"] = self._wait["epoch"]
             row = self._report(task, row, display, validated=validate, final=True)
         config = self._scheduler
         if config is not None and config.interval == "epoch" and ran_out:
@@ -392,21 +454,46 @@ class Trainer:
                 None if self.compilation_cache is True else self.compilation_cache
             )
 
-    def _to_device(self, batch, *, stacked: bool = False):
+    def _to_device(self, batch, *, stacked: bool = False, prefetched: bool = False):
         """The one place every train, validation and predict batch passes before its step:
-        split over the mesh's batch axis when there is a mesh, else left as it is. A
-        ``stacked`` group ``[K, B, ...]`` is placed once, its K axis whole."""
+        split over the mesh's batch axis when there is a mesh, else left as it is (put on the
+        default device when ``prefetched``, by the prefetching thread). A ``stacked`` group
+        ``[K, B, ...]`` is placed once, its K axis whole."""
         if self.mesh is None:
-            return batch
+            return jax.device_put(batch) if prefetched else batch
         if stacked:
             return place_stacked(batch, self.mesh, self.batch_axis)
         return js.shard_batch(batch, self.mesh, self.batch_axis)
 
-    def _dispatches(self, data, schedule: Schedule):
-        """``(run, batch, steps)`` per dispatch of this epoch's batches: K host batches stacked
-        (then placed on the mesh once) through the K-step program where their shapes agree and
-        no log, validation or the last step falls inside the group, else one at a time."""
+    def _feed(self, data: TrainData, schedule: Schedule):
+        """This epoch's dispatches: made in a prefetching thread (``prefetch`` ahead), or in
+        the loop with ``prefetch=0``. Both have ``close()``."""
+        continues = self.position.steps_in_epoch > 0
+        batches = data.batches(self.epoch, continues)
+        dispatches = self._dispatches(batches, schedule, prefetched=self.prefetch > 0)
+        return Prefetcher(dispatches, self.prefetch) if self.prefetch > 0 else dispatches
+
+    def _next_dispatch(self, dispatches):
+        """The next dispatch (None at the epoch's end), the wait for it added to the log's and
+        the epoch's ``time/data_wait_s``."""
+        start = time.perf_counter()
+        item = next(dispatches, None)
+        waited = time.perf_counter() - start
+        self._wait["log"] += waited
+        self._wait["epoch"] += waited
+        return item
+
+    def _dispatches(self, batches, schedule: Schedule, *, prefetched: bool = False):
+        """``(run, batch, steps, state)`` per dispatch of this epoch's ``(batch, state)``
+        pairs: K host batches stacked (then placed once) through the K-step program where
+        their shapes agree and no log, validation or the last step falls inside the group,
+        else one at a time; ``state`` is the data's position after the dispatch's last batch.
+
+        The grouping depends only on the global step each group starts at, counted here from
+        the epoch's start by the steps already yielded, so a prefetching thread that runs
+        this ahead of the loop groups exactly as the loop would."""
         k = self.steps_per_execution
+        step = self.position.step
 
         def one(task, batch):
             return task.training_step(task.model, task.optimizer, task.rngs, batch)
@@ -416,30 +503,31 @@ class Trainer:
             return self._many(task.model, task.optimizer, task.rngs, batches)
 
         def singly(group):
-            return ((one, self._to_device(b), 1) for b in group)
+            nonlocal step
+            for batch, state in group:
+                step += 1
+                yield one, self._to_device(batch, prefetched=prefetched), 1, state
 
         if schedule.remaining(self.position) == 0:  # resumed at the epoch's last step
             return
         group = []
-        for batch in data:
-            group.append(batch)
-            room = min(schedule.room(self.position), self._scheduler_room())
+        for pair in batches:
+            group.append(pair)
+            # a scheduler of interval 'step' ends a dispatch at each of its steps
+            room = min(schedule.room(Position(step=step)), scheduler_room(self._scheduler, step))
             if self._many is None or room < k:
                 yield from singly(group)
                 group = []
             elif len(group) == k:
-                stacked = stack(group)
-                yield from (
-                    singly(group)
-                    if stacked is None
-                    else [(several, self._to_device(stacked, stacked=True), k)]
-                )
+                stacked = stack([batch for batch, _ in group])
+                if stacked is None:
+                    yield from singly(group)
+                else:
+                    step += k
+                    placed = self._to_device(stacked, stacked=True, prefetched=prefetched)
+                    yield several, placed, k, group[-1][1]
                 group = []
         yield from singly(group)
-
-    def _scheduler_room(self) -> int:
-        """Steps to the next step of an interval-'step' scheduler: a dispatch ends there."""
-        return scheduler_room(self._scheduler, self.global_step)
 
     def _running_loss(self) -> float:
         return self._totals.running_loss(self.position)
@@ -451,22 +539,39 @@ class Trainer:
         start_epoch = check_int("fit", "start_epoch", start_epoch, 0)
         self._enable_cache()
         several = self.max_epochs is None or self.max_epochs - start_epoch > 1
-        check_data(train_data, "train_data", several and self.max_epochs is not None)
+        if grain_kind(train_data) is None:  # iter() of a grain pipeline may start workers
+            check_data(train_data, "train_data", several and self.max_epochs is not None)
         if val_data is not None:
             check_data(val_data, "val_data", several)
         check_monitors(self.callbacks, val_data is not None)
         self._scheduler = getattr(task, "lr_scheduler_config", None)
         if self._scheduler is not None:
             check_fit(self._scheduler, self, val_data is not None)
-        length = len(train_data) if hasattr(train_data, "__len__") else None
+        data = self._data
+        if data is None or data.data is not train_data:
+            data = TrainData(train_data)
+        length = data.length
         if resume and self.position.steps_in_epoch > 0:
             check_loader_position(train_data, self.epoch)
+            if data.grain is not None and data.resume_state is None:
+                raise ValueError(
+                    f"fit(resume=True): the Trainer resumes epoch {self.epoch} mid-way (step "
+                    f"{self.global_step}), but no position of train_data (a grain "
+                    f"{data.grain}) was restored, and it would start the epoch over. Fix: "
+                    "load_checkpoint(path, {..., 'trainer': trainer, 'loader': "
+                    "trainer.loader_position(train_data)}) with this train_data first."
+                )
+        # the consumed position is the restored one until a step runs (a fit that fails
+        # before then leaves the loader as it was)
+        data.consumed = data.resume_state if resume else None
         if not resume:
+            data.resume_state = None
             step = start_epoch * (length or 0)
             self.position = Position(epoch=start_epoch, step=step, epoch_start_step=step)
             self._totals = Totals()
         self.position.transfers = 0
-        self.history, self.train_data = [], train_data
+        self.history, self.train_data, self._data = [], train_data, data
+        self._wait = {"log": 0.0, "epoch": 0.0}
         self.should_stop, self.stop_reason = False, None
         # callbacks read these in on_fit_start (ModelCheckpoint)
         self.start_epoch, self.start_step = self.epoch, self.global_step
@@ -489,11 +594,85 @@ class Trainer:
         the epoch from ``on_epoch_end`` (EarlyStopping)."""
         self.should_stop, self.stop_reason = True, reason
 
+    def _start_callbacks(self, task) -> None:
+        """``on_fit_start`` of each callback in order; when one raises, ``on_fit_end`` of
+        those already started (a ModelCheckpoint frees its directory's writer lock), then the
+        error."""
+        for index, callback in enumerate(self.callbacks):
+            try:
+                callback.on_fit_start(self, task)
+            except BaseException:
+                for started in self.callbacks[:index]:
+                    try:
+                        started.on_fit_end(self, task)
+                    except Exception:  # noqa: BLE001, S110 - the first error is the one to see
+                        pass
+                raise
+
     def _hook(self, name: str, *args) -> None:
         for callback in self.callbacks:
             getattr(callback, name)(self, *args)
 
     # -- checkpointing the position ------------------------------------------------------------
+
+    def loader_position(self, train_data: Any = None) -> Any:
+        """The training data's position, as the ``'loader'`` entry of a checkpoint.
+
+        ``ModelCheckpoint(every_n_steps=...)`` saves it: the position after the last batch a
+        step consumed (not after those the prefetching thread pulled ahead). For an
+        ArrayLoader (any loader with ``state_dict``/``load_state_dict``) it is the loader's
+        ``{'epoch':, 'batch':}`` and loads into the loader itself too; for a grain pipeline it
+        is grain's own iterator state (``iterator.get_state()``), saved as JSON in the step's
+        metadata, which a ``fit(..., resume=True)`` on the same pipeline hands to the new
+        iterator's ``set_state``: training continues bit for bit, workers included. In a
+        multi-process job the primary process writes that metadata and every process restores
+        its state, which is right when every process's pipeline has the same structure (one
+        per process over its shard, built the same way).
+
+        Args:
+            train_data: the training data to restore the position of, before
+                ``fit(train_data, resume=True)``; None: that of the current (or last) fit.
+
+        Returns an object for ``load_checkpoint``/``save_checkpoint``, or None (with
+        ``train_data=None``) when the data has no position (a plain iterable).
+
+        Example:
+            >>> objects = {**task.checkpoint_objects(), "trainer": trainer,
+            ...            "loader": trainer.loader_position(dataset)}  # doctest: +SKIP
+            >>> load_checkpoint(path, objects, which="last")  # doctest: +SKIP
+            >>> trainer.fit(task, dataset, resume=True)  # doctest: +SKIP
+        """
+        data = self._data
+        if train_data is not None and (data is None or data.data is not train_data):
+            data = TrainData(train_data)
+        if data is None:
+            return None
+        if data.grain is not None:
+            return GrainPosition(data, self._remember)
+        if data.stateful:
+            return ArrayPosition(data)
+        if train_data is not None:
+            raise TypeError(
+                f"Trainer.loader_position: a {type(train_data).__name__} has no position to "
+                "save or restore. Fix: use an ArrayLoader, a loader with state_dict/"
+                "load_state_dict, or a grain MapDataset, IterDataset or DataLoader."
+            )
+        return None
+
+    def _remember(self, data: TrainData) -> None:
+        """A grain position restored by load_checkpoint: the next fit on its data resumes it."""
+        self._data = data
+
+    def _keep_position(self, data: TrainData) -> None:
+        """At a fit's end mid-epoch, the data's position is that of the consumed batches (a
+        prefetching thread pulled further): an ArrayLoader is set back there and a grain
+        pipeline's next ``fit(resume=True)`` continues there."""
+        if self.position.steps_in_epoch == 0 or data.consumed is None:
+            return
+        if data.grain is not None:
+            data.resume_state = data.consumed
+        elif data.stateful:
+            data.data.load_state_dict(data.consumed)
 
     def state_dict(self) -> dict[str, Any]:
         """The position of a fit, for mid-epoch resume: ``epoch``, ``step``, the step the epoch

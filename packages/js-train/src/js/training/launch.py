@@ -5,15 +5,20 @@
 Picks a free port on 127.0.0.1, starts ``script.py args...`` once per process with
 ``JS_COORDINATOR_ADDRESS``, ``JS_NUM_PROCESSES``, ``JS_PROCESS_ID`` and the CPU device count set
 (the script calls :func:`js.training.init_distributed`), forwards each process's output with a
-``[rank]`` prefix, and when one process fails stops the others and exits with its status. For
-development and tests on one machine; on a cluster use the cluster's launcher and
-``jax.distributed.initialize()``.
+``[rank]`` prefix (without gloo's routine ``[Gloo] Rank N is connected to M peer ranks`` line:
+``JS_LIBRARY_LOGS=1`` keeps it), and when one process fails stops the others and exits with its
+status. Each process runs in its own process group, and stopping it stops the group (whatever
+the script started too). A SIGTERM or SIGINT (Ctrl-C) to the launcher is passed on to every
+process; those still running after a grace period are killed, and the launcher exits with
+``128 + signal``. No process outlives the launcher. For development and tests on one machine;
+on a cluster use the cluster's launcher and ``jax.distributed.initialize()``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +26,7 @@ import threading
 import time
 
 from ._distributed import ADDRESS, PROCESS_ID, PROCESSES
+from ._quiet import library_logger, routine_output
 
 _STOP_GRACE_S = 2.0  # JAX catches SIGTERM (its preemption notifier): kill soon after
 
@@ -43,47 +49,89 @@ def process_env(rank: int, processes: int, devices: int, port: int) -> dict[str,
 
 def _forward(rank: int, stream, lock: threading.Lock) -> None:
     for line in iter(stream.readline, ""):
+        if routine_output(line):  # gloo's connection report: logged at DEBUG, not printed
+            library_logger.debug("[%d] %s", rank, line.rstrip())
+            continue
+        if not line.endswith("\n"):  # a last line without one: never glued to another rank's
+            line += "\n"
         with lock:
             sys.stdout.write(f"[{rank}] {line}")
             sys.stdout.flush()
     stream.close()
 
 
-def _stop(children: list[subprocess.Popen]) -> None:
-    """Terminate every process still running; kill those that outlive the grace period."""
+def _signal_group(child: subprocess.Popen, signum: int) -> None:
+    """Send ``signum`` to the process group of ``child`` (the rank and what it started)."""
+    try:
+        os.killpg(child.pid, signum)
+    except (ProcessLookupError, PermissionError):  # the whole group has already exited
+        pass
+
+
+def _stop(children: list[subprocess.Popen], signum: int = signal.SIGTERM) -> None:
+    """Send ``signum`` to every rank's process group; kill the groups after the grace period
+    (a rank that exited may have left processes it started: they are stopped too)."""
     for child in children:
-        if child.poll() is None:
-            child.terminate()
+        _signal_group(child, signum)
     deadline = time.monotonic() + _STOP_GRACE_S
     for child in children:
         try:
             child.wait(timeout=max(deadline - time.monotonic(), 0.1))
         except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+            pass
+    for child in children:
+        _signal_group(child, signal.SIGKILL)
+        child.wait()
+
+
+class _Stopped(Exception):
+    """The launcher received ``signum`` (SIGTERM, SIGINT)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum, frame) -> None:
+    raise _Stopped(signum)
 
 
 def run(script: str, args: list[str], processes: int, devices: int) -> int:
-    """Run the job; the exit status: 0 when every process succeeded, else the first failure's."""
+    """Run the job; the exit status: 0 when every process succeeded, else the first failure's
+    (``128 + signal`` when the launcher itself was stopped by SIGTERM or SIGINT)."""
     port, lock = free_port(), threading.Lock()
     children, readers = [], []
-    for rank in range(processes):
-        child = subprocess.Popen(
-            [sys.executable, script, *args],
-            env=process_env(rank, processes, devices, port),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        children.append(child)
-        readers.append(threading.Thread(target=_forward, args=(rank, child.stdout, lock)))
-        readers[-1].start()
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        handlers = {s: signal.signal(s, _raise_stopped) for s in (signal.SIGTERM, signal.SIGINT)}
+    stop_with = signal.SIGTERM
     try:
+        for rank in range(processes):
+            child = subprocess.Popen(
+                [sys.executable, script, *args],
+                env=process_env(rank, processes, devices, port),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,  # its own process group: stopped whole
+            )
+            children.append(child)
+            readers.append(threading.Thread(target=_forward, args=(rank, child.stdout, lock)))
+            readers[-1].start()
         return _watch(children)
+    except _Stopped as stopped:
+        stop_with = stopped.signum
+        name = signal.Signals(stopped.signum).name
+        print(f"[launch] received {name}; stopping every process", flush=True)
+        return 128 + stopped.signum
     finally:  # also on Ctrl-C: no process outlives the launcher
-        _stop(children)
+        for signum in handlers:
+            signal.signal(signum, signal.SIG_IGN)  # a second signal must not cut the stop short
+        _stop(children, stop_with)
         for reader in readers:
             reader.join()
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
 
 
 def _watch(children: list[subprocess.Popen]) -> int:

@@ -16,7 +16,10 @@ the step's ``metrics``::
                                               "packed": [dtype, offset] | "array": "<i>"}}}}}
 
 A kind is ``module`` (a ``js.Module``), ``rngs`` (``js.Rngs``), ``state`` (any object with
-``state_dict``/``load_state_dict``, an optimizer among them) or ``value`` (plain JSON). The
+``state_dict``/``load_state_dict``, an optimizer among them), ``json`` (any other object with
+``get_state()``/``set_state(state)`` whose state is a JSON value of any size, e.g. a grain
+iterator's position: it goes into ``values`` like a plain value, and is handed to
+``set_state`` on load) or ``value`` (plain JSON). The
 digests are :mod:`.digest`'s, the items are built by :mod:`.write` and read by :mod:`.read`.
 orbax is imported only by :func:`manager` and the readers: ``import js.nn`` never imports it.
 """
@@ -42,7 +45,8 @@ from js._checks import flatten_state, is_int
 
 FORMAT = "js.training/2"
 OLD_FORMATS = ("js.training/1",)
-KINDS = ("module", "rngs", "state", "value")
+KINDS = ("module", "rngs", "state", "json", "value")
+ON_META = ("json", "value")  # kinds kept in meta's "values", with no array item
 _HEX16 = re.compile(r"[0-9a-f]{16}\Z")
 
 
@@ -180,7 +184,39 @@ def _record_problems(name: str, record) -> list[str]:
     for key, entry in record["entries"].items():
         if (problem := _entry_problem(key, entry)) is not None:
             problems.append(f"{name!r}: {problem}")
+    return problems or [f"{name!r}: {problem}" for problem in _packing_problems(record)]
+
+
+def _packing_problems(record: Mapping) -> list[str]:
+    """Where the well-formed entries of ``record`` say they are packed against the packed
+    buffers it lists: each in a buffer of its own dtype, inside it, and each buffer exactly as
+    long as its entries (as written), so that no claim makes a reader allocate or slice
+    what the save never held."""
+    sizes: dict[str, int] = {}
+    problems = []
+    for key, entry in record["entries"].items():
+        if "packed" not in entry:
+            continue
+        dtype, start = entry["packed"]
+        size = math.prod(entry["shape"])
+        if dtype not in record["packed"]:
+            problems.append(f"entry {key!r} is packed in {dtype}, a buffer the item lacks")
+        elif str(jnp.dtype(entry["dtype"])) != dtype:
+            problems.append(f"entry {key!r} is {entry['dtype']} but packed in the {dtype} buffer")
+        elif start + size > _length(record["packed"][dtype]):
+            problems.append(f"entry {key!r} lies outside the packed {dtype} buffer")
+        sizes[dtype] = sizes.get(dtype, 0) + size
+    for dtype, length in record["packed"].items():
+        if _length(length) != sizes.get(dtype, 0):
+            problems.append(
+                f"the packed {dtype} buffer claims {length!r} numbers, its entries hold "
+                f"{sizes.get(dtype, 0)}"
+            )
     return problems
+
+
+def _length(value) -> int:
+    return value if type(value) is int and value >= 0 else -1
 
 
 def meta_problems(meta: Any) -> list[str]:
@@ -198,9 +234,9 @@ def meta_problems(meta: Any) -> list[str]:
     if not isinstance(values, Mapping) or not isinstance(items, Mapping):
         return [*problems, "lacks its 'values' or 'items' record"]
     for name, kind in kinds.items():
-        if kind == "value" and name not in values:
+        if kind in ON_META and name not in values:
             problems.append(f"has no value for {name!r}")
-        elif kind != "value":
+        elif kind not in ON_META:
             problems += _record_problems(name, items.get(name))
     return problems
 
@@ -249,7 +285,7 @@ def locate(
     step = select_step(path, steps, which, caller)
     meta = read_meta(path, step, steps)
     kinds = meta["kinds"]
-    if kinds.get(name, "value") == "value":
+    if kinds.get(name, "value") in ON_META:
         held = ", ".join(f"{key} ({kind})" for key, kind in kinds.items())
         raise KeyError(
             f"{caller}: {path}, step {step} holds no array entry {name!r}; it holds "
@@ -278,12 +314,15 @@ def _kind(name: str, obj) -> str:
         return "rngs"
     if all(callable(getattr(obj, attr, None)) for attr in ("state_dict", "load_state_dict")):
         return "state"
+    if all(callable(getattr(obj, attr, None)) for attr in ("get_state", "set_state")):
+        return "json"
     try:
         json.dumps(obj)
     except (TypeError, ValueError) as error:
         raise TypeError(
             f"checkpoint object {name!r} is a {type(obj).__name__}: neither stateful (no "
-            f"state_dict/load_state_dict) nor a plain JSON value ({error})"
+            f"state_dict/load_state_dict, no get_state/set_state) nor a plain JSON value "
+            f"({error})"
         ) from None
     return "value"
 
@@ -300,6 +339,20 @@ def kinds_of(objects: Mapping) -> dict[str, str]:
             )
         kinds[name] = _kind(name, obj)
     return kinds
+
+
+def json_state(name: str, obj) -> Any:
+    """The JSON value ``obj.get_state()`` of a ``json`` object, checked to encode as JSON."""
+    state = obj.get_state()
+    try:
+        json.dumps(state, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise TypeError(
+            f"checkpoint object {name!r}: get_state() returned a {type(state).__name__} that is "
+            f"not a plain JSON value ({error}). Fix: return dicts, lists, strings and numbers "
+            "(bytes decoded to str)"
+        ) from None
+    return state
 
 
 def live_arrays(name: str, obj) -> dict:

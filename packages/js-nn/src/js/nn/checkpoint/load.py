@@ -24,11 +24,14 @@ import numpy as np
 from js._checks import compare_state
 
 from .format import (
+    ON_META,
     CheckpointError,
+    item_name,
     kinds_of,
     live_arrays,
     locate,
     native,
+    other_steps,
     read_meta,
     read_metrics,
     select_step,
@@ -37,9 +40,17 @@ from .format import (
 from .read import read_items
 
 
-def _problems(ours: dict, current: dict, meta: dict) -> list[str]:
+def _json_problem(obj, state) -> str | None:
+    """What a ``json`` object's optional ``check_state(state)`` says is wrong (None: fits)."""
+    check = getattr(obj, "check_state", None)
+    problem = check(state) if callable(check) else None
+    return None if problem is None else str(problem)
+
+
+def _problems(objects: Mapping, ours: dict, current: dict, meta: dict) -> list[str]:
     """Every difference between the objects (kinds ``ours``, flat arrays ``current``) and the
-    step's meta, as readable lines."""
+    step's meta, as readable lines; a ``json`` object with ``check_state(state)`` is asked
+    whether the saved state fits it (a message, or None)."""
     kinds, problems = meta["kinds"], []
     missing = [name for name in ours if name not in kinds]
     if missing:
@@ -51,6 +62,11 @@ def _problems(ours: dict, current: dict, meta: dict) -> list[str]:
             problems.append(f"{name!r}: expected a {kind}, the checkpoint holds a {kinds[name]}")
             continue
         if kind == "value":
+            continue
+        if kind == "json":
+            problem = _json_problem(objects[name], meta["values"][name])
+            if problem is not None:
+                problems.append(f"{name!r}: {problem}")
             continue
         want, got = current[name], meta["items"][name]["entries"]
         given = {
@@ -103,6 +119,11 @@ def load_checkpoint(
             warning steps whose metrics cannot be read; the latest when no step has metrics),
             ``'last'``, or a step number. ``'last'`` and a step number read that step only.
 
+    An object with ``get_state()``/``set_state(state)`` (kind ``json``, e.g. the Trainer's
+    ``loader_position`` for a grain pipeline) gets its saved JSON state through ``set_state``,
+    first; when it also has ``check_state(state)``, that is asked with the other checks, and a
+    message it returns refuses the load before anything is restored.
+
     Returns ``objects`` with plain values replaced by the saved ones and ``'step'`` added when
     not an object name, e.g. ``{'model': model, 'epoch': 3, 'step': 3}``.
 
@@ -128,9 +149,9 @@ def restore(
     :func:`load_checkpoint` does once it has chosen the step."""
     path, step, _ = where
     current = {
-        name: live_arrays(name, obj) for name, obj in objects.items() if ours[name] != "value"
+        name: live_arrays(name, obj) for name, obj in objects.items() if ours[name] not in ON_META
     }
-    problems = _problems(ours, current, meta)
+    problems = _problems(objects, ours, current, meta)
     if problems:
         raise ValueError(
             f"{caller}({str(path)!r}, step {step}) does not fit the objects; nothing was "
@@ -140,6 +161,9 @@ def restore(
             "name only objects the checkpoint holds."
         )
     flat = read_items(where, meta, current)
+    for name, kind in ours.items():  # JSON states first: set_state may still refuse
+        if kind == "json":
+            objects[name].set_state(meta["values"][name])
     # js's own objects last: they were checked here in full, the others' load_state_dict may
     # still refuse (and then nothing of js's was touched).
     for name in sorted(current, key=lambda name: native(objects[name])):
@@ -182,11 +206,20 @@ def _step_info(path: Path, step: int, steps: list[int]) -> dict:
     except CheckpointError as error:
         info["problem"] = str(error)
         return info
+    missing = []
     for name, kind in meta["kinds"].items():
-        if kind == "value":
+        if kind in ON_META:
             info["objects"][name] = {"kind": kind, "value": meta["values"][name]}
         else:
             info["objects"][name] = {"kind": kind, "arrays": len(meta["items"][name]["entries"])}
+            if not (path / str(step) / item_name(name)).is_dir():
+                missing.append(f"{item_name(name)!r} (the arrays of {name!r})")
+    if missing:
+        info["problem"] = str(
+            CheckpointError(
+                path, step, f"item {', '.join(missing)}", "is missing", other_steps(steps, step)
+            )
+        )
     return info
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from js._checks import check_int
 
 from .digest import device_digests, host_digest, packed_digests
-from .format import FORMAT, item_name, kinds_of, live_arrays, manager
+from .format import FORMAT, item_name, json_state, kinds_of, live_arrays, manager
 from .lock import check_timeout, writer_lock
 
 SMALL_BYTES = 64 * 1024
@@ -131,6 +131,9 @@ def save_args(objects: Mapping):
         if kinds[name] == "value":
             meta["values"][name] = obj
             continue
+        if kinds[name] == "json":
+            meta["values"][name] = json_state(name, obj)
+            continue
         tree, meta["items"][name] = build_item(live_arrays(name, obj), save_id)
         items[item_name(name)] = ocp.args.PyTreeSave(tree)
     return ocp.args.Composite(meta=ocp.args.JsonSave(meta), **items)
@@ -144,6 +147,10 @@ def save_checkpoint(
     lock_timeout: float = 0.0,
 ) -> int:
     """Save ``objects`` (``{name: model | optimizer | js.Rngs | plain value}``) under ``path``.
+
+    An object with ``get_state()``/``set_state()`` instead of ``state_dict`` (a ``json`` kind,
+    e.g. a grain iterator) has its JSON state saved in the step's metadata; in a multi-process
+    job that is the primary process's state, which every process gets back on load.
 
     Args:
         path: the checkpoint directory (created if missing); several steps can live there.
