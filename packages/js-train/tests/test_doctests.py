@@ -14,6 +14,7 @@ MODULES = [
     "_trainer",
     "_checkpoint",
     "_precision",
+    "_perf",
     "steps",
 ]
 

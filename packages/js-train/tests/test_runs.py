@@ -14,10 +14,11 @@ def test_csv_run_writes_one_row_per_epoch(tmp_path):
     lines = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
     assert lines[0] == (
         "step,epoch,train/loss,train/count,train/accuracy,val/loss,val/count,"
-        "time/epoch_s,time/samples_per_s,time/data_wait_s"
+        "time/epoch_s,time/samples_per_s,time/data_wait_s,perf/samples_per_s,perf/steps_per_s,"
+        "perf/flops_per_step,mem/program_bytes"
     )  # step: the global step
     assert len(lines) == 4 and lines[3].startswith("3,2.0,1.0,4.0,1.0,2.0")
-    assert float(lines[1].split(",")[-3]) == pytest.approx(history[0]["time/epoch_s"])
+    assert float(lines[1].split(",")[7]) == pytest.approx(history[0]["time/epoch_s"])
 
 
 def test_csv_run_adds_late_columns_and_resumes(tmp_path):

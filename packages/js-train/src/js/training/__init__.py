@@ -23,6 +23,7 @@ from ._callbacks import EarlyStopping as EarlyStopping  # noqa: E402
 from ._checkpoint import ModelCheckpoint as ModelCheckpoint  # noqa: E402
 from ._distributed import init_distributed as init_distributed  # noqa: E402
 from ._loader import ArrayLoader as ArrayLoader  # noqa: E402
+from ._perf import measure_peak_flops as measure_peak_flops  # noqa: E402
 from ._precision import autocast as autocast  # noqa: E402
 from ._progress import Display as Display  # noqa: E402
 from ._quiet import show_library_logs as show_library_logs  # noqa: E402
@@ -59,6 +60,7 @@ __all__ = [
     "checkpoint_info",
     "data",
     "load_checkpoint",
+    "measure_peak_flops",
     "plot_run",
     "save_checkpoint",
     "show_library_logs",

@@ -64,6 +64,17 @@ def rates(host: dict, prefix: str) -> dict[str, float]:
     return out
 
 
+def throughput(perf, samples: float, steps: int, seconds: float) -> dict[str, float]:
+    """``time/samples_per_s`` of an interval (``samples`` in ``steps`` steps, ``seconds``
+    of wall time) and, given the fit's :class:`~._perf.Perf`, its ``perf/*`` and ``mem/*``
+    columns: one rate, under both names."""
+    rate = float(samples) / max(seconds, 1e-9)
+    row = {"time/samples_per_s": rate}
+    if perf is not None:
+        row.update(perf.columns(rate, steps, seconds))
+    return row
+
+
 def with_epoch(row: dict, epoch: dict) -> dict:
     """``row`` (a step's columns) closing an epoch whose means are ``epoch``.
 
@@ -99,6 +110,7 @@ class Totals:
     def __init__(self, device: dict | None = None, host: dict | None = None):
         self.device = device
         self.started = time.perf_counter()
+        self._clock_step: int | None = None  # the step the clock (re)started at, if known
         # (step, host totals or None, lr, time) of the last read: the window starts there
         self._read: tuple[int | None, Any, Any, float] = (None, host, None, self.started)
 
@@ -116,10 +128,11 @@ class Totals:
     def empty_epoch(self) -> bool:
         return self.device is None
 
-    def restart_clock(self) -> None:
-        """Start timing from now (a fit's start, a resumed one too); the window starts at the
-        totals there are (restored ones after a resume)."""
+    def restart_clock(self, step: int | None = None) -> None:
+        """Start timing from now (a fit's start, a resumed one too), at global step ``step``;
+        the window starts at the totals there are (restored ones after a resume)."""
         self.started = time.perf_counter()
+        self._clock_step = step
         self._read = (None, self._read[1], None, self.started)
 
     def read(self, position, task) -> tuple[dict, float | None]:
@@ -136,24 +149,29 @@ class Totals:
         position.transfers += 1
         return float(host["loss"]) / max(float(host["count"]), 1.0)
 
-    def window(self, position, task) -> dict[str, float]:
-        """``train/*``, ``time/samples_per_s`` and ``lr`` of the steps since the last read."""
-        last_host, last_time = self._read[1], self._read[3]
+    def window(self, position, task, perf=None) -> dict[str, float]:
+        """``train/*``, ``time/samples_per_s`` and ``lr`` of the steps since the last read
+        (and the ``perf/*``, ``mem/*`` columns of ``perf``, a :class:`~._perf.Perf`)."""
+        last_step, last_host, last_time = self._read[0], self._read[1], self._read[3]
+        if last_step is None:  # the window starts where the clock did
+            last_step = position.epoch_start_step if self._clock_step is None else self._clock_step
         host, lr = self.read(position, task)
         since = {key: host[key] - (last_host[key] if last_host else 0) for key in host}
         row = rates(since, "train")
-        row["time/samples_per_s"] = float(since["count"]) / max(self._read[3] - last_time, 1e-9)
+        seconds = self._read[3] - last_time
+        row.update(throughput(perf, since["count"], position.step - last_step, seconds))
         if lr is not None:
             row["lr"] = float(lr)
         return row
 
-    def epoch_summary(self, position, task) -> dict[str, float]:
-        """The epoch's ``train/*``, ``time/epoch_s``, ``time/samples_per_s`` (and ``lr``)."""
+    def epoch_summary(self, position, task, perf=None) -> dict[str, float]:
+        """The epoch's ``train/*``, ``time/epoch_s``, ``time/samples_per_s`` (and ``lr``, and
+        the ``perf/*``, ``mem/*`` columns of ``perf``, a :class:`~._perf.Perf`)."""
         host, lr = self.read(position, task)
         row = rates(host, "train")
         elapsed = time.perf_counter() - self.started
         row["time/epoch_s"] = elapsed
-        row["time/samples_per_s"] = float(host["count"]) / max(elapsed, 1e-9)
+        row.update(throughput(perf, host["count"], position.steps_in_epoch, elapsed))
         if lr is not None:
             row["lr"] = float(lr)
         return row

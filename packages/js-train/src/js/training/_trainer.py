@@ -28,6 +28,7 @@ from ._callbacks import Callback
 from ._data import ArrayPosition, GrainPosition, Prefetcher, TrainData, grain_kind
 from ._lr_scheduling import check_fit, lr_columns, scheduler_room, step_scheduler
 from ._options import check_callbacks, check_data, check_monitors, check_options
+from ._perf import Perf, check_perf_options
 from ._profile import check_profile
 from ._progress import Display
 from ._quiet import quiet_library_logs
@@ -36,8 +37,9 @@ from ._schedule import Due, Position, Schedule, check_loader_position, place_sta
 from ._task import Task, check_task, scanned_training_step
 from ._totals import Totals, epoch_metrics, rates, with_epoch
 
-# Columns of a row in this order (stable within a group): epoch, step, train/, val/, lr, time/.
-_ORDER = {"epoch": 0, "step": 1, "train": 2, "val": 3, "lr": 4, "time": 5}
+# Columns of a row in this order (stable within a group): epoch, step, train/, val/, lr, time/,
+# perf/, mem/.
+_ORDER = {"epoch": 0, "step": 1, "train": 2, "val": 3, "lr": 4, "time": 5, "perf": 6, "mem": 7}
 _OPTIONAL = ("max_steps", "val_every_n_steps", "log_every_n_steps", "limit_val_batches")
 
 
@@ -113,6 +115,28 @@ class Trainer:
             raised by ``fit``. Validation and predict batches are not prefetched. Every
             logged row has ``time/data_wait_s``, the seconds the loop waited for its next
             training dispatch since the previous log (the epoch's, on epoch rows).
+        perf_metrics: add the ``perf/*`` and ``mem/*`` columns to every train row (a log's
+            window, an epoch): ``perf/samples_per_s`` (the row's ``time/samples_per_s``),
+            ``perf/steps_per_s``, ``perf/tokens_per_s`` (with ``tokens_per_sample``),
+            ``perf/flops_per_step`` (``cost_analysis()['flops']`` of one training step's
+            compiled program, ``js.jit(task.training_step)`` lowered and compiled once per fit
+            with the first batch's shapes, whatever ``steps_per_execution``), ``perf/mfu``
+            (with ``peak_flops``: ``flops_per_step * steps_per_s / peak_flops``),
+            ``mem/program_bytes`` (the running step program's ``memory_analysis()``:
+            argument + output + temp - alias bytes; the K-step program's when
+            ``steps_per_execution`` is above 1) and ``mem/peak_device_bytes`` (the largest
+            ``peak_bytes_in_use`` of the local devices' ``memory_stats()``; no column on the
+            CPU, which reports none). None of them reads a device array: ``transfers`` is the
+            same with them off. Their cost is that analysis, once per fit: one more
+            compilation of the step (kept per task, and in the persistent compilation cache).
+            False: none of these columns, no analysis.
+        peak_flops: the peak FLOP/s ``perf/mfu`` is read against: a number (the
+            accelerator's datasheet figure for the step's dtype, per device), ``'measure'``
+            (:func:`measure_peak_flops` once per process: a large matmul's achieved rate), or
+            None (the default): no ``perf/mfu`` column.
+        tokens_per_sample: tokens in one sample (a language model's block size) for
+            ``perf/tokens_per_s`` (``perf/samples_per_s * tokens_per_sample``); None: no
+            tokens column.
 
     The Trainer routes orbax's routine "Waiting for previous save" warning to ``logging`` at
     DEBUG (logger ``js.training.library``); ``JS_LIBRARY_LOGS=1`` or
@@ -146,6 +170,9 @@ class Trainer:
         profile: tuple[int, int] | None = None,
         profile_dir: str | os.PathLike | None = None,
         prefetch: int = 2,
+        perf_metrics: bool = True,
+        peak_flops: float | str | None = None,
+        tokens_per_sample: int | None = None,
     ) -> None:
         if max_epochs is not None:
             max_epochs = check_int("Trainer", "max_epochs", max_epochs, 1)
@@ -180,6 +207,7 @@ class Trainer:
                 f"{type(compilation_cache).__name__}. Fix: compilation_cache=False to leave "
                 "JAX's cache alone, or a path such as '~/.cache/js/jax'"
             )
+        self._perf = Perf(*check_perf_options(perf_metrics, peak_flops, tokens_per_sample))
         self.compilation_cache = compilation_cache
         self.prefetch = check_int("Trainer", "prefetch", prefetch, 0)
         self.max_epochs = max_epochs
@@ -249,9 +277,12 @@ class Trainer:
 
         Returns the history: one dict of floats per reported step, with ``step``, ``epoch``,
         ``train/loss``, ``train/count``, ``train/accuracy`` (when steps return ``correct``),
-        ``time/samples_per_s``, ``time/data_wait_s``, ``lr`` (with a schedule; with a Task's
-        ``lr_scheduler``, group 0's rate as the row is reported, and ``lr/pg<i>`` for each
-        further group), ``val/...`` after a validation and
+        ``time/samples_per_s``, ``time/data_wait_s``, the ``perf/*`` and ``mem/*`` columns of
+        ``perf_metrics`` (on every row with train metrics: ``perf/samples_per_s``,
+        ``perf/steps_per_s``, ``perf/tokens_per_s``, ``perf/flops_per_step``, ``perf/mfu``,
+        ``mem/program_bytes``, ``mem/peak_device_bytes``, each where it applies), ``lr`` (with
+        a schedule; with a Task's ``lr_scheduler``, group 0's rate as the row is reported, and
+        ``lr/pg<i>`` for each further group), ``val/...`` after a validation and
         ``time/epoch_s`` at an epoch's end. A row's plain ``train/*`` are its own interval: the
         log's window on a log step, else the whole epoch; where a log falls on an epoch's last
         step, the epoch's means are added as ``train/*_epoch`` (and ``on_epoch_end`` gets them
@@ -270,6 +301,7 @@ class Trainer:
                 try:
                     while (item := self._next_dispatch(dispatches)) is not None:
                         run, batch, steps, state = item
+                        self._perf.observe(task, batch, steps, self._many)  # once per program
                         self._totals.add(run(task, batch))
                         self.position.step += steps
                         data.consumed = state
@@ -315,10 +347,10 @@ class Trainer:
             if not due.epoch_end:
                 task.set_phase("train")
         if due.log:
-            row.update(self._totals.window(self.position, task))
+            row.update(self._totals.window(self.position, task, self._perf))
             row["time/data_wait_s"], self._wait["log"] = self._wait["log"], 0.0
         if due.epoch_end:
-            row = with_epoch(row, self._totals.epoch_summary(self.position, task))
+            row = with_epoch(row, self._totals.epoch_summary(self.position, task, self._perf))
             row["time/data_wait_s"] = self._wait["epoch"]
         config = self._scheduler
         if config is not None and config.interval == "step":
@@ -346,7 +378,7 @@ class Trainer:
             validate = val_data is not None and "val/loss" not in row
             if validate:
                 row.update(self._validation(task, val_data, display))
-            row = with_epoch(row, self._totals.epoch_summary(self.position, task))
+            row = with_epoch(row, self._totals.epoch_summary(self.position, task, self._perf))
             row["time/data_wait_s"] = self._wait["epoch"]
             row = self._report(task, row, display, validated=validate, final=True)
         config = self._scheduler
@@ -543,10 +575,11 @@ class Trainer:
         self.should_stop, self.stop_reason = False, None
         # callbacks read these in on_fit_start (ModelCheckpoint)
         self.start_epoch, self.start_step = self.epoch, self.global_step
-        self._totals.restart_clock()
         self._many = None
         if self.steps_per_execution > 1:
             self._many = scanned_training_step(task, self.unroll)
+        self._perf.start(self.steps_per_execution)  # 'measure': the peak, before the clock
+        self._totals.restart_clock(self.global_step)
         return Schedule(
             max_epochs=self.max_epochs,
             max_steps=self.max_steps,

@@ -1,0 +1,183 @@
+"""The perf/* and mem/* columns of the Trainer's rows, and measure_peak_flops."""
+
+import gc
+import weakref
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from js_train_testing import MLP, FixedTask, blobs, make_optimizer
+
+import js
+from js.training import ArrayLoader, CSVRun, Task, Trainer, measure_peak_flops, steps
+from js.training._perf import _PEAKS, _PROGRAMS
+from js.training._task import scanned_training_step
+
+BATCH = 16
+
+
+def _task():
+    model = MLP(p=0.0, rngs=js.Rngs(params=0))
+    return Task(model, make_optimizer(model))  # no Rngs: the plain classification_step
+
+
+def _fit(**options):
+    x, y = blobs()
+    options = {"verbose": False, "progress": False, "log_every_n_steps": 2, **options}
+    trainer = Trainer(2, **options)
+    history = trainer.fit(_task(), ArrayLoader(x, y, batch_size=BATCH))
+    return trainer, history
+
+
+def _first_batch():
+    x, y = blobs()
+    return jnp.asarray(x[:BATCH]), jnp.asarray(y[:BATCH])
+
+
+def _own_step():
+    """The compiled program a Task without Rngs runs for one step (its own call, options
+    included: they select the program)."""
+    task = _task()
+    options = dict(compute_dtype=None, clip_grad_norm=None, clip_grad_value=None)
+    step = steps.classification_step
+    return step.lower(task.model, task.optimizer, _first_batch(), **options).compile()
+
+
+def _memory_sum(compiled) -> float:
+    memory = compiled.memory_analysis()
+    return float(
+        memory.argument_size_in_bytes
+        + memory.output_size_in_bytes
+        + memory.temp_size_in_bytes
+        - memory.alias_size_in_bytes
+    )
+
+
+PEAK, BLOCK = 1e9, 64
+
+
+@pytest.fixture(scope="module")
+def fits(tmp_path_factory):
+    """The same fit with the perf columns (a given peak, tokens, a CSV run), without them,
+    and with two steps per execution and the measured peak: fitted once for the module."""
+    folder = tmp_path_factory.mktemp("perf")
+    on = _fit(peak_flops=PEAK, tokens_per_sample=BLOCK, run=CSVRun(folder))
+    off = _fit(perf_metrics=False)
+    several = _fit(steps_per_execution=2, log_every_n_steps=None, peak_flops="measure")
+    return {"on": on, "off": off, "several": several, "csv": folder / "metrics.csv"}
+
+
+def test_every_train_row_has_the_columns(fits):
+    _, history = fits["on"]
+    assert len(history) == 6  # logs at steps 2, 4, 6 (the epoch's end) per epoch of 6 steps
+    for row in history:
+        assert row["perf/samples_per_s"] == row["time/samples_per_s"]  # one rate, two names
+        assert row["perf/steps_per_s"] == pytest.approx(row["perf/samples_per_s"] / BATCH)
+        assert row["perf/flops_per_step"] > 0 and row["mem/program_bytes"] > 0
+        assert "mem/peak_device_bytes" not in row  # the CPU reports no memory_stats
+    assert jax.devices()[0].memory_stats() is None
+    names = list(history[-1])
+    assert names.index("time/samples_per_s") < names.index("perf/samples_per_s")
+    assert names.index("perf/mfu") < names.index("mem/program_bytes")
+    header = fits["csv"].read_text().splitlines()[0].split(",")  # and so in every run
+    assert {"perf/samples_per_s", "perf/flops_per_step", "mem/program_bytes"} <= set(header)
+
+
+def test_flops_and_memory_are_the_training_steps_own(fits):
+    _, history = fits["on"]
+    own = _own_step()
+    flops = own.cost_analysis()["flops"]
+    assert flops > 0
+    assert {row["perf/flops_per_step"] for row in history} == {flops}
+    assert {row["mem/program_bytes"] for row in history} == {_memory_sum(own)}
+
+
+def test_several_steps_per_execution_still_report_one_steps_flops(fits):
+    _, history = fits["several"]
+    task = _task()
+    one_step = _own_step().cost_analysis()["flops"]
+    assert {row["perf/flops_per_step"] for row in history} == {one_step}
+    # mem/: the K-step program's, the one that runs most (JAX's own analysis of it)
+    stacked = jax.tree.map(lambda a: jnp.stack([a, a]), _first_batch())
+    many = scanned_training_step(task, True).lower(task.model, task.optimizer, None, stacked)
+    assert {row["mem/program_bytes"] for row in history} == {_memory_sum(many.compile())}
+
+
+def test_mfu_and_tokens_follow_the_rows_numbers(fits):
+    _, history = fits["on"]
+    for row in history:
+        expected = row["perf/flops_per_step"] * row["perf/steps_per_s"] / PEAK
+        assert row["perf/mfu"] == pytest.approx(expected, rel=1e-12)
+        assert row["perf/tokens_per_s"] == pytest.approx(row["perf/samples_per_s"] * BLOCK)
+
+
+def test_peak_flops_measure_uses_the_measured_peak(fits):
+    _, history = fits["several"]
+    peak = measure_peak_flops()  # measured by the fit, cached: the same number
+    for row in history:
+        expected = row["perf/flops_per_step"] * row["perf/steps_per_s"] / peak
+        assert row["perf/mfu"] == pytest.approx(expected, rel=1e-12)
+        assert "perf/tokens_per_s" not in row  # no tokens_per_sample
+
+
+def test_perf_columns_cost_no_device_read_and_change_no_number(fits):
+    (on, with_perf), (off, without) = fits["on"], fits["off"]
+    assert on.transfers == off.transfers == 6  # one read per log row, none for perf/mem
+    assert [r["train/loss"] for r in with_perf] == [r["train/loss"] for r in without]
+    assert not any(k.startswith(("perf/", "mem/")) for row in without for k in row)
+    assert [r["time/samples_per_s"] > 0 for r in without] == [True] * 6
+
+
+def test_a_step_that_cannot_be_traced_warns_and_keeps_training():
+    class HostStep(FixedTask):  # reads its loss to the host: runs eagerly, cannot be traced
+        def training_step(self, model, optimizer, rngs, batch):
+            x, y = batch
+            return {"loss": float(np.mean(x)), "count": len(x)}
+
+    x = np.ones(4, np.float32)
+    with pytest.warns(RuntimeWarning, match="perf/flops_per_step"):
+        history = Trainer(1, verbose=False).fit(HostStep(), [(x, x)])
+    assert "perf/samples_per_s" in history[0] and "perf/flops_per_step" not in history[0]
+
+
+def test_measured_peak_is_a_cached_positive_rate():
+    peak = measure_peak_flops(128, jnp.float32)
+    assert isinstance(peak, float) and peak > 0
+    assert measure_peak_flops(128, jnp.float32) == peak
+    device = jax.devices()[0]
+    assert _PEAKS[(device.platform, device.id, "float32", 128)] == peak
+    assert measure_peak_flops(128, jnp.bfloat16) != peak or (  # another dtype: its own entry
+        (device.platform, device.id, "bfloat16", 128) in _PEAKS
+    )
+
+
+def test_the_analysed_program_does_not_keep_its_task_alive():
+    x, y = blobs()
+    task, trainer = _task(), Trainer(max_steps=1, verbose=False, progress=False)
+    trainer.fit(task, ArrayLoader(x, y, batch_size=BATCH))
+    assert task in _PROGRAMS  # kept for the next fit of this task
+    task_ref = weakref.ref(task)
+    del task
+    gc.collect()
+    assert task_ref() is None  # and gone with it
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"perf_metrics": 1}, TypeError, "perf_metrics"),
+        ({"peak_flops": "datasheet"}, TypeError, "peak_flops"),
+        ({"peak_flops": -1.0}, ValueError, "peak_flops"),
+        ({"tokens_per_sample": 0}, TypeError, "tokens_per_sample"),
+        ({"perf_metrics": False, "peak_flops": 1e12}, ValueError, "perf_metrics=False"),
+    ],
+)
+def test_bad_options_are_refused(options, error, match):
+    with pytest.raises(error, match=match):
+        Trainer(1, **options)
+
+
+def test_measure_peak_flops_refuses_a_bad_size():
+    with pytest.raises(ValueError, match="n must be"):
+        measure_peak_flops(0)
