@@ -34,7 +34,7 @@ import js.losses as losses
 import js.nn as nn
 import js.optim
 from js.nn.attention import causal_mask
-from js.training import Task, TensorBoardRun, Trainer, autocast
+from js.training import Task, TensorBoardRun, Trainer, autocast, measure_peak_flops
 from js.training.data import TokenWindows, process_batches
 
 WORDS = ("the cat", "a dog", "my bird", "the fox", "one cow")
@@ -156,8 +156,8 @@ def main(argv=None) -> dict:
         limit_val_batches=4,
         run=TensorBoardRun(args.out),
         prefetch=2,  # the next 2 batches placed on the device while a step runs
-        # MFU (Trainer gains it in issue 23 part 5; import measure_peak_flops from js.training):
-        # peak_flops=measure_peak_flops(512 if args.fast else None), tokens_per_sample=context,
+        peak_flops=measure_peak_flops(512 if args.fast else None),  # perf/mfu against it
+        tokens_per_sample=context,  # perf/tokens_per_s
     )
     train_data = train_batches(args.out / "train.bin", context, 32, args.workers)
     history = trainer.fit(task, train_data, val)
@@ -168,6 +168,12 @@ def main(argv=None) -> dict:
     print(
         f"val loss {last['val/loss']:.4f} after {steps} steps ({int(optimizer.step_count)} "
         f"updates) vs unigram baseline {unigram:.4f}"
+    )
+    # the last log window's rates (an epoch row's span the whole run, compilation included)
+    perf = [row for row in history if "perf/mfu" in row and "time/epoch_s" not in row][-1]
+    print(
+        f"{perf['perf/tokens_per_s']:.0f} tokens/s, MFU {perf['perf/mfu']:.4f} of a measured "
+        f"matmul peak ({perf['perf/flops_per_step'] / 1e6:.1f} MFLOP per step)"
     )
     print(f"device-to-host reads (trainer.transfers): {trainer.transfers}")
     print(f"tensorboard: {args.out}")
