@@ -157,7 +157,7 @@ def main(argv=None) -> dict:
         run=TensorBoardRun(args.out),
         prefetch=2,  # the next 2 batches placed on the device while a step runs
         peak_flops=measure_peak_flops(512 if args.fast else None),  # perf/mfu against it
-        tokens_per_sample=context,  # perf/tokens_per_s
+        tokens_per_sample=1,  # perf/tokens_per_s: the steps' count is already tokens (B * T)
     )
     train_data = train_batches(args.out / "train.bin", context, 32, args.workers)
     history = trainer.fit(task, train_data, val)

@@ -134,9 +134,10 @@ class Trainer:
             accelerator's datasheet figure for the step's dtype, per device), ``'measure'``
             (:func:`measure_peak_flops` once per process: a large matmul's achieved rate), or
             None (the default): no ``perf/mfu`` column.
-        tokens_per_sample: tokens in one sample (a language model's block size) for
-            ``perf/tokens_per_s`` (``perf/samples_per_s * tokens_per_sample``); None: no
-            tokens column.
+        tokens_per_sample: tokens in one counted sample (the ``count`` a step returns) for
+            ``perf/tokens_per_s`` (``perf/samples_per_s * tokens_per_sample``): a language
+            model's block size when its step counts sequences, 1 when it counts tokens (its
+            ``count`` is ``B * T``, as ``docs/examples/char_lm.py``'s); None: no tokens column.
 
     The Trainer routes orbax's routine "Waiting for previous save" warning to ``logging`` at
     DEBUG (logger ``js.training.library``); ``JS_LIBRARY_LOGS=1`` or
