@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from js._checks import check_int
@@ -32,6 +34,21 @@ def monitored(owner: str, monitor: str, metrics: dict) -> float:
     return float(metrics[monitor])
 
 
+@dataclasses.dataclass
+class SaveRequest:
+    """A request to checkpoint the current step (``Trainer.request_save``, a stop's:
+    ``max_time``), handed to each callback's ``on_save_request``.
+
+    Attributes:
+        reason: why the save was asked, e.g. ``'max_time 0:30:00 reached after step 1200
+            (1800.2 s into the fit)'``.
+        saved: the step directories written for it (a ModelCheckpoint appends its own).
+    """
+
+    reason: str
+    saved: list[Path] = dataclasses.field(default_factory=list)
+
+
 class Callback:
     """Base class: override the hooks you need; each receives the trainer and the task.
 
@@ -50,7 +67,14 @@ class Callback:
     ``trainer.start_epoch`` and ``trainer.start_step`` are where the fit started,
     ``trainer.history`` the rows so far. Call ``trainer.stop()`` to end training: from a step or
     validation hook the epoch ends at that step (its row gains the epoch's columns and is logged
-    again), from ``on_epoch_end`` after the epoch.
+    again), from ``on_epoch_end`` after the epoch; ``trainer.stop(reason, save=True)`` also
+    asks for a checkpoint of the step it stops at.
+    ``on_save_request(trainer, task, request)`` asks for a checkpoint of the current step: the
+    Trainer calls it at a step boundary (after that step's ``on_step_end``) when a save was
+    requested (``trainer.request_save(reason)``, or a stop that saves: ``max_time``), and once
+    more before ``on_train_end`` for a request made after the fit's last step boundary;
+    ``ModelCheckpoint(every_n_steps=...)`` saves the step there (unless it just saved it) so
+    ``fit(..., resume=True)`` continues from it bit for bit.
     A callback with a string ``monitor`` attribute (EarlyStopping, ModelCheckpoint) is checked
     when ``fit`` starts: a name the Trainer cannot produce (``val/...`` without ``val_data``,
     a misspelling) fails before the first epoch.
@@ -80,6 +104,9 @@ class Callback:
         pass
 
     def on_validation_epoch_end(self, trainer: Trainer, task: Task) -> None:
+        pass
+
+    def on_save_request(self, trainer: Trainer, task: Task, request: SaveRequest) -> None:
         pass
 
     def on_train_end(self, trainer: Trainer, task: Task) -> None:

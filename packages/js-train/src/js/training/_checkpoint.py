@@ -20,7 +20,7 @@ from js.nn.checkpoint.format import CheckpointError, manager, read_json, score, 
 from js.nn.checkpoint.lock import check_timeout, writer_lock
 from js.nn.checkpoint.write import save_args
 
-from ._callbacks import Callback, callback_objects, check_mode, monitored
+from ._callbacks import Callback, SaveRequest, callback_objects, check_mode, monitored
 
 if TYPE_CHECKING:  # the hooks' argument types; imported only by type checkers (a cycle)
     from ._task import Task
@@ -73,6 +73,14 @@ class ModelCheckpoint(Callback):
     ``trainer.loader_position(train_data)``) and call ``fit(..., resume=True)``: training
     continues on the next batch, bit for bit as if never interrupted. A step save is ranked
     by ``monitor`` in the latest row that has it (the last validation), unranked before.
+    A stop that asks for a save (``Trainer(max_time=...)``, ``trainer.stop(reason,
+    save=True)``, ``trainer.request_save(reason)``: :meth:`on_save_request`) saves the step it
+    stops at in the same way, so the resumed fit continues from there; epoch checkpoints are
+    saved at epoch ends only (a stop mid-epoch saves that partial epoch at its end, as before).
+    Once the fit's training loss is read not finite (``trainer.nonfinite``: a log, an epoch's
+    end, or this save's own read of the Trainer's totals), no later step is saved: its steps go
+    to ``skipped``, and the last good step stays the last (a monitored value that is not finite
+    ranks last too).
     The directory's writer lock is held from the fit's start to its end: a second writer
     (another process's save or fit) is refused at once, or waits ``lock_timeout`` seconds.
 
@@ -112,6 +120,7 @@ class ModelCheckpoint(Callback):
         self.best_step: int | None = None
         self.best_value: float | None = None
         self.last_step: int | None = None
+        self.skipped: list[int] = []
         self._best_score = -math.inf
         self._manager = None
 
@@ -147,6 +156,7 @@ class ModelCheckpoint(Callback):
         for step in later:
             steps.delete(step)
         self.best_step = self.best_value = self.last_step = None
+        self.skipped = []
         self._best_score = -math.inf
         self._manager = steps
         self._seen = getattr(trainer, "start_step", 0) // (self.every_n_steps or 1)
@@ -155,6 +165,21 @@ class ModelCheckpoint(Callback):
         if self.every_n_steps is None or step // self.every_n_steps == self._seen:
             return
         self._seen = step // self.every_n_steps
+        self._save_step(trainer, task, step)
+
+    def on_save_request(self, trainer: Trainer, task: Task, request: SaveRequest) -> None:
+        """Save the current step for ``request`` (a stop's: ``max_time``) with
+        ``every_n_steps``, unless this step is saved already; either way its directory is
+        added to ``request.saved``. Nothing is saved once the fit's training loss was read
+        not finite (as for every save). Epoch checkpoints save at the epoch's end only."""
+        step = trainer.global_step
+        if self.every_n_steps is None:
+            return
+        if self.last_step != step and not self._save_step(trainer, task, step):
+            return
+        request.saved.append(self.path / str(step))
+
+    def _save_step(self, trainer: Trainer, task: Task, step: int) -> bool:
         objects = {
             **task.checkpoint_objects(),
             **callback_objects(trainer, task),
@@ -165,7 +190,7 @@ class ModelCheckpoint(Callback):
             objects["loader"] = loader
         rows = [row for row in trainer.history if self.monitor in row]
         value = float(rows[-1][self.monitor]) if rows else math.nan
-        self._save(step, objects, {"step": float(step), self.monitor: value}, value)
+        return self._save(trainer, step, objects, {"step": float(step), self.monitor: value}, value)
 
     def on_epoch_end(self, trainer: Trainer, task: Task, metrics: dict) -> None:
         if self.every_n_steps is not None:
@@ -177,14 +202,23 @@ class ModelCheckpoint(Callback):
             raise ValueError(
                 "ModelCheckpoint adds 'epoch' itself; task.checkpoint_objects() must not contain it"
             )
-        self._save(epoch, {**objects, "epoch": epoch}, metrics, value)
+        self._save(trainer, epoch, {**objects, "epoch": epoch}, metrics, value)
 
-    def _save(self, step: int, objects: dict, metrics: dict, value: float) -> None:
-        """Save ``objects`` as ``step`` (the epoch, or the global step), ranked by ``value``."""
+    def _save(self, trainer, step: int, objects: dict, metrics: dict, value: float) -> bool:
+        """Save ``objects`` as ``step`` (the epoch, or the global step), ranked by ``value``
+        (a non-finite value ranks last). Not when the fit's training loss was read not finite
+        (``trainer.nonfinite``, by this save's own read of the Trainer's totals too): that
+        state is never the best, and under keep-the-best-and-last it would replace the last
+        good step; the step goes to ``skipped``. Returns whether it saved."""
         signed = value if self.mode == "max" else -value
+        signed = signed if math.isfinite(signed) else math.nan
         manager = self._manager
         assert manager is not None, "ModelCheckpoint saves only between on_fit_start and its end"
-        saved = manager.save(step, args=save_args(objects), metrics={**metrics, "_score": signed})
+        args = save_args(objects)  # reads the arrays (the Trainer's totals: one device read)
+        if getattr(trainer, "nonfinite", None) is not None:
+            self.skipped.append(step)
+            return False
+        saved = manager.save(step, args=args, metrics={**metrics, "_score": signed})
         if not saved:
             raise FileExistsError(
                 f"ModelCheckpoint: {'step' if self.every_n_steps else 'epoch'} {step} was not "
@@ -196,6 +230,7 @@ class ModelCheckpoint(Callback):
         rank = score({"_score": signed})  # as orbax ranks the step: NaN ranks last
         if self.best_step is None or rank > self._best_score:
             self.best_step, self.best_value, self._best_score = step, value, rank
+        return True
 
     def on_fit_end(self, trainer: Trainer, task: Task) -> None:
         try:

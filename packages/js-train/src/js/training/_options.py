@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
+import math
+import numbers
+from collections.abc import Mapping
+
 from js._checks import check_int
 
 from ._callbacks import Callback, check_monitor
@@ -69,3 +74,65 @@ def check_data(data, name: str, several_epochs: bool) -> None:
             "first epoch. Fix: pass a re-iterable, such as a list or an ArrayLoader, or train "
             "an endless generator with Trainer(max_steps=...) and max_epochs=None."
         )
+
+
+_TIMEDELTA_KEYS = ("weeks", "days", "hours", "minutes", "seconds", "milliseconds", "microseconds")
+_MAX_TIME_FIX = (
+    "Fix: a datetime.timedelta, a dict such as {'hours': 1, 'minutes': 30}, a 'DD:HH:MM:SS' "
+    "string such as '00:12:00:00', or seconds as a number"
+)
+
+
+def check_max_time(max_time) -> float | None:
+    """``Trainer(max_time=...)`` in seconds (None: no limit), as Lightning takes it: a
+    ``datetime.timedelta``, a dict of ``timedelta`` keywords, a ``'DD:HH:MM:SS'`` string, or
+    seconds as a number; it must be above 0."""
+    if max_time is None:
+        return None
+    seconds = None
+    if isinstance(max_time, datetime.timedelta):
+        seconds = max_time.total_seconds()
+    elif isinstance(max_time, Mapping):
+        unknown = sorted(str(key) for key in max_time if key not in _TIMEDELTA_KEYS)
+        values = max_time.values()
+        if unknown or not all(isinstance(v, numbers.Real) and v is not True for v in values):
+            raise ValueError(
+                f"Trainer max_time={max_time!r}: a dict takes numbers under "
+                f"{', '.join(_TIMEDELTA_KEYS)} (datetime.timedelta's keywords)"
+                + (f", not {unknown}" if unknown else "")
+                + f". {_MAX_TIME_FIX}"
+            )
+        seconds = datetime.timedelta(**{k: float(v) for k, v in max_time.items()}).total_seconds()
+    elif isinstance(max_time, str):
+        parts = max_time.strip().split(":")
+        if len(parts) != 4 or not all(part.strip().isdigit() for part in parts):
+            raise ValueError(
+                f"Trainer max_time={max_time!r} is not 'DD:HH:MM:SS' (four whole numbers). "
+                f"{_MAX_TIME_FIX}"
+            )
+        days, hours, minutes, secs = (int(part) for part in parts)
+        seconds = datetime.timedelta(
+            days=days, hours=hours, minutes=minutes, seconds=secs
+        ).total_seconds()
+    elif isinstance(max_time, numbers.Real) and not isinstance(max_time, bool):
+        seconds = float(max_time)
+    else:
+        raise TypeError(f"Trainer max_time got a {type(max_time).__name__}. {_MAX_TIME_FIX}")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(
+            f"Trainer max_time={max_time!r} is {seconds} s: it must be a finite duration above "
+            f"0. {_MAX_TIME_FIX}, or None for no limit"
+        )
+    return seconds
+
+
+def check_on_nonfinite(on_nonfinite) -> str | None:
+    """``Trainer(on_nonfinite=...)``: ``'stop'`` or None."""
+    if on_nonfinite is not None and on_nonfinite != "stop":
+        raise ValueError(
+            f"Trainer on_nonfinite must be 'stop' or None, got {on_nonfinite!r}. Skipping the "
+            "update is not offered: the update happens inside task.training_step, where "
+            "jnp.where(jnp.isfinite(loss), new, old) can keep the old state. Fix: "
+            "on_nonfinite='stop', or None to train on."
+        )
+    return on_nonfinite

@@ -94,6 +94,12 @@ class Schedule:
     def step_limit(self, position: Position) -> bool:
         return self.max_steps is not None and position.step >= self.max_steps
 
+    def final(self, position: Position, due: Due) -> bool:
+        """Whether the dispatch that brought ``position`` to its step (``due``) ended the fit:
+        ``max_steps`` reached, or the last epoch's end (known with a length)."""
+        last_epoch = self.max_epochs is not None and position.epoch + 1 >= self.max_epochs
+        return self.step_limit(position) or (due.epoch_end and last_epoch)
+
     def remaining(self, position: Position) -> int | None:
         """Steps left in the epoch by the data's length (None without a length): 0 after a
         resume from a checkpoint taken at an epoch's last step, whose end is all that is left."""

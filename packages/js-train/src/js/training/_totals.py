@@ -9,9 +9,10 @@ serves both the log window and the epoch.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -100,6 +101,15 @@ def epoch_metrics(row: dict) -> dict:
     return {**row, **means}
 
 
+class NonFinite(NamedTuple):
+    """Where the training loss was first read not finite: in steps ``first_step`` to ``step``
+    (the window since the previous read, whose loss was finite), read at ``step``."""
+
+    first_step: int
+    step: int
+    loss: float
+
+
 class Totals:
     """One epoch's running totals on the device and the host copy of the last read.
 
@@ -113,6 +123,20 @@ class Totals:
         self._clock_step: int | None = None  # the step the clock (re)started at, if known
         # (step, host totals or None, lr, time) of the last read: the window starts there
         self._read: tuple[int | None, Any, Any, float] = (None, host, None, self.started)
+        self.finite_step: int | None = None  # the step of the last read whose loss was finite
+        self.nonfinite: NonFinite | None = None  # the first read whose loss was not
+
+    def _seen(self, host, position) -> None:
+        """Note whether a read's loss sum is finite (the epoch's running sum: any non-finite
+        step since the epoch started makes it non-finite, and it stays so)."""
+        loss = float(host["loss"])
+        if self.nonfinite is not None:
+            return
+        if math.isfinite(loss):
+            self.finite_step = position.step
+            return
+        start = position.epoch_start_step if self.finite_step is None else self.finite_step
+        self.nonfinite = NonFinite(start + 1, position.step, loss)
 
     @staticmethod
     def accumulate(totals, metrics, where: str) -> dict:
@@ -141,12 +165,14 @@ class Totals:
             host = jax.device_get({"totals": self.device, "lr": _lr(task)})
             position.transfers += 1
             self._read = (position.step, host["totals"], host["lr"], time.perf_counter())
+            self._seen(host["totals"], position)
         return self._read[1], self._read[2]
 
     def running_loss(self, position) -> float:
         """The epoch's mean loss so far, for the progress display (one read)."""
         host = jax.device_get(self.device)
         position.transfers += 1
+        self._seen(host, position)
         return float(host["loss"]) / max(float(host["count"]), 1.0)
 
     def window(self, position, task, perf=None) -> dict[str, float]:
@@ -182,6 +208,7 @@ class Totals:
         device = self.device if self.device is not None else _zeros(True)
         host = jax.device_get(device)
         position.transfers += 1
+        self._seen(host, position)
         state: dict[str, Any] = {"has_correct": int("correct" in host)}
         state.update({key: np.float32(host.get(key, 0.0)) for key in _KEYS})
         return state

@@ -10,10 +10,13 @@ floats with ``step`` and ``epoch``), in ``history``, sent to the run and the cal
 
 from __future__ import annotations
 
+import datetime
 import itertools
+import math
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -24,10 +27,17 @@ from jax.sharding import Mesh
 import js
 from js._checks import check_int, check_mesh, is_int
 
-from ._callbacks import Callback
+from ._callbacks import Callback, SaveRequest
 from ._data import ArrayPosition, GrainPosition, Prefetcher, TrainData, grain_kind
 from ._lr_scheduling import check_fit, lr_columns, scheduler_room, step_scheduler
-from ._options import check_callbacks, check_data, check_monitors, check_options
+from ._options import (
+    check_callbacks,
+    check_data,
+    check_max_time,
+    check_monitors,
+    check_on_nonfinite,
+    check_options,
+)
 from ._perf import Perf, check_perf_options
 from ._profile import check_profile
 from ._progress import Display
@@ -35,7 +45,7 @@ from ._quiet import quiet_library_logs
 from ._runs import Run
 from ._schedule import Due, Position, Schedule, check_loader_position, place_stacked, stack
 from ._task import Task, check_task, scanned_training_step
-from ._totals import Totals, epoch_metrics, rates, with_epoch
+from ._totals import NonFinite, Totals, epoch_metrics, rates, with_epoch
 
 # Columns of a row in this order (stable within a group): epoch, step, train/, val/, lr, time/,
 # perf/, mem/.
@@ -138,6 +148,28 @@ class Trainer:
             ``perf/tokens_per_s`` (``perf/samples_per_s * tokens_per_sample``): a language
             model's block size when its step counts sequences, 1 when it counts tokens (its
             ``count`` is ``B * T``, as ``docs/examples/char_lm.py``'s); None: no tokens column.
+        max_time: stop once this much wall-clock time has passed since the fit started
+            (each fit, a resumed one too, gets the whole time): a ``datetime.timedelta``, a
+            dict of its keywords (``{'hours': 1, 'minutes': 30}``), a ``'DD:HH:MM:SS'`` string
+            (``'00:12:00:00'``) or seconds as a number, as Lightning takes it; None: no limit.
+            Checked on the host after each dispatch (no device read), so the fit stops at a
+            step boundary, the step in flight finished, and may run over by one dispatch
+            (and that step's log, validation or save). The stop asks for a save
+            (``on_save_request``): a ``ModelCheckpoint(every_n_steps=...)`` saves the step
+            it stopped at, which ``fit(..., resume=True)`` continues bit for bit. The clock
+            is ``time.monotonic`` (the private ``_clock`` attribute; tests replace it).
+        on_nonfinite: ``'stop'``: end the fit when the training loss is read not finite
+            (NaN or inf), naming the steps it became so in ``stop_reason``; None (the
+            default): train on. It is checked on the reads the Trainer makes anyway (a log,
+            an epoch's end, a progress redraw, a step save's totals), never with a read of its
+            own: the epoch's running loss sum turns non-finite with the first such step and
+            stays so, so the first read after it catches it, and ``transfers`` is the same
+            with the guard on. Either way ``nonfinite`` says where it happened and a
+            ModelCheckpoint saves no step from then on, so its last step is the last good
+            one. Skipping the bad update is not offered: the update happens inside
+            ``task.training_step``, which the Trainer does not see into, and a skip would
+            need a per-step check there (a Task can keep the old state itself with
+            ``jnp.where(jnp.isfinite(loss), new, old)``).
 
     The Trainer routes orbax's routine "Waiting for previous save" warning to ``logging`` at
     DEBUG (logger ``js.training.library``); ``JS_LIBRARY_LOGS=1`` or
@@ -174,6 +206,8 @@ class Trainer:
         perf_metrics: bool = True,
         peak_flops: float | str | None = None,
         tokens_per_sample: int | None = None,
+        max_time: datetime.timedelta | Mapping[str, float] | str | float | None = None,
+        on_nonfinite: str | None = None,
     ) -> None:
         if max_epochs is not None:
             max_epochs = check_int("Trainer", "max_epochs", max_epochs, 1)
@@ -209,6 +243,8 @@ class Trainer:
                 "JAX's cache alone, or a path such as '~/.cache/js/jax'"
             )
         self._perf = Perf(*check_perf_options(perf_metrics, peak_flops, tokens_per_sample))
+        self.max_time = check_max_time(max_time)  # seconds
+        self.on_nonfinite = check_on_nonfinite(on_nonfinite)
         self.compilation_cache = compilation_cache
         self.prefetch = check_int("Trainer", "prefetch", prefetch, 0)
         self.max_epochs = max_epochs
@@ -229,6 +265,11 @@ class Trainer:
         self._totals = Totals()
         self._scheduler = None  # the task's SchedulerConfig during a fit
         self.should_stop, self.stop_reason = False, None
+        self.save_request: SaveRequest | None = None  # pending until a step boundary
+        self.saved_on_request: list[Path] = []  # the last fit's step directories saved so
+        self._nonfinite: NonFinite | None = None  # of ended epochs (the totals' of this one)
+        self._stop_saves = self._guarded = False  # a stop asked a save; the guard stopped
+        self._fit_started = 0.0
         self.profiler = profiler  # its .traces: the trace directories written
         quiet_library_logs()
 
@@ -239,6 +280,14 @@ class Trainer:
         lambda self: self.position.transfers,
         doc="Device-to-host metric reads of the last fit/validate/predict.",
     )
+    _clock: Callable[[], float] = time.monotonic  # max_time's clock; tests replace it
+
+    @property
+    def nonfinite(self) -> NonFinite | None:
+        """Where the last fit's training loss was first read not finite: ``NonFinite(
+        first_step, step, loss)``, the steps ``first_step``..``step`` since the previous
+        (finite) read, read at ``step``; None while every read was finite."""
+        return self._nonfinite or self._totals.nonfinite
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -308,12 +357,14 @@ class Trainer:
                         data.consumed = state
                         display.advance(steps, self._running_loss)
                         due = schedule.after(self.position, steps)
-                        row = self._step_end(task, val_data, due, display)
+                        row = self._step_end(task, val_data, schedule, due, display)
                         if due.epoch_end or self.should_stop:
                             break
                 finally:
                     dispatches.close()  # the prefetching thread joined, grain's iterator closed
                 self._epoch_end(task, val_data, schedule, row, display)
+                self._guard()
+            self._serve_save_request(task)  # one made after the last step boundary
             self._hook("on_train_end", task)
         finally:
             self._keep_position(data)
@@ -323,8 +374,18 @@ class Trainer:
             if callable(close):
                 close()
         if self.should_stop and self.verbose:
-            print(f"stopping: {self.stop_reason}", flush=True)
+            print(f"stopping: {self.stop_reason}{self._saved_note()}", flush=True)
         return self.history
+
+    def _saved_note(self) -> str:
+        """What a stop that asked for a save left behind, for the ``stopping:`` line."""
+        if not self._stop_saves:
+            return ""
+        if self.saved_on_request:
+            return "; saved " + ", ".join(str(path) for path in self.saved_on_request)
+        if self.nonfinite is not None:
+            return "; not saved (the training loss is not finite)"
+        return "; not saved (no ModelCheckpoint(every_n_steps=...) in the callbacks)"
 
     def _begin_epoch(self, task, data, schedule: Schedule, display) -> None:
         """``on_epoch_start``; the epoch's data wait from 0 (unless the epoch continues, after
@@ -336,9 +397,10 @@ class Trainer:
         task.set_phase("train")
         display.begin(f"epoch {self.epoch}", schedule.bar_total(self.position))
 
-    def _step_end(self, task, val_data, due: Due, display) -> dict | None:
+    def _step_end(self, task, val_data, schedule: Schedule, due: Due, display) -> dict | None:
         """After a dispatch: the row of the step it reached (the validation and the log due
-        there and, at the epoch's last step, the epoch's means), then ``on_step_end``.
+        there and, at the epoch's last step, the epoch's means), then ``on_step_end``, then
+        the limits (the non-finite guard, ``max_time``) and a save requested by now.
         Returns the row when it is the epoch's."""
         row = {}
         if due.epoch_end:
@@ -360,7 +422,64 @@ class Trainer:
         if row:
             row = self._report(task, row, display, validated=due.validate, final=due.epoch_end)
         self._hook("on_step_end", task, self.global_step)
+        self._guard()
+        self._check_time(schedule, due)
+        self._serve_save_request(task)
         return row if due.epoch_end else None
+
+    # -- limits and saves on request -----------------------------------------------------------
+
+    def _guard(self) -> None:
+        """``on_nonfinite='stop'``: stop once a read found the training loss not finite."""
+        bad = self.nonfinite
+        if bad is None or self.on_nonfinite != "stop" or self._guarded:
+            return
+        self._guarded = self.should_stop = True
+        self.save_request = None  # a non-finite state is not saved (ModelCheckpoint skips it)
+        window = (
+            f"step {bad.step}"
+            if bad.first_step == bad.step
+            else (f"steps {bad.first_step}-{bad.step}")
+        )
+        self.stop_reason = (
+            f"on_nonfinite='stop': the training loss became {bad.loss} in {window} (read at "
+            f"step {bad.step}); no checkpoint is saved from then on. Fix: resume from the last "
+            "good checkpoint with a lower learning rate, gradient clipping or the bad batch "
+            "fixed"
+        )
+
+    def _check_time(self, schedule: Schedule, due: Due) -> None:
+        """``max_time``: stop at this step boundary, asking for a save, once the fit has run
+        that long (on the host clock; not after the fit's last step, which ends it anyway)."""
+        if self.max_time is None or self.should_stop or schedule.final(self.position, due):
+            return
+        elapsed = self._clock() - self._fit_started
+        if elapsed >= self.max_time:
+            limit = datetime.timedelta(seconds=self.max_time)
+            self.stop(
+                f"max_time {limit} reached after step {self.global_step} ({elapsed:.1f} s "
+                "into the fit)",
+                save=True,
+            )
+
+    def request_save(self, reason: str) -> None:
+        """Ask for a checkpoint of the current step: at the next step boundary (after its
+        ``on_step_end``; or before ``on_train_end`` when no step follows) each callback's
+        ``on_save_request(trainer, task, request)`` runs, and a
+        ``ModelCheckpoint(every_n_steps=...)`` saves that step (the Trainer's and the
+        loader's positions included) unless it just did; ``saved_on_request`` then lists the
+        step directories. ``fit(..., resume=True)`` continues from it bit for bit.
+
+        Args:
+            reason: why, for the callbacks (``request.reason``) and the ``stopping:`` line.
+        """
+        self.save_request = SaveRequest(reason)
+
+    def _serve_save_request(self, task) -> None:
+        request, self.save_request = self.save_request, None
+        if request is not None:
+            self._hook("on_save_request", task, request)
+            self.saved_on_request += request.saved
 
     def _epoch_end(self, task, val_data, schedule: Schedule, row: dict | None, display) -> None:
         """The epoch's end: its row, unless its last dispatch reported it (data without a
@@ -389,6 +508,7 @@ class Trainer:
         self._hook("on_epoch_end", task, epoch_metrics(row))
         if ran_out:
             self.position.next_epoch()
+            self._nonfinite = self.nonfinite  # what this epoch's reads found outlives them
             self._totals = Totals()
 
     def _report(self, task, row: dict, display, *, validated: bool, final: bool) -> dict:
@@ -536,6 +656,7 @@ class Trainer:
     def _start(self, task, train_data, val_data, start_epoch: int, resume: bool) -> Schedule:
         """Check everything a fit needs before a step runs; set the position (restored with
         ``resume``, else at ``start_epoch``); return the fit's schedule."""
+        self._fit_started = self._clock()  # max_time counts from here
         check_task(task)
         start_epoch = check_int("fit", "start_epoch", start_epoch, 0)
         self._enable_cache()
@@ -574,6 +695,9 @@ class Trainer:
         self.history, self.train_data, self._data = [], train_data, data
         self._wait = {"log": 0.0, "epoch": 0.0}
         self.should_stop, self.stop_reason = False, None
+        self.save_request, self.saved_on_request = None, []
+        self._stop_saves = self._guarded = False
+        self._nonfinite = None
         # callbacks read these in on_fit_start (ModelCheckpoint)
         self.start_epoch, self.start_step = self.epoch, self.global_step
         self._many = None
@@ -590,10 +714,19 @@ class Trainer:
             length=length,
         )
 
-    def stop(self, reason: str = "stopped by a callback") -> None:
+    def stop(self, reason: str = "stopped by a callback", *, save: bool = False) -> None:
         """Ask ``fit`` to end: after the current step from a step or validation hook, after
-        the epoch from ``on_epoch_end`` (EarlyStopping)."""
+        the epoch from ``on_epoch_end`` (EarlyStopping).
+
+        Args:
+            reason: why, in ``stop_reason`` and the ``stopping:`` line.
+            save: also ask for a checkpoint of the step it stops at (:meth:`request_save`),
+                as ``max_time`` does.
+        """
         self.should_stop, self.stop_reason = True, reason
+        if save:
+            self._stop_saves = True
+            self.request_save(reason)
 
     def _start_callbacks(self, task) -> None:
         """``on_fit_start`` of each callback in order; when one raises, ``on_fit_end`` of
@@ -693,3 +826,5 @@ class Trainer:
             int(state["epoch"]), int(state["step"]), int(state["epoch_start_step"])
         )
         self._totals = Totals.from_state(state, self.position.steps_in_epoch > 0)
+        if math.isfinite(float(state["loss"])):  # a non-finite window starts after it
+            self._totals.finite_step = self.position.step
