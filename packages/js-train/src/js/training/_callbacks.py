@@ -69,12 +69,13 @@ class Callback:
     validation hook the epoch ends at that step (its row gains the epoch's columns and is logged
     again), from ``on_epoch_end`` after the epoch; ``trainer.stop(reason, save=True)`` also
     asks for a checkpoint of the step it stops at.
-    ``on_save_request(trainer, task, request)`` asks for a checkpoint of the current step: the
-    Trainer calls it at a step boundary (after that step's ``on_step_end``) when a save was
-    requested (``trainer.request_save(reason)``, or a stop that saves: ``max_time``), and once
-    more before ``on_train_end`` for a request made after the fit's last step boundary;
-    ``ModelCheckpoint(every_n_steps=...)`` saves the step there (unless it just saved it) so
-    ``fit(..., resume=True)`` continues from it bit for bit.
+    ``on_save_request(trainer, task, request)`` (a :class:`SaveRequest`) asks for a checkpoint
+    of the current step: the Trainer calls it at the first step boundary (after that step's
+    ``on_step_end``) after a save was requested (``trainer.request_save(reason)``, or a stop
+    that saves: ``max_time``), or before ``on_train_end`` for a request made after the fit's
+    last step boundary (from ``on_epoch_end``); ``ModelCheckpoint(every_n_steps=...)`` saves
+    the step there (unless it just saved it), and ``fit(..., resume=True)`` continues from it
+    bit for bit. Any "save the current step now" goes through it, not only a stop's.
     A callback with a string ``monitor`` attribute (EarlyStopping, ModelCheckpoint) is checked
     when ``fit`` starts: a name the Trainer cannot produce (``val/...`` without ``val_data``,
     a misspelling) fails before the first epoch.

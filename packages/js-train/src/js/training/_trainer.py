@@ -157,7 +157,10 @@ class Trainer:
             (and that step's log, validation or save). The stop asks for a save
             (``on_save_request``): a ``ModelCheckpoint(every_n_steps=...)`` saves the step
             it stopped at, which ``fit(..., resume=True)`` continues bit for bit. The clock
-            is ``time.monotonic`` (the private ``_clock`` attribute; tests replace it).
+            is ``time.monotonic`` (the private ``_clock`` attribute; tests replace it). In a
+            multi-process job it is checked only at log, validation and epoch-end steps,
+            where process 0's clock decides for every process (one small broadcast), so all
+            stop at the same step.
         on_nonfinite: ``'stop'``: end the fit when the training loss is read not finite
             (NaN or inf), naming the steps it became so in ``stop_reason``; None (the
             default): train on. It is checked on the reads the Trainer makes anyway (a log,
@@ -453,8 +456,16 @@ class Trainer:
         that long (on the host clock; not after the fit's last step, which ends it anyway)."""
         if self.max_time is None or self.should_stop or schedule.final(self.position, due):
             return
+        shared = jax.process_count() > 1
+        if shared and not (due.log or due.validate or due.epoch_end):
+            return  # processes agree where they read anyway, not on every step
         elapsed = self._clock() - self._fit_started
-        if elapsed >= self.max_time:
+        over = elapsed >= self.max_time
+        if shared:  # process 0's clock decides for all: each stops at the same step
+            from jax.experimental import multihost_utils
+
+            over = bool(multihost_utils.broadcast_one_to_all(np.asarray(over)))
+        if over:
             limit = datetime.timedelta(seconds=self.max_time)
             self.stop(
                 f"max_time {limit} reached after step {self.global_step} ({elapsed:.1f} s "
