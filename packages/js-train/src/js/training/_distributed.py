@@ -45,7 +45,7 @@ ADDRESS, PROCESSES, PROCESS_ID = "JS_COORDINATOR_ADDRESS", "JS_NUM_PROCESSES", "
 LAUNCH = "launch"
 
 # Clusters whose coordinates are environment variables, read (by JAX) and checked up front:
-# the cluster's name, the variables to show in an error, and how such a job is started.
+# what to call the job in an error, the variables to show there, and how such a job is started.
 _FROM_ENVIRONMENT = {
     "slurm": (
         "a SLURM job",
@@ -55,7 +55,12 @@ _FROM_ENVIRONMENT = {
     ),
     "ompi": (
         "an Open MPI job",
-        ("OMPI_MCA_orte_hnp_uri", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"),
+        (
+            "OMPI_MCA_orte_hnp_uri",
+            "OMPI_COMM_WORLD_SIZE",
+            "OMPI_COMM_WORLD_RANK",
+            "OMPI_COMM_WORLD_LOCAL_RANK",
+        ),
         "start the processes with mpirun -np N python train.py, or unset the OMPI_ variables",
     ),
 }
@@ -140,9 +145,9 @@ def detect_cluster() -> str | None:
         The environment's name, or None when there is no job to join.
 
     Raises:
-        ValueError: the launcher's, SLURM's or Open MPI's variables do not describe a job (a
-            missing or non-integer count, a process id out of range), or an indexed Kubernetes
-            Job lacks the ``kubernetes`` package; the message names the variables and the fix.
+        ValueError: SLURM's or Open MPI's variables do not describe a job (a non-integer
+            count or job id, a process id out of range, no host), or an indexed Kubernetes Job
+            lacks the ``kubernetes`` package; the message names the variables and the fix.
 
     Example:
         >>> from js.training import detect_cluster
@@ -189,8 +194,9 @@ def init_distributed(*, initialization_timeout: int = 60, shutdown_timeout: int 
         True when it joined a job of several processes, False when there was none.
 
     Raises:
-        ValueError: the environment names a job but does not describe it consistently (see
-            :func:`detect_cluster`); raised before anything changes.
+        ValueError: the environment names a job but does not describe it consistently (the
+            launcher's variables, or see :func:`detect_cluster`); raised before anything
+            changes.
 
     Example:
         >>> from js.training import init_distributed
