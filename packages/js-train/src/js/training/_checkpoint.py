@@ -184,9 +184,9 @@ class ModelCheckpoint(Callback):
             steps.delete(step)
         self.last_step = None
         self._ranked = {}
-        for step in steps_in(self.path):  # the steps this fit continues from compete with its own
-            metrics = read_metrics(self.path, step)
-            if step < first and metrics is not None:
+        for step in [step for step in steps_in(self.path) if step < first]:
+            metrics = read_metrics(self.path, step)  # these steps compete with the fit's own
+            if metrics is not None:  # a step save_checkpoint wrote is not ranked
                 signed = metrics.get("_score") if isinstance(metrics, dict) else None
                 signed = float(signed) if isinstance(signed, (int, float)) else math.nan
                 value = signed if self.mode == "max" else -signed
