@@ -40,7 +40,7 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=10, help="epochs to train (10)")
     args = parser.parse_args(argv)
-    init_distributed()  # joins the launcher's job; nothing in a plain process
+    init_distributed()  # joins the launcher's (or the cluster's) job; nothing in a plain process
     devices = jax.device_count()
     mesh = jax.make_mesh((devices,), ("data",), axis_types=(AxisType.Auto,))
     main_process = jax.process_index() == 0

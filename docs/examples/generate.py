@@ -17,7 +17,7 @@ import time
 
 import jax.numpy as jnp
 import numpy as np
-from char_lm import make_text, windows  # the sibling example's text and batches
+from char_lm import make_text  # the sibling example's text
 
 import js
 import js.models
@@ -27,6 +27,15 @@ from js.models import GPT2Config, GPT2LMHeadModel
 
 
 CONTEXT, NEW = 48, 36  # trained window; new tokens per prompt (prompt + NEW <= CONTEXT)
+
+
+def windows(ids: np.ndarray, context: int, batch: int, seed: int):
+    """Endless batches ``(x [B, T], y [B, T])`` of random windows, ``y`` shifted by one."""
+    rng = np.random.default_rng(seed)
+    while True:
+        start = rng.integers(0, len(ids) - context - 1, batch)
+        index = start[:, None] + np.arange(context)  # [B, T]
+        yield ids[index], ids[index + 1]
 
 
 def loss_fn(model, x, y):

@@ -21,6 +21,7 @@ from . import steps as steps  # noqa: E402
 from ._callbacks import Callback as Callback  # noqa: E402
 from ._callbacks import EarlyStopping as EarlyStopping  # noqa: E402
 from ._checkpoint import ModelCheckpoint as ModelCheckpoint  # noqa: E402
+from ._distributed import detect_cluster as detect_cluster  # noqa: E402
 from ._distributed import init_distributed as init_distributed  # noqa: E402
 from ._loader import ArrayLoader as ArrayLoader  # noqa: E402
 from ._perf import measure_peak_flops as measure_peak_flops  # noqa: E402
@@ -56,6 +57,7 @@ __all__ = [
     "__version__",
     "autocast",
     "export_weights",
+    "detect_cluster",
     "init_distributed",
     "checkpoint_info",
     "data",

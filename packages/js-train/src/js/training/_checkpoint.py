@@ -5,7 +5,7 @@ restore onto current shardings live in :mod:`js.nn.checkpoint` (an inference ins
 and js-nn reads what is saved here). What is js-train's own is what to save and when: the
 payload ``{**task.checkpoint_objects(), 'epoch': epoch}`` after every epoch, or with
 ``every_n_steps`` the Trainer's position (``'trainer'``) and the loader's (``'loader'``), and
-how steps are ranked (by the monitored metric) and kept (the best and the last).
+how steps are ranked (by the monitored metric) and kept (the ``save_top_k`` best and the last).
 """
 
 from __future__ import annotations
@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from js._checks import check_int
-from js.nn.checkpoint.format import CheckpointError, manager, read_json, score, steps_in
+from js.nn.checkpoint.format import (
+    CheckpointError,
+    manager,
+    read_json,
+    read_metrics,
+    score,
+    steps_in,
+)
 from js.nn.checkpoint.lock import check_timeout, writer_lock
 from js.nn.checkpoint.write import save_args
 
@@ -46,8 +53,19 @@ def _check_metrics(path: Path) -> None:
         )
 
 
+def _check_top_k(save_top_k) -> int:
+    save_top_k = check_int("ModelCheckpoint", "save_top_k", save_top_k, None)
+    if save_top_k < -1:
+        raise ValueError(
+            f"ModelCheckpoint: save_top_k must be an int >= -1, got {save_top_k}. Fix: pass "
+            "save_top_k=k to keep the k best steps and the last, 0 to keep only the last, or -1 "
+            "to keep every step"
+        )
+    return save_top_k
+
+
 class ModelCheckpoint(Callback):
-    """Save the task's checkpoint after every epoch, keeping the best and the last.
+    """Save the task's checkpoint after every epoch, keeping the ``save_top_k`` best and the last.
 
     The payload is ``{**task.checkpoint_objects(), 'epoch': epoch}`` (model parameters and
     buffers, optimizer state and step count, Rngs state, epoch; and each callback's
@@ -55,6 +73,19 @@ class ModelCheckpoint(Callback):
     described in this module, under ``path/<epoch>``. Saves run in the background while training
     goes on and are atomic. ``load_checkpoint(path, objects)`` restores the best;
     ``which='last'`` the last.
+
+    Which steps stay (Lightning's ``save_top_k``): after each save, the new step (the last, the
+    one a resume continues from) and the ``save_top_k`` best by ``monitor`` in ``mode``; a
+    ``monitor`` value that is not finite (NaN, inf) ranks below every number and a tie goes to
+    the later step, as ``load_checkpoint(which='best')`` chooses. Every other step is deleted,
+    only once the new step is complete, so a complete last step is always on disk.
+    ``save_top_k=1`` (the default) keeps the best and the last (one step when they coincide),
+    ``-1`` every step, ``0`` only the last (a run to resume, no step kept for its score). Steps an earlier run left in ``path``
+    before this fit's first epoch (or step) compete with the new ones; a step without metrics
+    (one ``save_checkpoint`` wrote) is never ranked nor deleted. ``best_k_models`` maps the kept
+    best steps' directories to their ``monitor`` values, best first; ``best_step``,
+    ``best_value`` and ``best_path`` give the first of them (None with ``save_top_k=0``, or
+    before any ranked step): the step ``load_checkpoint(path, which='best')`` loads.
 
     A directory that already holds steps at or after the fit's first epoch (an earlier run's)
     is refused when the fit starts, since orbax would silently skip saving those epochs:
@@ -79,8 +110,7 @@ class ModelCheckpoint(Callback):
     saved at epoch ends only (a stop mid-epoch saves that partial epoch at its end, as before).
     Once the fit's training loss is read not finite (``trainer.nonfinite``: a log, an epoch's
     end, or this save's own read of the Trainer's totals), no later step is saved: its steps go
-    to ``skipped``, and the last good step stays the last (a monitored value that is not finite
-    ranks last too).
+    to ``skipped``, and the last good step stays the last.
     The directory's writer lock is held from the fit's start to its end: a second writer
     (another process's save or fit) is refused at once, or waits ``lock_timeout`` seconds.
 
@@ -88,6 +118,8 @@ class ModelCheckpoint(Callback):
         path: the checkpoint directory.
         monitor: the metric that ranks checkpoints, e.g. ``'val/loss'``.
         mode: ``'min'`` or ``'max'``: whether a lower or a higher ``monitor`` is better.
+        save_top_k: how many of the best steps to keep beside the last (an int >= -1; -1:
+            every step, 0: only the last).
         overwrite: delete the steps at or after the fit's first epoch (every step, for a fit
             from epoch 0) when the fit starts, instead of refusing.
         every_n_steps: save every this many global steps (>= 1) instead of every epoch.
@@ -95,7 +127,9 @@ class ModelCheckpoint(Callback):
 
     Example:
         >>> checkpoint = ModelCheckpoint("runs/digits/checkpoints", monitor="val/accuracy",
-        ...                              mode="max")
+        ...                              mode="max", save_top_k=3)
+        >>> checkpoint.best_k_models  # filled as the fit saves: {path: val/accuracy}
+        {}
         >>> Trainer(10, callbacks=[checkpoint])  # doctest: +SKIP
     """
 
@@ -105,6 +139,7 @@ class ModelCheckpoint(Callback):
         monitor: str = "val/loss",
         mode: str = "min",
         *,
+        save_top_k: int = 1,
         overwrite: bool = False,
         every_n_steps: int | None = None,
         lock_timeout: float = 0.0,
@@ -113,15 +148,14 @@ class ModelCheckpoint(Callback):
         if every_n_steps is not None:
             every_n_steps = check_int("ModelCheckpoint", "every_n_steps", every_n_steps, 1)
         self.every_n_steps = every_n_steps
+        self.save_top_k = _check_top_k(save_top_k)
         self.path = Path(path).absolute()
         self.monitor, self.mode, self.overwrite = monitor, mode, overwrite
         self.lock_timeout = check_timeout("ModelCheckpoint", lock_timeout)
         self._lock = None
-        self.best_step: int | None = None
-        self.best_value: float | None = None
         self.last_step: int | None = None
         self.skipped: list[int] = []
-        self._best_score = -math.inf
+        self._ranked: dict[int, tuple[float, float]] = {}  # step on disk: (score, value)
         self._manager = None
 
     def on_fit_start(self, trainer: Trainer, task: Task) -> None:
@@ -140,7 +174,8 @@ class ModelCheckpoint(Callback):
 
     def _open(self, trainer) -> None:
         _check_metrics(self.path)  # orbax reads them all to rank steps, and fails unreadably
-        steps = manager(self.path, keep_best_and_last=True, asynchronous=True)
+        top_k = None if self.save_top_k == -1 else self.save_top_k
+        steps = manager(self.path, keep_best=top_k, asynchronous=True)
         first = getattr(trainer, "start_epoch", 0)
         if self.every_n_steps is not None:  # steps are global steps; the fit resumes after one
             first = getattr(trainer, "start_step", 0) + 1
@@ -155,9 +190,16 @@ class ModelCheckpoint(Callback):
             )
         for step in later:
             steps.delete(step)
-        self.best_step = self.best_value = self.last_step = None
+        self.last_step = None
         self.skipped = []
-        self._best_score = -math.inf
+        self._ranked = {}
+        for step in [step for step in steps_in(self.path) if step < first]:
+            metrics = read_metrics(self.path, step)  # these steps compete with the fit's own
+            if metrics is not None:  # a step save_checkpoint wrote is not ranked
+                signed = metrics.get("_score") if isinstance(metrics, dict) else None
+                signed = float(signed) if isinstance(signed, (int, float)) else math.nan
+                value = signed if self.mode == "max" else -signed
+                self._ranked[step] = (score(metrics), value)
         self._manager = steps
         self._seen = getattr(trainer, "start_step", 0) // (self.every_n_steps or 1)
 
@@ -208,8 +250,8 @@ class ModelCheckpoint(Callback):
         """Save ``objects`` as ``step`` (the epoch, or the global step), ranked by ``value``
         (a non-finite value ranks last). Not when the fit's training loss was read not finite
         (``trainer.nonfinite``, by this save's own read of the Trainer's totals too): that
-        state is never the best, and under keep-the-best-and-last it would replace the last
-        good step; the step goes to ``skipped``. Returns whether it saved."""
+        state is never the best, and as the new last step it would let the manager delete the
+        last good one; the step goes to ``skipped``. Returns whether it saved."""
         signed = value if self.mode == "max" else -value
         signed = signed if math.isfinite(signed) else math.nan
         manager = self._manager
@@ -227,9 +269,10 @@ class ModelCheckpoint(Callback):
                 "resume with start_epoch, or pass overwrite=True."
             )
         self.last_step = step
-        rank = score({"_score": signed})  # as orbax ranks the step: NaN ranks last
-        if self.best_step is None or rank > self._best_score:
-            self.best_step, self.best_value, self._best_score = step, value, rank
+        self._ranked[step] = (score({"_score": signed}), value)  # as orbax ranks it: NaN last
+        if self.save_top_k != -1:  # what the manager deletes once the step is complete
+            kept = {*self._top(), step}
+            self._ranked = {s: ranked for s, ranked in self._ranked.items() if s in kept}
         return True
 
     def on_fit_end(self, trainer: Trainer, task: Task) -> None:
@@ -241,7 +284,32 @@ class ModelCheckpoint(Callback):
         finally:
             self._release()
 
+    def _top(self) -> list[int]:
+        """The ranked steps kept for their score, best first (ties: the later step first)."""
+        best = sorted(self._ranked, key=lambda step: (self._ranked[step][0], step), reverse=True)
+        return best if self.save_top_k == -1 else best[: self.save_top_k]
+
+    @property
+    def best_k_models(self) -> dict[Path, float]:
+        """``{step directory: monitor value}`` of the steps kept for their score, best first
+        (earlier runs' steps the fit continues from among them; NaN for an unranked step)."""
+        return {self.path / str(step): self._ranked[step][1] for step in self._top()}
+
+    @property
+    def best_step(self) -> int | None:
+        """The best step in ``path``, the one ``load_checkpoint(path, which='best')`` loads
+        (None with ``save_top_k=0`` or before any ranked step)."""
+        top = self._top()
+        return top[0] if top else None
+
+    @property
+    def best_value(self) -> float | None:
+        """The ``monitor`` value of :attr:`best_step` (None when there is none)."""
+        step = self.best_step
+        return None if step is None else self._ranked[step][1]
+
     @property
     def best_path(self) -> Path | None:
-        """The directory of the best step saved in this fit (None before the first save)."""
-        return None if self.best_step is None else self.path / str(self.best_step)
+        """The directory of :attr:`best_step` (None when there is none)."""
+        step = self.best_step
+        return None if step is None else self.path / str(step)

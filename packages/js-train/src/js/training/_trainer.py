@@ -138,8 +138,10 @@ class Trainer:
             ``peak_bytes_in_use`` of the local devices' ``memory_stats()``; no column on the
             CPU, which reports none). None of them reads a device array: ``transfers`` is the
             same with them off. Their cost is that analysis, once per fit: one more
-            compilation of the step (kept per task, and in the persistent compilation cache).
-            False: none of these columns, no analysis.
+            compilation of the step (kept per task, and in the persistent compilation cache),
+            whose trace runs ``task.training_step``'s Python once more (a step with host side
+            effects, e.g. one that counts its calls, sees one extra call). False: none of
+            these columns, no analysis.
         peak_flops: the peak FLOP/s ``perf/mfu`` is read against: a number (the
             accelerator's datasheet figure for the step's dtype, per device), ``'measure'``
             (:func:`measure_peak_flops` once per process: a large matmul's achieved rate), or

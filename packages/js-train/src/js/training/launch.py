@@ -11,7 +11,8 @@ status. Each process runs in its own process group, and stopping it stops the gr
 the script started too). A SIGTERM or SIGINT (Ctrl-C) to the launcher is passed on to every
 process; those still running after a grace period are killed, and the launcher exits with
 ``128 + signal``. No process outlives the launcher. For development and tests on one machine;
-on a cluster use the cluster's launcher and ``jax.distributed.initialize()``.
+on a cluster use the cluster's launcher (``srun``, ``mpirun``, a Kubernetes indexed Job):
+:func:`js.training.init_distributed` joins the job JAX detects there.
 """
 
 from __future__ import annotations

@@ -380,17 +380,37 @@ def live_arrays(name: str, obj) -> dict:
 # -- the orbax manager ------------------------------------------------------------------------
 
 
-def manager(path, *, ranked=True, keep_best_and_last=False, asynchronous=False):
+class _Unranked:
+    """An orbax preservation policy keeping the steps without metrics: those ModelCheckpoint
+    did not write (``save_checkpoint``'s), which it never ranks and so never deletes."""
+
+    def should_preserve(self, checkpoints, *, context) -> list[bool]:
+        return [info.metrics is None for info in checkpoints]
+
+
+def manager(path, *, ranked=True, keep_best=None, asynchronous=False):
     """An orbax CheckpointManager on ``path``; ``ranked`` ranks steps by their ``_score``
-    metric (reading every step's metrics when it opens; unranked it reads none), and
-    ``keep_best_and_last`` deletes every other step (ModelCheckpoint's policy)."""
+    metric (reading every step's metrics when it opens; unranked it reads none).
+
+    ``keep_best=k`` (ModelCheckpoint's ``save_top_k``; ranked only) keeps, after each save,
+    the latest step, the ``k`` best by ``score`` (ties: the later step; NaN ranks last; the
+    steps already in ``path`` compete too) and the steps without metrics, and deletes every
+    other step once the new one is complete; ``k=0`` keeps only the latest (and those without
+    metrics). ``None`` deletes nothing."""
     import orbax.checkpoint as ocp
 
     keep = ocp.checkpoint_managers
     policy = None
-    if keep_best_and_last:
+    if keep_best is not None:
+        if not ranked or not is_int(keep_best) or keep_best < 0:
+            raise ValueError(
+                f"manager: keep_best must be an int >= 0 on a ranked manager, got "
+                f"{keep_best!r} (ranked={ranked})"
+            )
+        # BestN sorts the ranked steps by score, stably in step order, and keeps the last k:
+        # the k best, ties going to the later step, as select_step's 'best' chooses.
         policy = keep.AnyPreservationPolicy(
-            [keep.LatestN(n=1), keep.BestN(get_metric_fn=score, n=1)]
+            [keep.LatestN(n=1), keep.BestN(get_metric_fn=score, n=int(keep_best)), _Unranked()]
         )
     options = ocp.CheckpointManagerOptions(
         best_fn=score if ranked else None,
