@@ -80,12 +80,13 @@ class ModelCheckpoint(Callback):
     the later step, as ``load_checkpoint(which='best')`` chooses. Every other step is deleted,
     only once the new step is complete, so a complete last step is always on disk.
     ``save_top_k=1`` (the default) keeps the best and the last (one step when they coincide),
-    ``-1`` every step, ``0`` only the last (a run to resume, no step kept for its score). Steps an earlier run left in ``path``
-    before this fit's first epoch (or step) compete with the new ones; a step without metrics
-    (one ``save_checkpoint`` wrote) is never ranked nor deleted. ``best_k_models`` maps the kept
-    best steps' directories to their ``monitor`` values, best first; ``best_step``,
-    ``best_value`` and ``best_path`` give the first of them (None with ``save_top_k=0``, or
-    before any ranked step): the step ``load_checkpoint(path, which='best')`` loads.
+    ``-1`` every step, ``0`` only the last (a run to resume, no step kept for its score).
+    Steps an earlier run left in ``path`` before this fit's first epoch (or step) compete with
+    the new ones; a step without metrics (one ``save_checkpoint`` wrote) is never ranked nor
+    deleted. ``best_k_models`` maps the kept best steps' directories to their ``monitor``
+    values, best first; ``best_step``, ``best_value`` and ``best_path`` give the first of them
+    (None with ``save_top_k=0``, or before any ranked step): the step
+    ``load_checkpoint(path, which='best')`` loads.
 
     A directory that already holds steps at or after the fit's first epoch (an earlier run's)
     is refused when the fit starts, since orbax would silently skip saving those epochs:
