@@ -20,6 +20,7 @@ from . import data as data  # noqa: E402
 from . import steps as steps  # noqa: E402
 from ._callbacks import Callback as Callback  # noqa: E402
 from ._callbacks import EarlyStopping as EarlyStopping  # noqa: E402
+from ._callbacks import SaveRequest as SaveRequest  # noqa: E402
 from ._checkpoint import ModelCheckpoint as ModelCheckpoint  # noqa: E402
 from ._distributed import detect_cluster as detect_cluster  # noqa: E402
 from ._distributed import init_distributed as init_distributed  # noqa: E402
@@ -48,6 +49,7 @@ __all__ = [
     "MLflowRun",
     "ModelCheckpoint",
     "Display",
+    "SaveRequest",
     "Task",
     "TensorBoardRun",
     "Trainer",
