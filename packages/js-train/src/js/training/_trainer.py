@@ -14,6 +14,7 @@ import datetime
 import itertools
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -43,6 +44,7 @@ from ._profile import check_profile
 from ._progress import Display
 from ._quiet import quiet_library_logs
 from ._runs import Run
+from ._signals import Preempted, StopSignals, signal_name
 from ._schedule import Due, Position, Schedule, check_loader_position, place_stacked, stack
 from ._task import Task, check_task, scanned_training_step
 from ._totals import NonFinite, Totals, epoch_metrics, rates, with_epoch
@@ -275,6 +277,8 @@ class Trainer:
         self._nonfinite: NonFinite | None = None  # of ended epochs (the totals' of this one)
         self._stop_saves = self._guarded = False  # a stop asked a save; the guard stopped
         self._fit_started = 0.0
+        self._signals: StopSignals | None = None  # the stop signals' record during a fit
+        self._stopped_by: int | None = None  # the signal that stopped the last fit
         self.profiler = profiler  # its .traces: the trace directories written
         quiet_library_logs()
 
@@ -345,6 +349,16 @@ class Trainer:
         """
         schedule = self._start(task, train_data, val_data, start_epoch, resume)
         display = Display(enabled=self.progress, interval_s=self.progress_interval_s)
+        signals = self._signals = StopSignals(self.global_step)
+        with signals:  # until the callbacks' on_fit_end: a save on a stop is written by then
+            self._fit(task, train_data, val_data, schedule, display)
+        if self.should_stop and self.verbose:
+            print(f"stopping: {self.stop_reason}{self._saved_note()}", flush=True)
+        if self._stopped_by is not None:
+            self._preempt(self._stopped_by, signals.ignored)
+        return self.history
+
+    def _fit(self, task, train_data, val_data, schedule: Schedule, display) -> None:
         self._start_callbacks(task)
         data = self._data
         assert data is not None  # set by _start
@@ -369,6 +383,7 @@ class Trainer:
                     dispatches.close()  # the prefetching thread joined, grain's iterator closed
                 self._epoch_end(task, val_data, schedule, row, display)
                 self._guard()
+            self._check_signal(None)  # one received after the last step boundary
             self._serve_save_request(task)  # one made after the last step boundary
             self._hook("on_train_end", task)
         finally:
@@ -378,9 +393,6 @@ class Trainer:
             close = getattr(self.run, "close", None)  # optional: Run only promises log()
             if callable(close):
                 close()
-        if self.should_stop and self.verbose:
-            print(f"stopping: {self.stop_reason}{self._saved_note()}", flush=True)
-        return self.history
 
     def _saved_note(self) -> str:
         """What a stop that asked for a save left behind, for the ``stopping:`` line."""
@@ -429,6 +441,7 @@ class Trainer:
         self._hook("on_step_end", task, self.global_step)
         self._guard()
         self._check_time(schedule, due)
+        self._check_signal(due)
         self._serve_save_request(task)
         return row if due.epoch_end else None
 
@@ -474,6 +487,38 @@ class Trainer:
                 "into the fit)",
                 save=True,
             )
+
+    def _check_signal(self, due: Due | None) -> None:
+        """A stop signal received by now (agreed by every process of a job): stop at this
+        step boundary, asking for a save; ``fit`` raises :class:`Preempted` after its cleanup.
+        ``due`` None: after the fit's last boundary (a signal during its last validation)."""
+        signals = self._signals
+        if signals is None or self._stopped_by is not None:
+            return
+        reads = due is None or due.log or due.validate or due.epoch_end
+        signum = signals.due(self.global_step, jax.process_count() > 1, reads)
+        if signum is None:
+            return
+        self._stopped_by = signum
+        self.stop(f"received {signal_name(signum)} after step {self.global_step}", save=True)
+
+    def _preempt(self, signum: int, ignored: list[int]) -> None:
+        """Raise :class:`Preempted` (exit code ``128 + signum``) with a line on stderr."""
+        saved = list(self.saved_on_request)
+        where = (
+            "saved " + ", ".join(str(path) for path in saved)
+            if saved
+            else self._saved_note().removeprefix("; ") or "not saved"
+        )
+        later = f"; {len(ignored)} later signal(s) ignored while saving" if ignored else ""
+        message = (
+            f"js.training: {signal_name(signum)} received, stopped after step "
+            f"{self.global_step} ({where}{later}); exiting with code {128 + signum}. Resume: "
+            "load_checkpoint(path, {..., 'trainer': trainer, 'loader': ...}, which='last') "
+            "then fit(..., resume=True)"
+        )
+        print(message, file=sys.stderr, flush=True)
+        raise Preempted(signum, self.global_step, saved, message)
 
     def request_save(self, reason: str) -> None:
         """Ask for a checkpoint of the current step: at the next step boundary (after its
@@ -711,6 +756,7 @@ class Trainer:
         self.save_request, self.saved_on_request = None, []
         self._stop_saves = self._guarded = False
         self._nonfinite = None
+        self._stopped_by = None
         # callbacks read these in on_fit_start (ModelCheckpoint)
         self.start_epoch, self.start_step = self.epoch, self.global_step
         self._many = None

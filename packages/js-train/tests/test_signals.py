@@ -1,0 +1,190 @@
+"""Stop signals during fit: SIGTERM, SIGINT and SIGUSR1 finish the step in flight, save it
+through the ModelCheckpoint, and exit with 128 + signal (``Preempted``); the saved step resumes
+bit for bit. Real signals to real processes (signal_job.py children, or this process for the
+fast variants), each child bounded by a timeout."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from signal_job import Pace, build, params
+
+from js.training import Callback, ModelCheckpoint, Preempted, load_checkpoint
+
+HERE = Path(__file__).parent
+TIMEOUT = 240  # seconds a child may take before the test fails (a hang, not a slow machine)
+
+
+@pytest.fixture(scope="module")
+def straight():
+    """The uninterrupted run's parameters (in this process: the same program as a child's)."""
+    task, data, trainer = build(None)
+    trainer.fit(task, data)
+    return params(task)
+
+
+def resume(path: Path) -> tuple[int, dict[str, np.ndarray]]:
+    """Load ``path``'s last step into a fresh task seeded differently; fit on to the end."""
+    task, data, trainer = build(None, seed=7)
+    objects = {**task.checkpoint_objects(), "trainer": trainer, "loader": data}
+    load_checkpoint(path, objects, which="last")
+    step = trainer.global_step
+    trainer.fit(task, data, resume=True)
+    return step, params(task)
+
+
+def assert_same(expected: dict, got: dict) -> None:
+    assert expected.keys() == got.keys()
+    for key, value in expected.items():
+        np.testing.assert_array_equal(got[key], value, err_msg=key)
+
+
+def child(*args: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONUNBUFFERED="1", JAX_PLATFORMS="cpu", JS_COMPILATION_CACHE="0")
+    env.pop("XLA_FLAGS", None)  # one CPU device, as in this process's straight run
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "signal_job.py"), *args],
+        cwd=HERE,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for(process: subprocess.Popen, text: str) -> list[str]:
+    """The child's stdout lines up to the first that starts with ``text``."""
+    assert process.stdout is not None
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith(text):
+            return lines
+    raise AssertionError(f"the child ended before printing {text!r}: {''.join(lines)}")
+
+
+def finish(process: subprocess.Popen) -> tuple[int, str, str]:
+    try:
+        out, err = process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate()
+        raise AssertionError(f"the child did not exit in {TIMEOUT} s:\n{out}\n{err}") from None
+    return process.returncode, out, err
+
+
+def stopped_step(err: str, name: str, path: Path) -> int:
+    """The step the child's exit line names, checked against the documented message."""
+    line = next(line for line in err.splitlines() if line.startswith("js.training:"))
+    assert line.startswith(f"js.training: {name} received, stopped after step ")
+    step = int(line.split("after step ")[1].split()[0])
+    code = 128 + int(getattr(signal, name))
+    assert f"(saved {path / str(step)}" in line and f"exiting with code {code}." in line, line
+    return step
+
+
+@pytest.mark.parametrize(
+    "name, every",
+    [("SIGTERM", 4), ("SIGINT", 1)],  # SIGINT (Ctrl-C) while saving every step: exits promptly
+)
+def test_a_signal_from_outside_saves_the_step_and_exits(tmp_path, straight, name, every):
+    process = child("cut", str(tmp_path), "--every", str(every))
+    wait_for(process, "step 3 ")
+    process.send_signal(getattr(signal, name))
+    code, out, err = finish(process)
+    assert code == 128 + getattr(signal, name), err
+    step = stopped_step(err, name, tmp_path)
+    assert f"stopping: received {name} after step {step}; saved {tmp_path / str(step)}" in out
+    assert "Traceback" not in err and "cannot schedule new futures" not in err
+    resumed_at, final = resume(tmp_path)
+    assert resumed_at == step
+    assert_same(straight, final)
+
+
+def test_a_second_sigterm_while_saving_is_ignored_until_the_step_is_written(tmp_path, straight):
+    code, out, err = finish(child("cut", str(tmp_path), "--self", "SIGTERM@6", "--again"))
+    assert code == 143, err
+    assert stopped_step(err, "SIGTERM", tmp_path) == 6
+    assert "second SIGTERM while saving" in out
+    assert "1 later signal(s) ignored while saving" in err
+    resumed_at, final = resume(tmp_path)
+    assert resumed_at == 6
+    assert_same(straight, final)
+
+
+def test_sigusr1_in_this_process_raises_preempted_after_saving(tmp_path, straight):
+    """The fast variant: the signal sent to this process at step 6, ``Preempted`` caught."""
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGUSR1)}
+    checkpoint = ModelCheckpoint(tmp_path, "train/loss", every_n_steps=4)
+    task, data, trainer = build(4, [checkpoint, Pace(0.0, (signal.SIGUSR1, 6), False)])
+    with pytest.raises(Preempted) as stopped:
+        trainer.fit(task, data)
+    assert stopped.value.code == 128 + signal.SIGUSR1
+    assert (stopped.value.signum, stopped.value.step) == (signal.SIGUSR1, 6)
+    assert stopped.value.saved == [tmp_path / "6"] == trainer.saved_on_request
+    assert trainer.stop_reason == "received SIGUSR1 after step 6"
+    assert {signum: signal.getsignal(signum) for signum in before} == before  # restored
+    assert not isinstance(stopped.value, Exception)  # `except Exception` does not swallow it
+    resumed_at, final = resume(tmp_path)
+    assert resumed_at == 6
+    assert_same(straight, final)
+
+
+def test_without_a_step_checkpoint_the_signal_still_stops_and_says_nothing_was_saved(capsys):
+    task, data, trainer = build(None, [Pace(0.0, (signal.SIGUSR1, 2), False)])
+    with pytest.raises(Preempted, match="after step 2 \\(not saved \\(no ModelCheckpoint"):
+        trainer.fit(task, data)
+    assert trainer.global_step == 2
+    assert "exiting with code 138" in capsys.readouterr().err
+
+
+def test_handlers_are_only_installed_in_the_main_thread_for_the_fit():
+    seen = {}
+
+    class Look(Callback):
+        def on_step_end(self, trainer, task, step):
+            seen[threading.current_thread().name] = signal.getsignal(signal.SIGTERM)
+            trainer.stop()
+
+    before = signal.getsignal(signal.SIGTERM)
+    task, data, trainer = build(None, [Look()])
+    trainer.fit(task, data)
+    assert seen["MainThread"] != before  # the fit's handler
+    assert signal.getsignal(signal.SIGTERM) == before
+    thread = threading.Thread(target=trainer.fit, args=(task, data), name="other")
+    thread.start()
+    thread.join(TIMEOUT)
+    assert seen["other"] == before  # signal.signal works only in the main thread: untouched
+
+
+@pytest.mark.slow
+def test_two_processes_stop_at_the_same_step_and_resume_equal(tmp_path):
+    """A signal to one rank (JAX's preemption notice reaches the other): both save one step
+    together and a resumed 2-process job ends where an uninterrupted one does."""
+    launch = [sys.executable, "-m", "js.training.launch", "--processes", "2", "signal_job.py"]
+    env = dict(os.environ, JS_COMPILATION_CACHE="0")
+    run = [*launch, "cut", str(tmp_path / "ckpt"), "--self", "SIGUSR1@6", "--pause", "0.1"]
+    cut = subprocess.run(run, cwd=HERE, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    steps = {
+        line[:3]: int(line.split("after step ")[1].split()[0])
+        for line in cut.stdout.splitlines()
+        if "js.training:" in line
+    }
+    assert steps.keys() == {"[0]", "[1]"} and len(set(steps.values())) == 1, cut.stdout
+    assert "[1] js.training: SIGUSR1 received" in cut.stdout  # the rank signalled
+    assert "[0] js.training: SIGTERM received" in cut.stdout  # JAX's notice
+    assert cut.returncode in (143, 138), cut.stdout
+    outputs = [str(tmp_path / name) for name in ("resumed.npz", "straight.npz")]
+    run = [*launch, "resume", str(tmp_path / "ckpt"), *outputs]
+    again = subprocess.run(run, cwd=HERE, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert again.returncode == 0, again.stdout
+    assert f"resumed at step {steps['[0]']}" in again.stdout
+    resumed, expected = (dict(np.load(path)) for path in outputs)
+    assert_same(expected, resumed)
