@@ -31,8 +31,8 @@ from ._progress import Display as Display  # noqa: E402
 from ._quiet import show_library_logs as show_library_logs  # noqa: E402
 from ._runs import CSVRun as CSVRun  # noqa: E402
 from ._runs import TensorBoardRun as TensorBoardRun  # noqa: E402
-from ._signals import Preempted as Preempted  # noqa: E402
 from ._runs import plot_run as plot_run  # noqa: E402
+from ._signals import Preempted as Preempted  # noqa: E402
 from ._task import Task as Task  # noqa: E402
 from ._trackers import MLflowRun as MLflowRun  # noqa: E402
 from ._trackers import WandbRun as WandbRun  # noqa: E402

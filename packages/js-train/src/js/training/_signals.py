@@ -22,6 +22,7 @@ STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(
     getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGUSR1") if hasattr(signal, name)
 )
 
+
 class Preempted(SystemExit):
     """The fit was stopped by a signal (SIGTERM, SIGINT, SIGUSR1) after saving its last step.
 

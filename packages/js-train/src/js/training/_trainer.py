@@ -44,8 +44,8 @@ from ._profile import check_profile
 from ._progress import Display
 from ._quiet import quiet_library_logs
 from ._runs import Run
-from ._signals import Preempted, StopSignals, signal_name
 from ._schedule import Due, Position, Schedule, check_loader_position, place_stacked, stack
+from ._signals import Preempted, StopSignals, signal_name
 from ._task import Task, check_task, scanned_training_step
 from ._totals import NonFinite, Totals, epoch_metrics, rates, with_epoch
 
