@@ -178,6 +178,24 @@ class Trainer:
             need a per-step check there (a Task can keep the old state itself with
             ``jnp.where(jnp.isfinite(loss), new, old)``).
 
+    Stop signals: during ``fit`` (its main thread only; the previous handlers come back when
+    it ends) SIGTERM, SIGINT (Ctrl-C) and SIGUSR1 (a scheduler's warning before preemption)
+    only record the signal: the step in flight finishes, and at that step boundary the fit
+    stops with a save request, as ``max_time`` does (a ``ModelCheckpoint(every_n_steps=...)``
+    saves the step, the Trainer's and the loader's positions included); further signals are
+    ignored until the write is committed (``on_fit_end`` waits for it), so no step is torn, and
+    no KeyboardInterrupt lands inside a step or orbax's threads. Then ``fit`` prints one line
+    to stderr (the signal, the step, the directory saved) and raises :class:`Preempted`, a
+    ``SystemExit`` whose code is ``128 + signal`` (143 SIGTERM, 130 SIGINT, 138 SIGUSR1): the
+    script exits with it unless it catches ``Preempted``. ``load_checkpoint(..., which=
+    'last')`` and ``fit(..., resume=True)`` continue bit for bit. In a job whose
+    ``jax.distributed.initialize`` started JAX's preemption sync manager (the default; JAX then
+    catches SIGTERM itself), SIGTERM is left to JAX and SIGINT/SIGUSR1 are passed on to it as a
+    SIGTERM to the process; every process asks ``reached_preemption_sync_point`` for each
+    global step (a host call, about 0.1 us), so a signal to any one process stops them all at
+    the same step, within about a second (JAX's notifier polls once a second). Without it, the
+    processes agree at log, validation and epoch-end steps (one small gather there).
+
     The Trainer routes orbax's routine "Waiting for previous save" warning to ``logging`` at
     DEBUG (logger ``js.training.library``); ``JS_LIBRARY_LOGS=1`` or
     :func:`show_library_logs` shows it again.
@@ -346,6 +364,10 @@ class Trainer:
         log's window on a log step, else the whole epoch; where a log falls on an epoch's last
         step, the epoch's means are added as ``train/*_epoch`` (and ``on_epoch_end`` gets them
         under the plain names).
+
+        Raises:
+            Preempted: after a stop signal (SIGTERM, SIGINT, SIGUSR1), once the step it stopped
+                at is saved and the fit has cleaned up; its ``code`` is ``128 + signal``.
         """
         schedule = self._start(task, train_data, val_data, start_epoch, resume)
         display = Display(enabled=self.progress, interval_s=self.progress_interval_s)
