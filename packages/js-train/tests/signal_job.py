@@ -59,9 +59,10 @@ class Pace(Callback):
             os.kill(os.getpid(), signal.SIGTERM)
 
 
-def build(every: int | None, callbacks=(), seed: int = 0):
+def build(every: int | None, callbacks=(), seed: int = 0, **options):
     """The task, its training data and a Trainer of STEPS steps (a ModelCheckpoint in
-    ``callbacks``); on a mesh from grain in a job of several processes."""
+    ``callbacks``, more Trainer ``options``); on a mesh from grain in a job of several
+    processes."""
     x, y = blobs(96)
     mesh = None
     if jax.process_count() > 1:
@@ -83,6 +84,7 @@ def build(every: int | None, callbacks=(), seed: int = 0):
         log_every_n_steps=4,
         progress=False,
         verbose=True,
+        **options,
     )
     return task, data, trainer
 

@@ -139,10 +139,31 @@ def test_sigusr1_in_this_process_raises_preempted_after_saving(tmp_path, straigh
 
 def test_without_a_step_checkpoint_the_signal_still_stops_and_says_nothing_was_saved(capsys):
     task, data, trainer = build(None, [Pace(0.0, (signal.SIGUSR1, 2), False)])
-    with pytest.raises(Preempted, match="after step 2 \\(not saved \\(no ModelCheckpoint"):
+    with pytest.raises(
+        Preempted,
+        match=r"after step 2 \(not saved \(no ModelCheckpoint.*no Trainer\(save_on_signal",
+    ):
         trainer.fit(task, data)
     assert trainer.global_step == 2
     assert "exiting with code 138" in capsys.readouterr().err
+
+
+def test_save_on_signal_saves_the_step_without_a_model_checkpoint(tmp_path, straight):
+    task, data, trainer = build(
+        None, [Pace(0.0, (signal.SIGUSR1, 6), False)], save_on_signal=tmp_path / "stop"
+    )
+    with pytest.raises(Preempted) as stopped:
+        trainer.fit(task, data)
+    assert stopped.value.saved == [tmp_path / "stop" / "6"]
+    assert f"(saved {tmp_path / 'stop' / '6'}); exiting with code 138" in str(stopped.value)
+    resumed_at, final = resume(tmp_path / "stop")
+    assert resumed_at == 6
+    assert_same(straight, final)
+    task, data, trainer = build(None, save_on_signal=tmp_path / "stop")  # a fit from step 0
+    with pytest.raises(FileExistsError, match=r"already holds steps \[6\], after step 0"):
+        trainer.fit(task, data)
+    with pytest.raises(TypeError, match="save_on_signal must be a directory path or None"):
+        build(None, save_on_signal=3)
 
 
 def test_handlers_are_only_installed_in_the_main_thread_for_the_fit():

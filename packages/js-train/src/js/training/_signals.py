@@ -125,3 +125,35 @@ def signal_name(signum: int) -> str:
         return signal.Signals(signum).name
     except ValueError:
         return f"signal {signum}"
+
+
+def check_save_on_signal(path: Any) -> Path | None:
+    """``Trainer(save_on_signal=...)``: None, or a directory path (made absolute)."""
+    if path is None:
+        return None
+    if not isinstance(path, (str, os.PathLike)) or str(path) == "":
+        raise TypeError(
+            f"Trainer save_on_signal must be a directory path or None, got {path!r}. Fix: pass "
+            "the directory a stop signal's checkpoint goes to, e.g. 'runs/x/on_signal'"
+        )
+    return Path(path).absolute()
+
+
+def check_signal_directory(path: Path, start_step: int) -> None:
+    """Refuse (when a fit starts) a ``save_on_signal`` directory holding steps after the fit's
+    first step: the stop's save would fail there (a step must come after the latest)."""
+    from js.nn.checkpoint.format import steps_in
+
+    if path.is_file():
+        raise NotADirectoryError(
+            f"Trainer save_on_signal={str(path)!r} is a file. Fix: pass a directory path"
+        )
+    later = [step for step in steps_in(path) if step > start_step] if path.is_dir() else []
+    if later:
+        raise FileExistsError(
+            f"Trainer save_on_signal: {path} already holds steps {sorted(later)}, after step "
+            f"{start_step} where this fit starts, and a stop's save must come after the latest "
+            "step there. Fix: use another directory, resume from its last step "
+            "(load_checkpoint(path, ..., which='last'), fit(..., resume=True)) or delete those "
+            "steps"
+        )

@@ -27,8 +27,9 @@ from jax.sharding import Mesh
 
 import js
 from js._checks import check_int, check_mesh, is_int
+from js.nn.checkpoint import save_checkpoint
 
-from ._callbacks import Callback, SaveRequest
+from ._callbacks import Callback, SaveRequest, callback_objects
 from ._data import ArrayPosition, GrainPosition, Prefetcher, TrainData, grain_kind
 from ._lr_scheduling import check_fit, lr_columns, scheduler_room, step_scheduler
 from ._options import (
@@ -45,7 +46,13 @@ from ._progress import Display
 from ._quiet import quiet_library_logs
 from ._runs import Run
 from ._schedule import Due, Position, Schedule, check_loader_position, place_stacked, stack
-from ._signals import Preempted, StopSignals, signal_name
+from ._signals import (
+    Preempted,
+    StopSignals,
+    check_save_on_signal,
+    check_signal_directory,
+    signal_name,
+)
 from ._task import Task, check_task, scanned_training_step
 from ._totals import NonFinite, Totals, epoch_metrics, rates, with_epoch
 
@@ -177,6 +184,15 @@ class Trainer:
             ``task.training_step``, which the Trainer does not see into, and a skip would
             need a per-step check there (a Task can keep the old state itself with
             ``jnp.where(jnp.isfinite(loss), new, old)``).
+        save_on_signal: a directory where a stop signal's step is saved when no callback
+            saved it (a run without ``ModelCheckpoint(every_n_steps=...)``): with
+            :func:`save_checkpoint` (synchronous) as step ``<global step>``, with the payload
+            a step ModelCheckpoint saves (``task.checkpoint_objects()``, the callbacks'
+            objects, ``'trainer'`` and, when the data has one, ``'loader'``); resume it with
+            ``load_checkpoint(save_on_signal, {..., 'trainer': trainer, 'loader': ...},
+            which='last')`` and ``fit(..., resume=True)``. A directory that holds steps after
+            the fit's first step is refused when the fit starts. None (the default): a signal
+            saves only through the callbacks.
 
     Stop signals: during ``fit`` (its main thread only; the previous handlers come back when
     it ends) SIGTERM, SIGINT (Ctrl-C) and SIGUSR1 (a scheduler's warning before preemption)
@@ -233,6 +249,7 @@ class Trainer:
         tokens_per_sample: int | None = None,
         max_time: datetime.timedelta | Mapping[str, float] | str | float | None = None,
         on_nonfinite: str | None = None,
+        save_on_signal: str | os.PathLike | None = None,
     ) -> None:
         if max_epochs is not None:
             max_epochs = check_int("Trainer", "max_epochs", max_epochs, 1)
@@ -270,6 +287,7 @@ class Trainer:
         self._perf = Perf(*check_perf_options(perf_metrics, peak_flops, tokens_per_sample))
         self.max_time = check_max_time(max_time)  # seconds
         self.on_nonfinite = check_on_nonfinite(on_nonfinite)
+        self.save_on_signal = check_save_on_signal(save_on_signal)
         self.compilation_cache = compilation_cache
         self.prefetch = check_int("Trainer", "prefetch", prefetch, 0)
         self.max_epochs = max_epochs
@@ -424,6 +442,11 @@ class Trainer:
             return "; saved " + ", ".join(str(path) for path in self.saved_on_request)
         if self.nonfinite is not None:
             return "; not saved (the training loss is not finite)"
+        if self._stopped_by is not None and self.save_on_signal is None:
+            return (
+                "; not saved (no ModelCheckpoint(every_n_steps=...) in the callbacks, no "
+                "Trainer(save_on_signal=...))"
+            )
         return "; not saved (no ModelCheckpoint(every_n_steps=...) in the callbacks)"
 
     def _begin_epoch(self, task, data, schedule: Schedule, display) -> None:
@@ -559,7 +582,22 @@ class Trainer:
         request, self.save_request = self.save_request, None
         if request is not None:
             self._hook("on_save_request", task, request)
+            if not request.saved and self._stopped_by is not None:
+                self._save_on_signal(task, request)
             self.saved_on_request += request.saved
+
+    def _save_on_signal(self, task, request: SaveRequest) -> None:
+        """``save_on_signal``: the stop signal's step, which no callback saved, written there
+        (synchronously; every process of a job saves it together)."""
+        path = self.save_on_signal
+        if path is None or self.nonfinite is not None:
+            return
+        objects = {**task.checkpoint_objects(), **callback_objects(self, task), "trainer": self}
+        loader = self.loader_position()
+        if loader is not None:
+            objects["loader"] = loader
+        step = save_checkpoint(path, objects, step=self.global_step)
+        request.saved.append(path / str(step))
 
     def _epoch_end(self, task, val_data, schedule: Schedule, row: dict | None, display) -> None:
         """The epoch's end: its row, unless its last dispatch reported it (data without a
@@ -746,6 +784,8 @@ class Trainer:
         if val_data is not None:
             check_data(val_data, "val_data", several)
         check_monitors(self.callbacks, val_data is not None)
+        if self.save_on_signal is not None:
+            check_signal_directory(self.save_on_signal, self.global_step if resume else 0)
         self._scheduler = getattr(task, "lr_scheduler_config", None)
         if self._scheduler is not None:
             check_fit(self._scheduler, self, val_data is not None)
