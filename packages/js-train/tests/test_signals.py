@@ -166,6 +166,25 @@ def test_save_on_signal_saves_the_step_without_a_model_checkpoint(tmp_path, stra
         build(None, save_on_signal=3)
 
 
+def test_a_signal_after_the_last_step_goes_to_the_previous_handler_once_the_fit_ends():
+    received = []
+
+    class Late(Callback):
+        def on_fit_end(self, trainer, task):  # after the fit's last step boundary
+            os.kill(os.getpid(), signal.SIGUSR1)
+            received.append("during the fit")  # recorded by the fit's handler, not delivered
+
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: received.append(signum))
+    try:
+        task, data, trainer = build(None, [Late()])
+        trainer.max_steps = 3
+        history = trainer.fit(task, data)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert history[-1]["step"] == 3 and not trainer.should_stop
+    assert received == ["during the fit", signal.SIGUSR1]
+
+
 def test_handlers_are_only_installed_in_the_main_thread_for_the_fit():
     seen = {}
 
@@ -186,11 +205,15 @@ def test_handlers_are_only_installed_in_the_main_thread_for_the_fit():
 
 
 @pytest.mark.slow
-def test_two_processes_stop_at_the_same_step_and_resume_equal(tmp_path):
-    """A signal to one rank (JAX's preemption notice reaches the other): both save one step
-    together and a resumed 2-process job ends where an uninterrupted one does."""
+@pytest.mark.parametrize("service", [True, False], ids=["jax-preemption-sync", "read-steps"])
+def test_two_processes_stop_at_the_same_step_and_resume_equal(tmp_path, service):
+    """A signal to one rank: both save one step together (JAX's preemption notice reaches the
+    other; without JAX's preemption service they agree at the next log step, 8), and a resumed
+    2-process job ends where an uninterrupted one does."""
     launch = [sys.executable, "-m", "js.training.launch", "--processes", "2", "signal_job.py"]
     env = dict(os.environ, JS_COMPILATION_CACHE="0")
+    if not service:
+        env["JAX_ENABLE_PREEMPTION_SERVICE"] = "false"
     run = [*launch, "cut", str(tmp_path / "ckpt"), "--self", "SIGUSR1@6", "--pause", "0.1"]
     cut = subprocess.run(run, cwd=HERE, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     steps = {
@@ -200,6 +223,9 @@ def test_two_processes_stop_at_the_same_step_and_resume_equal(tmp_path):
     }
     assert steps.keys() == {"[0]", "[1]"} and len(set(steps.values())) == 1, cut.stdout
     assert "[1] js.training: SIGUSR1 received" in cut.stdout  # the rank signalled
+    if not service:
+        assert steps["[0]"] == 8 and cut.returncode == 138, cut.stdout
+        return
     assert "[0] js.training: SIGTERM received" in cut.stdout  # JAX's notice
     assert cut.returncode in (143, 138), cut.stdout
     outputs = [str(tmp_path / name) for name in ("resumed.npz", "straight.npz")]

@@ -14,6 +14,7 @@ import datetime
 import itertools
 import math
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -396,6 +397,8 @@ class Trainer:
             print(f"stopping: {self.stop_reason}{self._saved_note()}", flush=True)
         if self._stopped_by is not None:
             self._preempt(self._stopped_by, signals.ignored)
+        if signals.signum is not None:  # after the last step boundary: the fit had finished,
+            signal.raise_signal(signals.signum)  # so the previous handler gets it, as if unset
         return self.history
 
     def _fit(self, task, train_data, val_data, schedule: Schedule, display) -> None:
