@@ -37,6 +37,13 @@ class Preempted(SystemExit):
         step: the global step the fit stopped at (the one saved).
         saved: the step directories written for the stop (empty when nothing saved it).
         message: the line printed to stderr.
+
+    Example:
+        >>> try:
+        ...     trainer.fit(task, loader)  # doctest: +SKIP
+        ... except Preempted as stopped:  # e.g. upload the logs first, then exit with its code
+        ...     print(stopped.signum, stopped.step, stopped.saved)
+        ...     raise
     """
 
     def __init__(self, signum: int, step: int, saved: list[Path], message: str) -> None:
