@@ -224,3 +224,29 @@ def test_restart_arguments_are_checked(capsys):
             main(["--stop-timeout", bad, "launch_job.py"])
         message = f"--stop-timeout must be a number of seconds >= 0, got {bad.lstrip('+')}."
         assert message in capsys.readouterr().err
+
+
+def restart_report(output: str) -> dict:
+    line = next(line for line in output.splitlines() if line.startswith('[0] {"restart"'))
+    return json.loads(line.removeprefix("[0] "))
+
+
+@pytest.mark.slow
+def test_a_job_that_crashes_once_resumes_and_ends_with_the_uncrashed_parameters(tmp_path):
+    """Process 1 dies at step 10 of 12 (checkpoints every 3 steps); the restarted job resumes
+    from the last complete checkpoint and ends bit for bit where an uncrashed job ends."""
+    crashed = launch("--max-restarts", "2", "launch_restart_job.py", str(tmp_path / "a"), "10")
+    status, output = finish(crashed)
+    assert status == 0, output[-4000:]
+    lines = output.splitlines()
+    assert "[launch] process 1 exited with 1; restart 1 of 2" in lines
+    assert lines[-1] == "[launch] job succeeded after 1 restart"
+    assert "restart 2 of 2" not in output
+    uncrashed = launch("launch_restart_job.py", str(tmp_path / "b"))
+    straight_status, straight_output = finish(uncrashed)
+    assert straight_status == 0, straight_output[-4000:]
+    restarted, straight = restart_report(output), restart_report(straight_output)
+    assert straight["resumed_from"] is None and len(straight["losses"]) == 12
+    assert restarted["restart"] == 1 and restarted["resumed_from"] in (3, 6, 9), restarted
+    assert restarted["losses"] == straight["losses"][restarted["resumed_from"] :]
+    assert restarted["params"] == straight["params"]  # every parameter and buffer, bit for bit
