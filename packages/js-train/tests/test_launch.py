@@ -147,3 +147,106 @@ def test_a_last_line_without_a_newline_stays_on_its_own_line():
     status, output = finish(launch("--processes", "2", "launch_children.py", "last-line"))
     assert status == 0, output
     assert sorted(output.splitlines()) == ["[0] r0 final words", "[1] r1 final words"]
+
+
+# -- --max-restarts: the launcher restarts every process when one fails -------------------------
+
+
+def test_a_failed_job_is_restarted_on_a_fresh_port_with_the_restart_count(tmp_path):
+    job = launch("--max-restarts", "2", "launch_children.py", "flaky", str(tmp_path))
+    status, output = finish(job)
+    assert status == 0, output
+    lines = output.splitlines()
+    assert "[launch] process 1 exited with 3; restart 1 of 2" in lines
+    assert lines[-1] == "[launch] job succeeded after 1 restart", output
+    first = next(line for line in lines if line.startswith("[0] pid "))  # the first start's
+    assert first.split()[3:5] == ["start", "0"] and _dead(int(first.split()[2]))
+    again = sorted(line for line in lines if " restart 1 at " in line)
+    assert [line[:3] for line in again] == ["[0]", "[1]"], output  # both ranks started again
+    ports = {line.split()[-1] for line in again}
+    assert len(ports) == 1 and ports != {first.split()[-1]}  # one job, a new coordinator port
+
+
+def test_restarts_exhausted_end_with_the_last_failure(tmp_path):
+    job = launch("--max-restarts", "2", "launch_children.py", "failing", str(tmp_path))
+    status, output = finish(job)
+    assert status == 3, output
+    lines = output.splitlines()
+    assert [line for line in lines if line.startswith("[launch]")] == [
+        "[launch] process 1 exited with 3; restart 1 of 2",
+        "[launch] process 1 exited with 3; restart 2 of 2",
+        "[launch] process 1 exited with 3; stopping the others",
+        "[launch] job failed after 2 restarts: process 1 exited with 3",
+    ]
+    assert lines[-1].startswith("[launch] job failed")
+    pids = _pids(output, "pid")
+    assert len(pids) == 3 and all(_dead(pid) for pid in pids)  # rank 0 of each start
+
+
+def test_a_process_that_ignores_sigterm_is_killed_after_the_stop_timeout(tmp_path):
+    job = launch(
+        "--max-restarts", "1", "--stop-timeout", "0.5", "launch_children.py", "hang", str(tmp_path)
+    )
+    status, output = finish(job)
+    assert status == 0, output
+    assert "[launch] process 0 still running 0.5 s after SIGTERM; killing it" in output
+    assert output.splitlines()[-1] == "[launch] job succeeded after 1 restart"
+    (pid,) = _pids(output, "pid")
+    assert _dead(pid)
+
+
+def test_a_signal_to_the_launcher_stops_a_restarted_job_without_restarting(tmp_path):
+    job = launch("--max-restarts", "2", "launch_children.py", "flaky-wait", str(tmp_path))
+    lines = []
+    assert job.stdout is not None
+    while len([line for line in lines if " start 1" in line]) < 2:  # both ranks restarted
+        lines.append(job.stdout.readline())
+        assert lines[-1], lines
+    job.send_signal(signal.SIGTERM)
+    status, output = finish(job)
+    output = "".join(lines) + output
+    assert status == 128 + signal.SIGTERM, output
+    launcher = [line for line in output.splitlines() if line.startswith("[launch]")]
+    assert launcher == [
+        "[launch] process 1 exited with 3; restart 1 of 2",
+        "[launch] received SIGTERM; stopping every process",
+    ]
+    pids = _pids(output, "pid")
+    assert len(pids) == 3 and all(_dead(pid) for pid in pids), output
+
+
+def test_restart_arguments_are_checked(capsys):
+    with pytest.raises(SystemExit):
+        main(["--max-restarts", "-1", "launch_job.py"])
+    assert "--max-restarts must be >= 0, got -1. Fix: pass 0" in capsys.readouterr().err
+    for bad in ("-0.5", "nan"):
+        with pytest.raises(SystemExit):
+            main(["--stop-timeout", bad, "launch_job.py"])
+        message = f"--stop-timeout must be a number of seconds >= 0, got {bad.lstrip('+')}."
+        assert message in capsys.readouterr().err
+
+
+def restart_report(output: str) -> dict:
+    line = next(line for line in output.splitlines() if line.startswith('[0] {"restart"'))
+    return json.loads(line.removeprefix("[0] "))
+
+
+@pytest.mark.slow
+def test_a_job_that_crashes_once_resumes_and_ends_with_the_uncrashed_parameters(tmp_path):
+    """Process 1 dies at step 10 of 12 (checkpoints every 3 steps); the restarted job resumes
+    from the last complete checkpoint and ends bit for bit where an uncrashed job ends."""
+    crashed = launch("--max-restarts", "2", "launch_restart_job.py", str(tmp_path / "a"), "10")
+    status, output = finish(crashed)
+    assert status == 0, output[-4000:]
+    lines = output.splitlines()
+    assert "[launch] process 1 exited with 1; restart 1 of 2" in lines
+    assert lines[-1] == "[launch] job succeeded after 1 restart"
+    assert "restart 2 of 2" not in output
+    uncrashed = launch("launch_restart_job.py", str(tmp_path / "b"))
+    straight_status, straight_output = finish(uncrashed)
+    assert straight_status == 0, straight_output[-4000:]
+    restarted, straight = restart_report(output), restart_report(straight_output)
+    assert straight["resumed_from"] is None and len(straight["losses"]) == 12
+    assert restarted["restart"] == 1 and restarted["resumed_from"] in (3, 6, 9), restarted
+    assert restarted["losses"] == straight["losses"][restarted["resumed_from"] :]
+    assert restarted["params"] == straight["params"]  # every parameter and buffer, bit for bit
