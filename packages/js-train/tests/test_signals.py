@@ -204,30 +204,43 @@ def test_handlers_are_only_installed_in_the_main_thread_for_the_fit():
     assert seen["other"] == before  # signal.signal works only in the main thread: untouched
 
 
+LAUNCH = [sys.executable, "-m", "js.training.launch", "--processes", "2", "--stop-timeout", "120"]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("service", [True, False], ids=["jax-preemption-sync", "read-steps"])
-def test_two_processes_stop_at_the_same_step_and_resume_equal(tmp_path, service):
-    """A signal to one rank: both save one step together (JAX's preemption notice reaches the
-    other; without JAX's preemption service they agree at the next log step, 8), and a resumed
-    2-process job ends where an uninterrupted one does."""
-    launch = [sys.executable, "-m", "js.training.launch", "--processes", "2", "signal_job.py"]
-    env = dict(os.environ, JS_COMPILATION_CACHE="0")
-    if not service:
+@pytest.mark.parametrize("how", ["one-rank", "launcher", "read-steps"])
+def test_two_processes_stop_at_the_same_step_and_resume_equal(tmp_path, how):
+    """A signal to one rank (JAX's preemption notice reaches the other) or a SIGTERM to the
+    launcher (passed on to both): both save one step together, and a resumed 2-process job ends
+    where an uninterrupted one does. Without JAX's preemption service (read-steps), a signal to
+    one rank stops both at the next log step, 8."""
+    launch = [*LAUNCH, "signal_job.py"]
+    env = dict(os.environ, JS_COMPILATION_CACHE="0", PYTHONUNBUFFERED="1")
+    if how == "read-steps":
         env["JAX_ENABLE_PREEMPTION_SERVICE"] = "false"
-    run = [*launch, "cut", str(tmp_path / "ckpt"), "--self", "SIGUSR1@6", "--pause", "0.1"]
-    cut = subprocess.run(run, cwd=HERE, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    run = [*launch, "cut", str(tmp_path / "ckpt"), "--pause", "0.1"]
+    if how != "launcher":
+        run += ["--self", "SIGUSR1@6"]
+    job = subprocess.Popen(run, cwd=HERE, env=env, stdout=subprocess.PIPE, text=True)
+    if how == "launcher":
+        wait_for(job, "[1] step 3 ")
+        job.send_signal(signal.SIGTERM)
+    stdout, _ = job.communicate(timeout=TIMEOUT)
     steps = {
         line[:3]: int(line.split("after step ")[1].split()[0])
-        for line in cut.stdout.splitlines()
+        for line in stdout.splitlines()
         if "js.training:" in line
     }
-    assert steps.keys() == {"[0]", "[1]"} and len(set(steps.values())) == 1, cut.stdout
-    assert "[1] js.training: SIGUSR1 received" in cut.stdout  # the rank signalled
-    if not service:
-        assert steps["[0]"] == 8 and cut.returncode == 138, cut.stdout
+    assert steps.keys() == {"[0]", "[1]"} and len(set(steps.values())) == 1, stdout
+    if how == "read-steps":
+        assert steps["[0]"] == 8 and job.returncode == 138, stdout
         return
-    assert "[0] js.training: SIGTERM received" in cut.stdout  # JAX's notice
-    assert cut.returncode in (143, 138), cut.stdout
+    if how == "one-rank":
+        assert "[1] js.training: SIGUSR1 received" in stdout  # the rank signalled
+        assert "[0] js.training: SIGTERM received" in stdout  # JAX's notice
+        assert job.returncode in (143, 138), stdout
+    else:
+        assert "[launch] received SIGTERM" in stdout and job.returncode == 143, stdout
     outputs = [str(tmp_path / name) for name in ("resumed.npz", "straight.npz")]
     run = [*launch, "resume", str(tmp_path / "ckpt"), *outputs]
     again = subprocess.run(run, cwd=HERE, env=env, capture_output=True, text=True, timeout=TIMEOUT)
