@@ -10,12 +10,13 @@ Picks a free port on 127.0.0.1, starts ``script.py args...`` once per process wi
 ``JS_LIBRARY_LOGS=1`` keeps it), and when one process fails stops the others and exits with its
 status. Each process runs in its own process group, and stopping it stops the group (whatever
 the script started too). A SIGTERM or SIGINT (Ctrl-C) to the launcher is passed on to every
-process; those still running after ``--stop-timeout`` seconds (2) are killed, and the launcher
-exits with ``128 + signal``. No process outlives the launcher.
+process, which has ``--stop-timeout`` seconds (30) to save its step and exit before it is
+killed, and the launcher exits with ``128 + signal``. No process outlives the launcher.
 
 ``--max-restarts N`` (torchrun's elastic restart; 0 by default) restarts the job when a process
-fails: every process is stopped (SIGTERM, then killed after ``--stop-timeout``, which also ends
-a process hung in a collective with the failed one), the launcher reports
+fails: every process is stopped (SIGTERM, then killed after ``--stop-timeout`` but at most 2 s,
+which also ends a process hung in a collective with the failed one: without it no step can be
+agreed on and saved), the launcher reports
 ``[launch] process R exited with S; restart k of N`` and starts every process again on a fresh
 port, with ``JS_RESTART_COUNT=k`` in its environment (0 on the first start; torchrun's
 ``TORCHELASTIC_RESTART_COUNT``). After N restarts the next failure ends the job:
@@ -47,7 +48,12 @@ from ._distributed import ADDRESS, PROCESS_ID, PROCESSES
 from ._quiet import library_logger, routine_output
 
 RESTART_COUNT = "JS_RESTART_COUNT"  # torchrun's TORCHELASTIC_RESTART_COUNT: 0, then 1, 2, ...
-STOP_TIMEOUT_S = 2.0  # JAX catches SIGTERM (its preemption notifier): kill soon after
+# Seconds a process has to exit after SIGTERM before it is killed. Stopped by a signal to the
+# launcher, a rank saves its step first (js.training's Trainer: ~3 s for 50M parameters on a
+# CPU); stopped because another rank failed, it cannot agree on a step with the lost peer, so
+# it gets at most FAILED_STOP_S.
+STOP_TIMEOUT_S = 30.0
+FAILED_STOP_S = 2.0
 
 
 def free_port() -> int:
@@ -205,9 +211,12 @@ def run(
     (``128 + signal`` when the launcher itself was stopped by SIGTERM or SIGINT).
 
     When a process fails, every process is stopped (SIGTERM, SIGKILL after ``stop_timeout``
-    seconds) and, up to ``max_restarts`` times, all are started again on a fresh port with
-    ``JS_RESTART_COUNT`` set to the restart's number. A signal to the launcher never restarts.
+    seconds, at most ``FAILED_STOP_S``: the others cannot save a step without the lost one)
+    and, up to ``max_restarts`` times, all are started again on a fresh port with
+    ``JS_RESTART_COUNT`` set to the restart's number. A signal to the launcher stops every
+    process with the whole ``stop_timeout`` to save and exit, and never restarts.
     """
+    failed_stop = min(stop_timeout, FAILED_STOP_S)
     job, lock = (script, args, processes, devices), threading.Lock()
     children: list[subprocess.Popen] = []
     readers: list[threading.Thread] = []
@@ -230,7 +239,7 @@ def run(
                 print(
                     f"[launch] process {rank} exited with {status}; stopping the others", flush=True
                 )
-                _end(children, readers, stop_timeout)
+                _end(children, readers, failed_stop)
                 if max_restarts:
                     print(
                         f"[launch] job failed after {_restarts(max_restarts)}: process {rank} "
@@ -243,7 +252,7 @@ def run(
                 f"{max_restarts}",
                 flush=True,
             )
-            _end(children, readers, stop_timeout)
+            _end(children, readers, failed_stop)
             restart += 1
     except _Stopped as stopped:
         stop_with = stopped.signum
@@ -289,8 +298,9 @@ def main(argv: list[str] | None = None) -> int:
         "--stop-timeout",
         type=float,
         default=STOP_TIMEOUT_S,
-        help=f"seconds a stopped process has to exit after SIGTERM before it is killed "
-        f"({STOP_TIMEOUT_S:g})",
+        help=f"seconds a process stopped by a signal to the launcher has to save and exit "
+        f"after SIGTERM before it is killed ({STOP_TIMEOUT_S:g}); after another process "
+        f"failed, at most {FAILED_STOP_S:g}",
     )
     parser.add_argument("script", help="the Python script every process runs")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
