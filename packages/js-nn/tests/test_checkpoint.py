@@ -286,3 +286,33 @@ def test_damaged_arrays_are_refused_with_nothing_on_stderr(tmp_path):
     assert done.stdout.strip() == "refused 12", done.stdout + done.stderr
     for noise in ("Traceback", "Event loop", "never retrieved", "Exception ignored"):
         assert noise not in done.stderr, done.stderr
+
+
+FULL_DISK = """
+import resource, signal, sys
+import js, js.nn as nn
+from js.nn import checkpoint
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+path = sys.argv[1]
+checkpoint.save_checkpoint(path, {"model": nn.Linear(10, 10, rngs=js.Rngs(params=0))})
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+try:
+    checkpoint.save_checkpoint(path, {"model": nn.Linear(1000, 1000, rngs=js.Rngs(params=0))})
+except OSError as error:
+    print(type(error).__name__, error)
+print("steps", [info["step"] for info in checkpoint.checkpoint_info(path)])
+"""
+
+
+def test_a_full_disk_is_an_os_error_naming_the_directory(tmp_path):
+    """It raised orbax's "ValueError: OUT_OF_RANGE: Error writing ... OCDBT" without the
+    directory. (orbax's writer threads still log their own tracebacks of the failed write, as
+    many as finish after the error is raised: not asserted.)"""
+    path = tmp_path / "ckpt"
+    done = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, str(path)], capture_output=True, text=True, timeout=300
+    )
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"OSError save_checkpoint: step 1 could not be written in {path} ")
+    assert "Fix: free space on that disk" in lines[0]
+    assert lines[1] == "steps [0]"  # the earlier step is intact, no step 1

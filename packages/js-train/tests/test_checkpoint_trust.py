@@ -467,3 +467,39 @@ def test_a_failing_on_fit_start_after_a_checkpoint_frees_its_lock(tmp_path, make
         trainer.fit(make_task(), js.training.ArrayLoader(*data, batch_size=32))
     assert not (tmp_path / ".js-writer.lock").exists()
     assert save_checkpoint(tmp_path, {"epoch": 0}) == 0
+
+
+FULL_DISK_FIT = textwrap.dedent("""
+    import resource, signal, sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[2])
+    from js_train_testing import MLP, make_optimizer
+    import js
+    from js.training import ArrayLoader, ModelCheckpoint, Task, Trainer
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    model = MLP(p=0.0, rngs=js.Rngs(params=0))
+    x = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int32)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2_000, 2_000))
+    checkpoint = ModelCheckpoint(sys.argv[1], "train/loss", every_n_steps=2)
+    try:
+        Trainer(max_steps=8, callbacks=[checkpoint], verbose=False).fit(
+            Task(model, make_optimizer(model)), ArrayLoader(x, y, batch_size=8))
+    except OSError as error:
+        print(type(error).__name__, error)
+""")
+
+
+def test_a_full_disk_during_a_fit_is_an_os_error_naming_the_directory(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(SRC)}
+    done = subprocess.run(
+        [sys.executable, "-c", FULL_DISK_FIT, str(tmp_path), str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.stdout.startswith(
+        f"OSError ModelCheckpoint: a step could not be written in {tmp_path} "
+    ), done.stdout + done.stderr[-3000:]
+    assert not (tmp_path / ".js-writer.lock").exists()  # the lock is freed

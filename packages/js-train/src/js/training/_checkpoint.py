@@ -25,7 +25,7 @@ from js.nn.checkpoint.format import (
     steps_in,
 )
 from js.nn.checkpoint.lock import check_timeout, writer_lock
-from js.nn.checkpoint.write import save_args
+from js.nn.checkpoint.write import save_args, write_error
 
 from ._callbacks import Callback, SaveRequest, callback_objects, check_mode, monitored
 
@@ -261,7 +261,13 @@ class ModelCheckpoint(Callback):
         if getattr(trainer, "nonfinite", None) is not None:
             self.skipped.append(step)
             return False
-        saved = manager.save(step, args=args, metrics={**metrics, "_score": signed})
+        try:  # a failed earlier (background) save is raised by the next one
+            saved = manager.save(step, args=args, metrics={**metrics, "_score": signed})
+        except Exception as error:
+            failure = write_error("ModelCheckpoint: a step", self.path, error)
+            if failure is None:
+                raise
+            raise failure from None
         if not saved:
             raise FileExistsError(
                 f"ModelCheckpoint: {'step' if self.every_n_steps else 'epoch'} {step} was not "
@@ -279,9 +285,16 @@ class ModelCheckpoint(Callback):
     def on_fit_end(self, trainer: Trainer, task: Task) -> None:
         try:
             if self._manager is not None:
-                self._manager.wait_until_finished()
-                self._manager.close()
-                self._manager = None
+                manager, self._manager = self._manager, None
+                try:
+                    manager.wait_until_finished()
+                except Exception as error:
+                    failure = write_error("ModelCheckpoint: a step", self.path, error)
+                    if failure is None:
+                        raise
+                    raise failure from None
+                finally:
+                    manager.close()
         finally:
             self._release()
 
