@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from js_train_testing import MLP, FixedTask, make_optimizer
+from js_train_testing import MLP, FixedTask, Scores, make_optimizer, saved_steps
 
 import js
 from js.training import ArrayLoader, ModelCheckpoint, Trainer, load_checkpoint, save_checkpoint
@@ -157,24 +157,6 @@ def test_model_checkpoint_keeps_the_best_and_the_last(tmp_path, make_task, data)
     assert checkpoint.best_path == tmp_path / "1" and checkpoint.last_step == 3
     assert load_checkpoint(tmp_path, {"model": model, "epoch": 0})["epoch"] == 1
     assert load_checkpoint(tmp_path, {"model": model, "epoch": 0}, which="last")["epoch"] == 3
-
-
-class Scores(FixedTask):
-    """val/loss from a list, one value per epoch; the checkpoint holds ``model``."""
-
-    def __init__(self, scores, model):
-        super().__init__()
-        self.scores, self.model = iter(scores), model
-
-    def validation_step(self, model, batch):
-        return {"loss": np.float32(next(self.scores)), "count": 1}
-
-    def checkpoint_objects(self):
-        return {"model": self.model}
-
-
-def saved_steps(path):
-    return sorted(int(p.name) for p in path.iterdir() if p.name.isdigit())
 
 
 def test_a_directory_holding_later_steps_is_refused_before_training(tmp_path):

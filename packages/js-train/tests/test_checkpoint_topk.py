@@ -6,30 +6,12 @@ import math
 
 import numpy as np
 import pytest
-from js_train_testing import MLP, FixedTask
+from js_train_testing import MLP, Scores, saved_steps
 
 import js
 from js.training import Callback, ModelCheckpoint, Trainer, load_checkpoint, save_checkpoint
 
 NAN = math.nan
-
-
-class Scores(FixedTask):
-    """val/loss from a list, one value per validation; the checkpoint holds ``model``."""
-
-    def __init__(self, scores, model):
-        super().__init__()
-        self.scores, self.model = iter(scores), model
-
-    def validation_step(self, model, batch):
-        return {"loss": np.float32(next(self.scores)), "count": 1}
-
-    def checkpoint_objects(self):
-        return {"model": self.model}
-
-
-def on_disk(path):
-    return sorted(int(p.name) for p in path.iterdir() if p.name.isdigit())
 
 
 class Watch(Callback):
@@ -44,7 +26,7 @@ class Watch(Callback):
 
     def _record(self):
         self.checkpoint._manager.wait_until_finished()  # the save, then the pruning, complete
-        self.disk.append(on_disk(self.checkpoint.path))
+        self.disk.append(saved_steps(self.checkpoint.path))
         models = self.checkpoint.best_k_models
         self.reported.append(([int(p.name) for p in models], list(models.values())))
 
