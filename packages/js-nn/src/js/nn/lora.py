@@ -151,7 +151,7 @@ def inject(
     Raises:
         ValueError: a target matches no module, or a matched layer has an adapter already.
         TypeError: a matched module is not a linear layer (the path and type are named).
-        Nothing changes when it raises.
+            Nothing changes when it raises.
     """
     targets = [targets] if isinstance(targets, str) else list(targets)
     if not targets or not all(isinstance(t, str) for t in targets):
@@ -330,7 +330,7 @@ def load_adapter(
         NotImplementedError: the config asks for what js does not implement (DoRA,
             rank_pattern/alpha_pattern, bias other than "none", modules_to_save, ...).
         KeyError, ValueError: keys that are no LoRA weights, or do not fit the model.
-        Nothing changes when it raises.
+            Nothing changes when it raises.
     """
     folder = Path(directory)
     config = read_config(folder)
