@@ -24,7 +24,15 @@ import numpy as np
 from js._checks import check_int
 
 from .digest import device_digests, host_digest, packed_digests
-from .format import FORMAT, item_name, json_state, kinds_of, live_arrays, manager
+from .format import (
+    FORMAT,
+    item_name,
+    json_state,
+    kinds_of,
+    live_arrays,
+    manager,
+    write_failure,
+)
 from .lock import check_timeout, writer_lock
 from .read import quiet_orbax
 
@@ -144,7 +152,7 @@ def write_error(what: str, path: Path, error: Exception) -> OSError | None:
     """An OSError naming ``path`` for orbax's report of a failed write (a full disk, a file
     size limit: tensorstore's "Error writing ..."), or None for any other error."""
     text = str(error)
-    if isinstance(error, OSError) or "Error writing" in text or "os_error_code" in text:
+    if write_failure(error):
         first = text.splitlines()[0][:300] if text else type(error).__name__
         return OSError(
             f"{what} could not be written in {path} ({first}). The steps already there are "
