@@ -505,3 +505,75 @@ def test_a_full_disk_during_a_fit_is_an_os_error_naming_the_directory(tmp_path):
     assert not (tmp_path / ".js-writer.lock").exists()  # the lock is freed
     # said once, by the OSError: not by orbax's writer, commit and abandoned threads as well
     assert "Traceback" not in done.stderr and "ERROR:absl" not in done.stderr, done.stderr[-3000:]
+
+
+PRUNING_WRITER = textwrap.dedent("""
+    import sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[2])
+    from js_train_testing import MLP, make_optimizer
+    import js
+    from js.training import ArrayLoader, ModelCheckpoint, Task, Trainer
+    model = MLP(din=256, hidden=256, p=0.0, rngs=js.Rngs(params=0))  # a 256 KiB array leaf
+    x = np.random.default_rng(0).normal(size=(64, 256)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int32)
+    checkpoint = ModelCheckpoint(sys.argv[1], "train/loss", every_n_steps=1, save_top_k=1)
+    Trainer(max_steps=40, callbacks=[checkpoint], verbose=False).fit(
+        Task(model, make_optimizer(model)), ArrayLoader(x, y, batch_size=8))
+""")
+
+PRUNED_READER = textwrap.dedent("""
+    import collections, os, sys, time
+    sys.path.insert(0, sys.argv[2])
+    from js_train_testing import MLP
+    import js
+    from js.nn.checkpoint import CheckpointError, load_checkpoint
+    model = MLP(din=256, hidden=256, p=0.0, rngs=js.Rngs(params=1))
+    path, done = sys.argv[1], sys.argv[3]
+    while not (os.path.isdir(path) and any(name.isdigit() for name in os.listdir(path))):
+        time.sleep(0.01)
+    counts = collections.Counter()
+    while not os.path.exists(done):
+        try:
+            load_checkpoint(path, {"model": model}, which="last")
+            counts["loaded"] += 1
+        except CheckpointError:  # the step was deleted while it was read
+            counts["refused"] += 1
+    print(counts["loaded"], counts["refused"], flush=True)
+""")
+
+
+def test_reading_while_a_writer_prunes_loads_or_refuses_and_prints_nothing(tmp_path):
+    """A reader loading the last step while ModelCheckpoint(save_top_k=1) deletes the older
+    ones: every load is whole (digests checked) or a CheckpointError, and nothing else. orbax's
+    abandoned reads printed tracebacks (13 in 174 loads) though the refusal says it once."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(SRC)}
+    path, done, tests = tmp_path / "ckpt", tmp_path / "done", str(Path(__file__).parent)
+    reader = subprocess.Popen(
+        [sys.executable, "-c", PRUNED_READER, str(path), tests, str(done)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        writer = subprocess.run(
+            [sys.executable, "-c", PRUNING_WRITER, str(path), tests],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+        done.touch()
+        out, err = reader.communicate(timeout=120)
+    finally:
+        reader.kill()
+    assert writer.returncode == 0, writer.stderr[-3000:]
+    assert reader.returncode == 0, err[-3000:]
+    loaded, refused = map(int, out.split())
+    assert loaded > 0, (loaded, refused)
+    print(f"{loaded} loads, {refused} refused")
+    for noise in ("Traceback", "Event loop", "never retrieved", "Exception ignored", "ERROR"):
+        assert noise not in err, err[-3000:]
+    steps = sorted(int(name) for name in os.listdir(path) if name.isdigit())
+    assert steps[-1] == 40 and len(steps) <= 2, steps  # the best and the last: the rest pruned
