@@ -11,6 +11,8 @@ Alone it trains from an ArrayLoader on one device; under ``js.training.launch`` 
 processes) on a mesh of every process's device from grain, each process reading its rows.
 ``--self SIGNAL@STEP`` makes the process send SIGNAL to itself at STEP (process 1 only in a
 job); ``--again`` sends it a second SIGTERM while its stop's save is being written.
+``--max-time S`` stops the run by ``Trainer(max_time=S)`` instead (exit 0); in a job process
+1's clock stands still, so only process 0's can stop them.
 """
 
 from __future__ import annotations
@@ -114,6 +116,7 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=0.05)
     parser.add_argument("--self", dest="self_signal", default=None)
     parser.add_argument("--again", action="store_true")
+    parser.add_argument("--max-time", type=float, default=None)
     options = parser.parse_args()
     if options.mode == "straight":
         task, data, trainer = build(None)
@@ -139,9 +142,14 @@ def main() -> None:
         name, _, step = options.self_signal.partition("@")
         self_signal = (int(getattr(signal, name)), int(step))
     pace = Pace(options.pause, self_signal, options.again)
-    task, data, trainer = build(options.every, [checkpoint, pace])
+    task, data, trainer = build(options.every, [checkpoint, pace], max_time=options.max_time)
+    if options.max_time is not None and jax.process_index() == 1:
+        trainer._clock = lambda: 0.0  # never over here: process 0's clock decides for both
     print(f"ready pid {os.getpid()}", flush=True)
     trainer.fit(task, data)
+    if options.max_time is not None and trainer.should_stop:
+        print(f"max_time stopped the fit at step {trainer.global_step}", flush=True)
+        return
     print("finished without a signal", flush=True)
     sys.exit(3)
 

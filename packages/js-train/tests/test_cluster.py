@@ -174,7 +174,6 @@ def test_two_simulated_slurm_tasks_form_one_job():
         }
 
 
-@pytest.mark.slow
 def test_a_simulated_slurm_job_trains_like_the_launchers_job():
     """2 SLURM tasks x 2 CPU devices = the launcher's 2 x 2 job, loss for loss (launch_job.py).
 

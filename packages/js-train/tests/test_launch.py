@@ -231,7 +231,6 @@ def restart_report(output: str) -> dict:
     return json.loads(line.removeprefix("[0] "))
 
 
-@pytest.mark.slow
 def test_a_job_that_crashes_once_resumes_and_ends_with_the_uncrashed_parameters(tmp_path):
     """Process 1 dies at step 10 of 12 (checkpoints every 3 steps); the restarted job resumes
     from the last complete checkpoint and ends bit for bit where an uncrashed job ends."""

@@ -207,8 +207,14 @@ def test_handlers_are_only_installed_in_the_main_thread_for_the_fit():
 LAUNCH = [sys.executable, "-m", "js.training.launch", "--processes", "2", "--stop-timeout", "120"]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("how", ["one-rank", "launcher", "read-steps"])
+@pytest.mark.parametrize(  # one in the default run; the other two ways are slow
+    "how",
+    [
+        "one-rank",
+        pytest.param("launcher", marks=pytest.mark.slow),
+        pytest.param("read-steps", marks=pytest.mark.slow),
+    ],
+)
 def test_two_processes_stop_at_the_same_step_and_resume_equal(tmp_path, how):
     """A signal to one rank (JAX's preemption notice reaches the other) or a SIGTERM to the
     launcher (passed on to both): both save one step together, and a resumed 2-process job ends
@@ -248,3 +254,26 @@ def test_two_processes_stop_at_the_same_step_and_resume_equal(tmp_path, how):
     assert f"resumed at step {steps['[0]']}" in again.stdout
     resumed, expected = (dict(np.load(path)) for path in outputs)
     assert_same(expected, resumed)
+
+
+def test_max_time_stops_two_processes_at_the_same_step_by_process_0s_clock(tmp_path):
+    """``max_time`` in a 2-process job: process 1's clock stands still, so only process 0's can
+    end the fit; both stop after the same step (a read step, where they agree anyway), both
+    save it together, and the job exits 0."""
+    path = tmp_path / "ckpt"
+    run = [*LAUNCH, "signal_job.py", "cut", str(path), "--max-time", "1", "--every", "5"]
+    env = dict(os.environ, JS_COMPILATION_CACHE="0", PYTHONUNBUFFERED="1")
+    job = subprocess.run(run, cwd=HERE, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert job.returncode == 0, job.stdout + job.stderr[-3000:]
+    steps = {
+        line[:3]: int(line.split("reached after step ")[1].split()[0])
+        for line in job.stdout.splitlines()
+        if "stopping: max_time 0:00:01 reached after step " in line
+    }
+    assert steps.keys() == {"[0]", "[1]"} and len(set(steps.values())) == 1, job.stdout
+    step = steps["[0]"]
+    assert step % 4 == 0 and step < 40, job.stdout  # a log step (every 4), before the last
+    for rank in ("[0]", "[1]"):
+        assert f"{rank} max_time stopped the fit at step {step}" in job.stdout
+    assert f"saved {path / str(step)}" in job.stdout  # the stop's save, not an every-5 one
+    assert str(step) in os.listdir(path)
