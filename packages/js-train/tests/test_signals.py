@@ -14,8 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from js_train_testing import blobs
 from signal_job import Pace, build, params
 
+import js.training
 from js.training import Callback, ModelCheckpoint, Preempted, load_checkpoint
 
 HERE = Path(__file__).parent
@@ -134,6 +136,47 @@ def test_sigusr1_in_this_process_raises_preempted_after_saving(tmp_path, straigh
     assert not isinstance(stopped.value, Exception)  # `except Exception` does not swallow it
     resumed_at, final = resume(tmp_path)
     assert resumed_at == 6
+    assert_same(straight, final)
+
+
+class SignalDuring(Callback):
+    """Send SIGTERM to this process once, from inside the fit at ``moment``: ``validation``
+    (as the 2nd validation starts, at step 8) or ``save`` (at step 6, right after the
+    ModelCheckpoint's save of it began: its write is still in the background)."""
+
+    def __init__(self, moment: str) -> None:
+        self.moment, self.sent = moment, False
+
+    def _send(self) -> None:
+        if not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def on_validation_epoch_start(self, trainer, task):
+        if self.moment == "validation" and trainer.global_step == 8:
+            self._send()
+
+    def on_step_end(self, trainer, task, step):
+        if self.moment == "save" and step == 6:
+            self._send()
+
+
+@pytest.mark.parametrize("moment, stop", [("validation", 8), ("save", 6)])
+def test_a_signal_during_validation_or_a_save_stops_at_that_step_and_resumes_equal(
+    tmp_path, straight, moment, stop
+):
+    """The signal lands mid-validation (which finishes first) or while the step's checkpoint is
+    still being written (the stop waits for it rather than saving it twice)."""
+    checkpoint = ModelCheckpoint(tmp_path, "train/loss", every_n_steps=3)
+    task, data, trainer = build(3, [checkpoint, SignalDuring(moment)], val_every_n_steps=4)
+    val = js.training.ArrayLoader(*blobs(32, seed=1), batch_size=16)
+    with pytest.raises(Preempted) as stopped:
+        trainer.fit(task, data, val)
+    assert (stopped.value.step, stopped.value.saved) == (stop, [tmp_path / str(stop)])
+    validated = sorted({row["step"] for row in trainer.history if "val/loss" in row})
+    assert validated == [4, 6, 8][: 3 if moment == "validation" else 2]  # every 4, epoch ends
+    resumed_at, final = resume(tmp_path)
+    assert resumed_at == stop
     assert_same(straight, final)
 
 
