@@ -49,7 +49,7 @@ from ._quiet import library_logger, routine_output
 
 RESTART_COUNT = "JS_RESTART_COUNT"  # torchrun's TORCHELASTIC_RESTART_COUNT: 0, then 1, 2, ...
 # Seconds a process has to exit after SIGTERM before it is killed. Stopped by a signal to the
-# launcher, a rank saves its step first (js.training's Trainer: ~3 s for 50M parameters on a
+# launcher, a rank saves its step first (js.training's Trainer: 3.5 s for 50M parameters on a
 # CPU); stopped because another rank failed, it cannot agree on a step with the lost peer, so
 # it gets at most FAILED_STOP_S.
 STOP_TIMEOUT_S = 30.0
