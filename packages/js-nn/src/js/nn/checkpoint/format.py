@@ -400,19 +400,22 @@ class _WriteFailureLog(logging.Filter):
     """orbax logs a failed write with its traceback (absl, ERROR) where it happens: in its
     writer thread, its commit thread, then again as the main thread's wait raises it. js raises
     that error once, as an OSError naming the directory (``write.write_error``), from the save
-    or the wait that meets it. orbax's records of it, and once a write has failed those of
-    the threads it abandoned (they fail later, "cannot schedule new futures after interpreter
-    shutdown"), go to the ``js.nn.checkpoint`` logger at DEBUG; every other record goes where
-    it went."""
+    or the wait that meets it. orbax's records of it go to the ``js.nn.checkpoint`` logger at
+    DEBUG, and so, once a write has failed in this process, do orbax's later records with a
+    traceback: the threads that write abandoned fail afterwards ("cannot schedule new futures
+    after interpreter shutdown"), and any error that reaches a save or a wait is still raised.
+    Every other record goes where it went."""
 
-    failed = False  # a write failed in this process: the abandoned threads' errors follow
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False  # a write failed in this process: the abandoned threads' follow
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
         if error is None or f"{os.sep}orbax{os.sep}" not in record.pathname:
             return True
         if write_failure(error):
-            type(self).failed = True
+            self.failed = True
         elif not self.failed:
             return True
         logging.getLogger("js.nn.checkpoint").debug("orbax: %s", record.getMessage())
