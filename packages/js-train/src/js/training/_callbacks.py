@@ -130,6 +130,17 @@ def callback_objects(trainer: Trainer, task: Task) -> dict:
     return objects
 
 
+def step_objects(trainer: Trainer, task: Task) -> dict:
+    """What a checkpoint of the current step holds, to resume mid-epoch: the task's and the
+    callbacks' objects, ``'trainer'`` and, when the data has one, ``'loader'`` (the position
+    of the batches the steps consumed, not of those prefetched)."""
+    objects = {**task.checkpoint_objects(), **callback_objects(trainer, task), "trainer": trainer}
+    loader = trainer.loader_position()
+    if loader is not None:
+        objects["loader"] = loader
+    return objects
+
+
 class EarlyStopping(Callback):
     """Stop when ``monitor`` has not improved for ``patience`` epochs in a row.
 

@@ -25,9 +25,17 @@ from js.nn.checkpoint.format import (
     steps_in,
 )
 from js.nn.checkpoint.lock import check_timeout, writer_lock
-from js.nn.checkpoint.write import save_args, write_error
+from js.nn.checkpoint.quiet import named_write_errors
+from js.nn.checkpoint.write import save_args
 
-from ._callbacks import Callback, SaveRequest, callback_objects, check_mode, monitored
+from ._callbacks import (
+    Callback,
+    SaveRequest,
+    callback_objects,
+    check_mode,
+    monitored,
+    step_objects,
+)
 
 if TYPE_CHECKING:  # the hooks' argument types; imported only by type checkers (a cycle)
     from ._task import Task
@@ -223,14 +231,7 @@ class ModelCheckpoint(Callback):
         request.saved.append(self.path / str(step))
 
     def _save_step(self, trainer: Trainer, task: Task, step: int) -> bool:
-        objects = {
-            **task.checkpoint_objects(),
-            **callback_objects(trainer, task),
-            "trainer": trainer,
-        }
-        loader = trainer.loader_position()  # of the batches consumed, not those prefetched
-        if loader is not None:
-            objects["loader"] = loader
+        objects = step_objects(trainer, task)
         rows = [row for row in trainer.history if self.monitor in row]
         value = float(rows[-1][self.monitor]) if rows else math.nan
         return self._save(trainer, step, objects, {"step": float(step), self.monitor: value}, value)
@@ -261,13 +262,9 @@ class ModelCheckpoint(Callback):
         if getattr(trainer, "nonfinite", None) is not None:
             self.skipped.append(step)
             return False
-        try:  # a failed earlier (background) save is raised by the next one
+        # a failed earlier (background) save is raised by the next one
+        with named_write_errors("ModelCheckpoint: a step", self.path):
             saved = manager.save(step, args=args, metrics={**metrics, "_score": signed})
-        except Exception as error:
-            failure = write_error("ModelCheckpoint: a step", self.path, error)
-            if failure is None:
-                raise
-            raise failure from None
         if not saved:
             raise FileExistsError(
                 f"ModelCheckpoint: {'step' if self.every_n_steps else 'epoch'} {step} was not "
@@ -287,12 +284,8 @@ class ModelCheckpoint(Callback):
             if self._manager is not None:
                 manager, self._manager = self._manager, None
                 try:
-                    manager.wait_until_finished()
-                except Exception as error:
-                    failure = write_error("ModelCheckpoint: a step", self.path, error)
-                    if failure is None:
-                        raise
-                    raise failure from None
+                    with named_write_errors("ModelCheckpoint: a step", self.path):
+                        manager.wait_until_finished()
                 finally:
                     manager.close()
         finally:

@@ -30,7 +30,7 @@ import js
 from js._checks import check_int, check_mesh, is_int
 from js.nn.checkpoint import save_checkpoint
 
-from ._callbacks import Callback, SaveRequest, callback_objects
+from ._callbacks import Callback, SaveRequest, step_objects
 from ._data import ArrayPosition, GrainPosition, Prefetcher, TrainData, grain_kind
 from ._lr_scheduling import check_fit, lr_columns, scheduler_room, step_scheduler
 from ._options import (
@@ -595,11 +595,7 @@ class Trainer:
         path = self.save_on_signal
         if path is None or self.nonfinite is not None:
             return
-        objects = {**task.checkpoint_objects(), **callback_objects(self, task), "trainer": self}
-        loader = self.loader_position()
-        if loader is not None:
-            objects["loader"] = loader
-        step = save_checkpoint(path, objects, step=self.global_step)
+        step = save_checkpoint(path, step_objects(self, task), step=self.global_step)
         request.saved.append(path / str(step))
 
     def _epoch_end(self, task, val_data, schedule: Schedule, row: dict | None, display) -> None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import logging
 import math
 import os
 import re
@@ -43,6 +42,8 @@ import numpy as np
 
 import js
 from js._checks import flatten_state, is_int
+
+from .quiet import quiet_leftovers
 
 FORMAT = "js.training/2"
 OLD_FORMATS = ("js.training/1",)
@@ -389,42 +390,6 @@ class _Unranked:
         return [info.metrics is None for info in checkpoints]
 
 
-def write_failure(error: BaseException) -> bool:
-    """Whether orbax's ``error`` reports a failed write: a full disk or a file size limit
-    (an OSError, or tensorstore's "Error writing ..." with its ``os_error_code``)."""
-    text = str(error)
-    return isinstance(error, OSError) or "Error writing" in text or "os_error_code" in text
-
-
-class _WriteFailureLog(logging.Filter):
-    """orbax logs a failed write with its traceback (absl, ERROR) where it happens: in its
-    writer thread, its commit thread, then again as the main thread's wait raises it. js raises
-    that error once, as an OSError naming the directory (``write.write_error``), from the save
-    or the wait that meets it. orbax's records of it go to the ``js.nn.checkpoint`` logger at
-    DEBUG, and so, once a write has failed in this process, do orbax's later records with a
-    traceback: the threads that write abandoned fail afterwards ("cannot schedule new futures
-    after interpreter shutdown"), and any error that reaches a save or a wait is still raised.
-    Every other record goes where it went."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.failed = False  # a write failed in this process: the abandoned threads' follow
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        if error is None or f"{os.sep}orbax{os.sep}" not in record.pathname:
-            return True
-        if write_failure(error):
-            self.failed = True
-        elif not self.failed:
-            return True
-        logging.getLogger("js.nn.checkpoint").debug("orbax: %s", record.getMessage())
-        return False
-
-
-_write_failure_log = _WriteFailureLog()
-
-
 def manager(path, *, ranked=True, keep_best=None, asynchronous=False):
     """An orbax CheckpointManager on ``path``; ``ranked`` ranks steps by their ``_score``
     metric (reading every step's metrics when it opens; unranked it reads none).
@@ -460,8 +425,7 @@ def manager(path, *, ranked=True, keep_best=None, asynchronous=False):
     # and the compressor's buffers and CPU time made a 200 MB save need 1.2x the model in
     # extra host memory and take 3-5x as long (uncompressed: 0.3x). Readers need no option:
     # each array's metadata says how it is stored, so compressed steps still load.
-    # orbax's threads log a failed write that js raises once, naming the directory
-    logging.getLogger("absl").addFilter(_write_failure_log)  # (a set: added once)
+    quiet_leftovers()  # orbax's reports of a failure js raises itself: to DEBUG
     registry = ocp.handlers.DefaultCheckpointHandlerRegistry()
     registry.add(None, ocp.args.PyTreeSave, ocp.PyTreeCheckpointHandler(use_compression=False))
     return ocp.CheckpointManager(Path(path).absolute(), options=options, handler_registry=registry)

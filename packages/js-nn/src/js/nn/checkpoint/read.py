@@ -10,13 +10,9 @@ step and the part; another step still loads. orbax is imported only when an item
 
 from __future__ import annotations
 
-import logging
 import math
 import os
-import sys
-import traceback
 from collections.abc import Mapping
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +23,7 @@ import numpy as np
 from .._weights import save_weights
 from .digest import device_digests, host_digest, packed_digests
 from .format import CheckpointError, item_name, locate, manager, other_steps
+from .quiet import failed, quiet_orbax
 
 
 def host_tree(record: dict) -> dict:
@@ -109,98 +106,9 @@ def checked_item(where: tuple, name: str, record: dict, tree: dict, save_id: str
     return flat
 
 
-# What orbax's failed reads leave behind: reported later, from tensorstore's threads or the
-# garbage collector, after js has raised the CheckpointError that says it once.
-_leftovers = logging.getLogger("js.nn.checkpoint")
-
-
-def _from_orbax(error: BaseException | None) -> bool:
-    """Whether ``error`` (or what it was raised from) was raised inside orbax."""
-    while error is not None:
-        frames = traceback.extract_tb(error.__traceback__)
-        if any(f"{os.sep}orbax{os.sep}" in frame.filename for frame in frames):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
-
-
-def _orbax_leftover(unraisable) -> bool:
-    """An unraisable report of orbax's abandoned read: its coroutine collected unfinished, or
-    tensorstore's callback finding orbax's event loop closed (called from C++: no Python
-    frame but asyncio's own)."""
-    code = getattr(unraisable.object, "cr_code", None)
-    if code is not None and f"{os.sep}orbax{os.sep}" in code.co_filename:
-        return True
-    error = unraisable.exc_value
-    frames = traceback.extract_tb(unraisable.exc_traceback)
-    return (
-        isinstance(error, RuntimeError)
-        and str(error) == "Event loop is closed"
-        and bool(frames)
-        and all(f"{os.sep}asyncio{os.sep}" in frame.filename for frame in frames)
-    )
-
-
-class _NeverRetrieved(logging.Filter):
-    """asyncio's "Future exception was never retrieved" for a future orbax abandoned: one
-    whose exception orbax raised, or, once a read has failed, tensorstore (no Python frame)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        context = getattr(record, "msg", "")
-        never = isinstance(context, str) and "exception was never retrieved" in context
-        native = error is not None and not traceback.extract_tb(error.__traceback__)
-        if never and (_from_orbax(error) or (native and _failed_reads)):
-            _leftovers.debug("orbax left: %s", record.getMessage())
-            return False
-        return True
-
-
-_installed = False
-_failed_reads = 0  # reads that failed in this process (their leftovers are expected)
-
-
-def quiet_leftovers() -> None:
-    """Route what orbax's failed reads report later (unraisable exceptions, asyncio's "never
-    retrieved" errors) to the ``js.nn.checkpoint`` logger at DEBUG instead of stderr; installed
-    once per process, by the first read. Every other report goes where it went."""
-    global _installed
-    if _installed:
-        return
-    _installed = True
-    previous = sys.unraisablehook
-
-    def hook(unraisable) -> None:
-        if _orbax_leftover(unraisable):
-            _leftovers.debug("orbax left: %r", unraisable.exc_value)
-        else:
-            previous(unraisable)
-
-    sys.unraisablehook = hook
-    logging.getLogger("asyncio").addFilter(_NeverRetrieved())
-
-
-@contextmanager
-def quiet_orbax():
-    """orbax logs (and asyncio prints) the tracebacks of a failed read before raising; the
-    CheckpointError raised instead says it once, readably. What the failed read reports later
-    goes to ``logging`` at DEBUG (:func:`quiet_leftovers`)."""
-    quiet_leftovers()
-    loggers = [logging.getLogger(name) for name in ("absl", "orbax", "asyncio")]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.CRITICAL + 1)
-    try:
-        yield
-    finally:
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
-
-
 def unreadable_item(where: tuple, name: str, error: Exception) -> CheckpointError:
     """The error for an item orbax failed to read (it raises many types for one cause)."""
-    global _failed_reads
-    _failed_reads += 1
+    failed()
     path, step, steps = where
     text = str(error).splitlines()[0][:300] if str(error) else ""
     return CheckpointError(

@@ -24,17 +24,9 @@ import numpy as np
 from js._checks import check_int
 
 from .digest import device_digests, host_digest, packed_digests
-from .format import (
-    FORMAT,
-    item_name,
-    json_state,
-    kinds_of,
-    live_arrays,
-    manager,
-    write_failure,
-)
+from .format import FORMAT, item_name, json_state, kinds_of, live_arrays, manager
 from .lock import check_timeout, writer_lock
-from .read import quiet_orbax
+from .quiet import named_write_errors, quiet_orbax
 
 SMALL_BYTES = 64 * 1024
 
@@ -148,19 +140,6 @@ def save_args(objects: Mapping):
     return ocp.args.Composite(meta=ocp.args.JsonSave(meta), **items)
 
 
-def write_error(what: str, path: Path, error: Exception) -> OSError | None:
-    """An OSError naming ``path`` for orbax's report of a failed write (a full disk, a file
-    size limit: tensorstore's "Error writing ..."), or None for any other error."""
-    text = str(error)
-    if write_failure(error):
-        first = text.splitlines()[0][:300] if text else type(error).__name__
-        return OSError(
-            f"{what} could not be written in {path} ({first}). The steps already there are "
-            "intact. Fix: free space on that disk (or raise the file size limit) and save again"
-        )
-    return None
-
-
 def save_checkpoint(
     path: str | os.PathLike,
     objects: Mapping[str, Any],
@@ -202,17 +181,9 @@ def save_checkpoint(
             if step is None:
                 latest = steps.latest_step()
                 step = 0 if latest is None else latest + 1
-            failure = None
-            try:
-                with quiet_orbax():  # its threads log a failed write's tracebacks: raised below
-                    saved = steps.save(step, args=args)
-                    steps.wait_until_finished()
-            except Exception as error:  # noqa: BLE001 - orbax/tensorstore raise many types
-                failure = write_error(f"save_checkpoint: step {step}", path, error)
-                if failure is None:
-                    raise
-            if failure is not None:
-                raise failure
+            with named_write_errors(f"save_checkpoint: step {step}", path), quiet_orbax():
+                saved = steps.save(step, args=args)
+                steps.wait_until_finished()
             if not saved:
                 raise FileExistsError(
                     f"save_checkpoint: step {step} was not saved: {path} already holds steps "
