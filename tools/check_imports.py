@@ -15,8 +15,8 @@ one line per problem, naming the file, line and import, and exits 1, when:
 
 * a distribution imports a js distribution it does not declare (``js.training`` from js-nn);
 * a distribution declares a js distribution of its own layer or a higher one (js-core at the
-  bottom; js-nn, js-losses and js-optim on js-core only; js-train and js-models on those;
-  ``js`` on all);
+  bottom; js-losses and js-optim on js-core only; js-nn on js-core and js-losses; js-train and
+  js-models on those; ``js`` on all);
 * a third-party import has no entry in ``dependencies`` (an import guarded by
   ``except ImportError`` may come from ``optional-dependencies`` instead);
 * ``dependencies`` or ``optional-dependencies`` name a distribution the code never imports
@@ -52,14 +52,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # The layers of the graph: a distribution may depend only on distributions of lower layers.
+# js-losses is below js-nn: js.nn.functional re-exports the spec's losses from js.losses.
 LAYERS = {
     "js-core": 0,
-    "js-nn": 1,
     "js-losses": 1,
     "js-optim": 1,
-    "js-models": 2,
-    "js-train": 2,
-    "js": 3,
+    "js-nn": 2,
+    "js-models": 3,
+    "js-train": 3,
+    "js": 4,
 }
 # js subpackages and the distribution that ships each; any other ``js.*`` is js-core's.
 JS_PACKAGES = {
@@ -478,11 +479,15 @@ def declared(pyproject: Path) -> tuple[set[str], set[str]]:
     return required, optional
 
 
+_ORDER = "; ".join(
+    ", ".join(d for d in LAYERS if LAYERS[d] == layer) for layer in sorted(set(LAYERS.values()))
+)
+
+
 def _layer_problems(dist: str, required: set[str], where: str) -> list[str]:
     return [
         f"{where}: {dist} declares {dep}, which is not below it in the dependency graph "
-        f"(js-core; js-nn, js-losses, js-optim; js-train, js-models; js). Fix: remove the "
-        "dependency"
+        f"({_ORDER}). Fix: remove the dependency"
         for dep in sorted(required)
         if dep in LAYERS and dist in LAYERS and LAYERS[dep] >= LAYERS[dist]
     ]
