@@ -247,7 +247,7 @@ def test_a_directory_no_one_can_write_names_the_target_not_the_temporary_file():
 
 
 def test_a_name_too_long_names_the_target_and_a_long_one_still_saves(tmp_path):
-    """The temporary file's name adds 19 characters: a 240-character name failed, naming the
+    """The temporary file's name adds 18 characters: a 240-character name failed, naming the
     temporary file; a name over the limit is refused naming the target."""
     long = tmp_path / ("w" * 228 + ".safetensors")
     nn.save_weights({"w": np.ones(2, np.float32)}, long)
