@@ -61,7 +61,8 @@ CORE_OPTIM_STEP = textwrap.dedent(
 
 
 def test_core_and_nn_alone(wheelhouse, new_venv):
-    """(a) js-core + js-nn: forward pass; the absent siblings fail naming what to install."""
+    """(a) js-core + js-nn (which brings js-losses, its dependency): forward pass, the spec's
+    losses in js.nn.functional; the absent siblings fail naming what to install."""
     venv = new_venv()
     venv.install("js-core", "js-nn", find_links=[wheelhouse])
     script = textwrap.dedent(
@@ -75,6 +76,9 @@ def test_core_and_nn_alone(wheelhouse, new_venv):
             sorted(m for m in sys.modules if m.startswith(("orbax", "js.training"))))
         model = nn.Linear(3, 2, rngs=js.Rngs(params=0))
         print("forward", model(jnp.ones((4, 3))).shape)
+        import js.losses
+        import js.nn.functional as F
+        print("F.cross_entropy is js.losses'", F.cross_entropy is js.losses.cross_entropy)
 
         def fails(statement):
             try:
@@ -90,6 +94,7 @@ def test_core_and_nn_alone(wheelhouse, new_venv):
     )
     output = venv.python_code(script).stdout
     assert "forward (4, 2)" in output
+    assert "F.cross_entropy is js.losses' True" in output, output
     for statement, subpackage, distribution in [
         ("import js.optim", "js.optim", "js-optim"),
         ("from js import optim", "js.optim", "js-optim"),

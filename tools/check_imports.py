@@ -15,12 +15,26 @@ one line per problem, naming the file, line and import, and exits 1, when:
 
 * a distribution imports a js distribution it does not declare (``js.training`` from js-nn);
 * a distribution declares a js distribution of its own layer or a higher one (js-core at the
-  bottom; js-nn, js-losses and js-optim on js-core only; js-train and js-models on those;
-  ``js`` on all);
+  bottom; js-losses and js-optim on js-core only; js-nn on js-core and js-losses; js-train and
+  js-models on those; ``js`` on all);
 * a third-party import has no entry in ``dependencies`` (an import guarded by
   ``except ImportError`` may come from ``optional-dependencies`` instead);
 * ``dependencies`` or ``optional-dependencies`` name a distribution the code never imports
-  (unless ``RUNTIME_ONLY`` says why another library needs it).
+  (unless ``RUNTIME_ONLY`` says why another library needs it);
+* modules of one distribution import each other in a circle. Every import counts: at module
+  level, inside a function (a lazy import runs later, but the two modules still need each
+  other: neither can be read, tested or moved alone), and under ``if TYPE_CHECKING:`` (an
+  annotation that needs the other module is an interface that belongs in a leaf module or a
+  Protocol). ``from pkg import name`` counts as an import of ``pkg.name`` when that is a module,
+  else of ``pkg`` (its ``__init__``); importing ``pkg.mod`` does not count as importing ``pkg``
+  itself (Python runs ``pkg/__init__`` first, but it is the parent, already being imported);
+* a distribution imports a private module of another one (a dotted name with a component
+  starting with ``_``: ``js._checks``, ``from js.nn import _keys``) that the seams table of
+  ``docs/versioning.md`` does not list for it, or the table lists a seam or a user that no
+  import needs any more. The ``_version`` modules that ``REQUIRES`` names are the interface
+  check itself (``js._interface``), not seams;
+* a private module of a third-party library (``jax._src``) is imported anywhere but in its
+  one seam, ``PRIVATE_HOME`` (js-core's ``js/_jax.py``), tied to that library's pin.
 
 Otherwise it prints one line starting with "OK" and exits 0.
 """
@@ -28,24 +42,26 @@ Otherwise it prints one line starting with "OK" and exits 0.
 from __future__ import annotations
 
 import argparse
-import ast
 import re
 import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from import_graph import COMPUTED_NAME, Import, circle_problems, imports_of
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # The layers of the graph: a distribution may depend only on distributions of lower layers.
+# js-losses is below js-nn: js.nn.functional re-exports the spec's losses from js.losses.
 LAYERS = {
     "js-core": 0,
-    "js-nn": 1,
     "js-losses": 1,
     "js-optim": 1,
-    "js-models": 2,
-    "js-train": 2,
-    "js": 3,
+    "js-nn": 2,
+    "js-models": 3,
+    "js-train": 3,
+    "js": 4,
 }
 # js subpackages and the distribution that ships each; any other ``js.*`` is js-core's.
 JS_PACKAGES = {
@@ -81,15 +97,6 @@ RUNTIME_ONLY = {
 # Imports of an undeclared js distribution that are known and tracked, not yet removed:
 # {(importing distribution, imported distribution): reason}. Keep this empty.
 KNOWN: dict[tuple[str, str], str] = {}
-# The module js._interface.require imports for each distribution named in REQUIRES.
-VERSION_MODULES = {
-    "js-core": "js._version",
-    "js-nn": "js.nn._version",
-    "js-losses": "js.losses._version",
-    "js-optim": "js.optim._version",
-    "js-train": "js.training._version",
-    "js-models": "js.models._version",
-}
 # Imports whose module name is computed (no literal to check), and why each stays in the graph:
 # {file relative to the root: reason}. Any other computed import is a problem.
 COMPUTED = {
@@ -101,22 +108,13 @@ COMPUTED = {
     "packages/js-models/src/js/models/_pretrained.py": "from_pretrained imports the family "
     "module js.models.<name> that _registry.py names for a folder: js-models' own modules",
 }
-COMPUTED_NAME = "<computed name>"
-_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+# The one module that may import a third-party library's private modules (jax._src): each use
+# is there with its reason, and jax's upper bound in every pyproject is what keeps them valid.
+PRIVATE_HOME = "packages/js-core/src/js/_jax.py"
+# Where the seams live: the table under this heading in docs/versioning.md.
+SEAMS_FILE = "docs/versioning.md"
+SEAMS_HEADING = "## Seams"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-@dataclass(frozen=True)
-class Import:
-    """One import statement (or literal dynamic import) in a source file."""
-
-    file: Path
-    line: int
-    module: str
-    guarded: bool  # inside a try whose handlers catch ImportError
-
-    def where(self, root: Path) -> str:
-        return f"{self.file.relative_to(root)}:{self.line}: import {self.module}"
 
 
 def normalize(name: str) -> str:
@@ -135,61 +133,130 @@ def provider(module: str) -> str | None:
     return normalize(THIRD_PARTY[top])
 
 
-def _catches_import_error(handler: ast.ExceptHandler) -> bool:
-    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    return handler.type is None or any(
-        isinstance(kind, ast.Name) and kind.id in _IMPORT_ERRORS for kind in kinds
-    )
+# -------------------------------------------------------------------------------------- seams
 
 
-def _dynamic(node: ast.Call) -> str | None:
-    """The literal module name of ``importlib.import_module("m")`` or ``__import__("m")``;
-    COMPUTED_NAME when the name is not a literal."""
-    func = node.func
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-    if name not in ("import_module", "__import__") or not node.args:
+@dataclass(frozen=True)
+class Seam:
+    """One row of the seams table: a private module other distributions may import."""
+
+    module: str
+    provider: str
+    users: frozenset[str]
+    line: int
+
+
+def seams(root: Path) -> tuple[dict[str, Seam], list[str]]:
+    """The seams table of ``docs/versioning.md`` (``| `module` | provider | users | why |``
+    under the heading ``## Seams``), and the problems found reading it."""
+    path = root / SEAMS_FILE
+    if not path.is_file():
+        return {}, []
+    found: dict[str, Seam] = {}
+    problems = []
+    inside = False
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if line.startswith("## "):
+            inside = line.startswith(SEAMS_HEADING)
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not inside or not line.startswith("|") or not cells[0].startswith("`"):
+            continue
+        module = cells[0].strip("`")
+        where = f"{SEAMS_FILE}:{number}"
+        if len(cells) < 4 or not all(cells[:4]):
+            problems.append(
+                f"{where}: a seam row needs four cells (module, provider, users, why). Fix: "
+                "fill them in"
+            )
+            continue
+        users = frozenset(normalize(u.strip()) for u in cells[2].split(","))
+        if provider(module) != cells[1] or cells[1] not in LAYERS:
+            problems.append(
+                f"{where}: the seam {module} is shipped by {provider(module)}, not "
+                f"{cells[1]}. Fix: name its distribution in the second cell"
+            )
+        found[module] = Seam(module, cells[1], users, number)
+    return found, problems
+
+
+def private_part(imp: Import) -> list[str]:
+    """The private modules (or names) ``imp`` reaches: its dotted name up to the first
+    component starting with ``_`` (dunders such as ``__version__`` are public)."""
+
+    def private(name: str) -> str | None:
+        parts = name.split(".")
+        for i, part in enumerate(parts):
+            if part.startswith("_") and not (part.startswith("__") and part.endswith("__")):
+                return ".".join(parts[: i + 1])
         return None
-    first = node.args[0]
-    if isinstance(first, ast.Constant) and isinstance(first.value, str):
-        return first.value
-    return COMPUTED_NAME
+
+    names = [f"{imp.module}.{n}" for n in imp.names if n != "*"] or [imp.module]
+    return sorted({p for n in names if (p := private(n)) is not None})
 
 
-def _required(file: Path, tree: ast.Module) -> list[Import]:
-    """The version modules imported at run time for the ``REQUIRES`` of a ``_version.py``."""
-    found = []
-    for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else []
-        if any(isinstance(t, ast.Name) and t.id == "REQUIRES" for t in targets):
-            for dist in ast.literal_eval(node.value):
-                found.append(Import(file, node.lineno, VERSION_MODULES[dist], False))
-    return found
+def seam_problems(
+    root: Path, dist: str, imports: list[Import], table: dict[str, Seam], seen: set
+) -> list[str]:
+    """Imports of another js distribution's private modules that the table does not list for
+    ``dist``, and of third-party private modules outside PRIVATE_HOME. Every (seam, user)
+    imported is added to ``seen``. An import of a js distribution that ``dist`` may not import
+    at all is reported as that, not here."""
+    problems = []
+    allowed = {normalize(_NAME.match(d).group()) for d in _dependencies(root, dist)}
+    for imp in imports:
+        if imp.kind == "REQUIRES" or imp.module == COMPUTED_NAME:
+            continue
+        try:
+            target = provider(imp.module)
+        except KeyError:
+            continue
+        if target is None or target == dist or target in LAYERS and target not in allowed:
+            continue
+        for module in private_part(imp):
+            if target not in LAYERS:
+                if str(imp.file.relative_to(root)) != PRIVATE_HOME:
+                    problems.append(
+                        f"{imp.where(root)}: {module} is a private module of {target}. Fix: "
+                        f"use it through {PRIVATE_HOME} (its one seam), which says why and "
+                        f"which {target} releases it holds for"
+                    )
+                continue
+            seam = table.get(module)
+            if seam is not None and dist in seam.users:
+                seen.add((module, dist))
+                continue
+            problems.append(
+                f"{imp.where(root)}: {dist} imports {module}, a private module of {target} "
+                f"that the seams table of {SEAMS_FILE} does not list for {dist}. Fix: import "
+                f"a public name of {target} (or give the shared code a public home); if it "
+                f"must stay private, add {dist} to its row, or a row for it, with the reason"
+            )
+    return problems
 
 
-def imports_of(file: Path) -> list[Import]:
-    """Every absolute import in ``file`` (relative ones stay inside the distribution)."""
-    tree = ast.parse(file.read_text(), str(file))
-    found: list[Import] = _required(file, tree) if file.name == "_version.py" else []
+def stale_seam_problems(table: dict[str, Seam], seen: set) -> list[str]:
+    """Rows or users of the seams table that no import needs any more."""
+    problems = []
+    for seam in table.values():
+        for user in sorted(seam.users):
+            if (seam.module, user) not in seen:
+                problems.append(
+                    f"{SEAMS_FILE}:{seam.line}: the seam {seam.module} lists {user}, which "
+                    "never imports it. Fix: remove "
+                    + (
+                        f"{user} from the row"
+                        if any((seam.module, u) in seen for u in seam.users)
+                        else "the row (the list of seams stays as short as the design allows)"
+                    )
+                )
+    return problems
 
-    def visit(node: ast.AST, guarded: bool) -> None:
-        if isinstance(node, ast.Try):
-            inner = guarded or any(_catches_import_error(h) for h in node.handlers)
-            for child in node.body:
-                visit(child, inner)
-            for child in [*node.handlers, *node.orelse, *node.finalbody]:
-                visit(child, guarded)
-            return
-        if isinstance(node, ast.Import):
-            found.extend(Import(file, node.lineno, a.name, guarded) for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.append(Import(file, node.lineno, node.module, guarded))
-        elif isinstance(node, ast.Call) and (module := _dynamic(node)) is not None:
-            found.append(Import(file, node.lineno, module, guarded))
-        for child in ast.iter_child_nodes(node):
-            visit(child, guarded)
 
-    visit(tree, False)
-    return found
+def _dependencies(root: Path, dist: str) -> list[str]:
+    return tomllib.loads((root / "packages" / dist / "pyproject.toml").read_text())["project"].get(
+        "dependencies", []
+    )
 
 
 def declared(pyproject: Path) -> tuple[set[str], set[str]]:
@@ -201,74 +268,85 @@ def declared(pyproject: Path) -> tuple[set[str], set[str]]:
     return required, optional
 
 
+_ORDER = "; ".join(
+    ", ".join(d for d in LAYERS if LAYERS[d] == layer) for layer in sorted(set(LAYERS.values()))
+)
+
+
 def _layer_problems(dist: str, required: set[str], where: str) -> list[str]:
     return [
         f"{where}: {dist} declares {dep}, which is not below it in the dependency graph "
-        f"(js-core; js-nn, js-losses, js-optim; js-train, js-models; js). Fix: remove the "
-        "dependency"
+        f"({_ORDER}). Fix: remove the dependency"
         for dep in sorted(required)
         if dep in LAYERS and dist in LAYERS and LAYERS[dep] >= LAYERS[dist]
     ]
 
 
-def dist_problems(root: Path, package: Path) -> list[str]:
-    """Every problem in one distribution ``packages/<dist>``."""
+def dist_problems(
+    root: Path, package: Path, table: dict[str, Seam] | None = None, seen: set | None = None
+) -> list[str]:
+    """Every problem in one distribution ``packages/<dist>``: its declarations, its circles,
+    and its private imports of siblings against the seams ``table`` (which ``seen`` collects)."""
     dist = package.name
     where = str((package / "pyproject.toml").relative_to(root))
     required, optional = declared(package / "pyproject.toml")
     problems = _layer_problems(dist, required, where)
     used: set[str] = set()
-    for file in sorted((package / "src").rglob("*.py")):
-        for imp in imports_of(file):
-            if imp.module == COMPUTED_NAME:
-                if str(file.relative_to(root)) not in COMPUTED:
-                    problems.append(
-                        f"{imp.where(root)}: a computed module name, which this check cannot "
-                        "map to a distribution. Fix: import a literal name, or record in "
-                        "COMPUTED of tools/check_imports.py why it stays inside the graph"
-                    )
-                continue
-            try:
-                target = provider(imp.module)
-            except KeyError:
+    src = package / "src"
+    imports = [imp for file in sorted(src.rglob("*.py")) for imp in imports_of(file, src)]
+    for imp in imports:
+        if imp.module == COMPUTED_NAME:
+            if str(imp.file.relative_to(root)) not in COMPUTED:
                 problems.append(
-                    f"{imp.where(root)}: unknown third-party module. Fix: add it to "
-                    "THIRD_PARTY in tools/check_imports.py with its distribution"
+                    f"{imp.where(root)}: a computed module name, which this check cannot "
+                    "map to a distribution. Fix: import a literal name, or record in "
+                    "COMPUTED of tools/check_imports.py why it stays inside the graph"
                 )
-                continue
-            if target is None or target == dist:
-                continue
-            used.add(target)
-            if target in required or (target in LAYERS and (dist, target) in KNOWN):
-                continue
-            if imp.guarded and target in optional and target not in LAYERS:
-                continue
-            what = "js distribution" if target in LAYERS else "distribution"
+            continue
+        try:
+            target = provider(imp.module)
+        except KeyError:
             problems.append(
-                f"{imp.where(root)}: {dist} imports the {what} {target}, which its "
-                f"pyproject does not declare in dependencies. Fix: "
-                + (
-                    "import it only through a distribution below"
-                    if target in LAYERS
-                    else f"add {target} to {where}"
-                )
+                f"{imp.where(root)}: unknown third-party module. Fix: add it to "
+                "THIRD_PARTY in tools/check_imports.py with its distribution"
             )
+            continue
+        if target is None or target == dist:
+            continue
+        used.add(target)
+        if target in required or (target in LAYERS and (dist, target) in KNOWN):
+            continue
+        if imp.guarded and target in optional and target not in LAYERS:
+            continue
+        what = "js distribution" if target in LAYERS else "distribution"
+        problems.append(
+            f"{imp.where(root)}: {dist} imports the {what} {target}, which its "
+            f"pyproject does not declare in dependencies. Fix: "
+            + (
+                "import it only through a distribution below"
+                if target in LAYERS
+                else f"add {target} to {where}"
+            )
+        )
     unused = (required | optional) - used - {dep for d, dep in RUNTIME_ONLY if d == dist}
-    if (package / "src").is_dir():  # the metapackage has no code: its dependencies are its point
+    if src.is_dir():  # the metapackage has no code: its dependencies are its point
         problems += [
             f"{where}: {dist} declares {dep}, which its code never imports. Fix: remove it "
             "(or record in RUNTIME_ONLY of tools/check_imports.py why another library needs it)"
             for dep in sorted(unused)
         ]
+        problems += circle_problems(root, src, dist, imports)
+    problems += seam_problems(root, dist, imports, table or {}, set() if seen is None else seen)
     return problems
 
 
 def problems(root: Path) -> list[str]:
-    """Every problem in ``root/packages/*``."""
-    found = []
+    """Every problem in ``root/packages/*`` and in the seams table of ``root/docs``."""
+    table, found = seams(root)
+    seen: set = set()
     for pyproject in sorted((root / "packages").glob("*/pyproject.toml")):
-        found += dist_problems(root, pyproject.parent)
-    return found
+        found += dist_problems(root, pyproject.parent, table, seen)
+    return found + stale_seam_problems(table, seen)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,7 +358,10 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     if found:
         return 1
-    print("OK: every distribution imports exactly what its pyproject declares")
+    print(
+        "OK: every distribution imports exactly what its pyproject declares, no modules import "
+        "each other in a circle, and every private import across distributions is a listed seam"
+    )
     return 0
 
 

@@ -115,6 +115,8 @@ def tree(tmp_path: Path) -> Tree:
     for dist in ("js-nn", "js-losses", "js-optim"):
         tree.set_requires(dist, {"js-core": (1, 2)})
         tree.set_dependency(dist, "js-core", ">=0.1.0,<0.4")
+    tree.set_requires("js-nn", {"js-core": (1, 2), "js-losses": (1, 1)})  # F's losses
+    tree.set_dependency("js-nn", "js-losses", ">=0.1.0,<0.5")
     tree.set_requires(
         "js-train", {"js-core": (2, 2), "js-nn": (1, 1), "js-losses": (1, 1), "js-optim": (1, 1)}
     )

@@ -6,6 +6,7 @@ import pickle
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -229,6 +230,36 @@ def test_unwritable_targets_are_named_before_anything_is_written(tmp_path):
     with pytest.raises(TypeError, match=r"path must be a file path .* got NoneType"):
         nn.save_weights(model, None)  # type: ignore[arg-type]
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["dir", "file"]
+
+
+@pytest.mark.skipif(not Path("/sys/kernel").is_dir(), reason="needs Linux's sysfs")
+def test_a_directory_no_one_can_write_names_the_target_not_the_temporary_file():
+    """It named the hidden ``/dir/.name.safetensors.qofe4un1.partial``. sysfs refuses new files
+    even to root (a read-only directory does not stop root)."""
+    target = Path("/sys/kernel/w.safetensors")
+    with pytest.raises(PermissionError) as caught:
+        nn.save_weights({"w": np.zeros(2, np.float32)}, target)
+    assert str(caught.value) == (
+        f"[Errno 13] save_weights: could not write {target}: Permission denied. Fix: choose a "
+        "directory you can write, or make /sys/kernel writable"
+    )
+    assert caught.value.errno == 13 and caught.value.__cause__ is None
+
+
+def test_a_name_too_long_names_the_target_and_a_long_one_still_saves(tmp_path):
+    """The temporary file's name adds 18 characters: a 240-character name failed, naming the
+    temporary file; a name over the limit is refused naming the target."""
+    long = tmp_path / ("w" * 228 + ".safetensors")
+    nn.save_weights({"w": np.ones(2, np.float32)}, long)
+    assert nn.weights_info(long).tensors == {"w": ((2,), "F32")}
+    too_long = tmp_path / ("w" * 300 + ".safetensors")
+    with pytest.raises(OSError, match=r"save_weights: could not write (.*)") as caught:
+        nn.save_weights({"w": np.ones(2, np.float32)}, too_long)
+    assert str(caught.value) == (
+        f"[Errno 36] save_weights: could not write {too_long}: File name too long. Fix: "
+        "choose a shorter file name"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == [long.name]  # nothing left behind
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,8 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
-from jax._src import distributed
 
+from js._jax import distributed
 from js.training import detect_cluster, init_distributed
 
 HERE = Path(__file__).parent

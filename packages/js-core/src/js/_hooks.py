@@ -41,20 +41,9 @@ from typing import Any
 import jax
 from flax import nnx
 
+from ._jax import EVAL_TRACE as EVAL_TRACE  # which trace jax records now (_module.py)
+from ._jax import TRACE_CTX as TRACE_CTX
 from ._stateful import is_stateful
-
-try:  # which trace JAX is recording now (private: degrade gracefully if it moves)
-    from jax._src.core import eval_trace as _eval_trace
-    from jax._src.core import trace_ctx as _trace_ctx
-
-    # bound here, not by the import: an ``import ... as`` alias is not exported to _module.py
-    EVAL_TRACE, TRACE_CTX = _eval_trace, _trace_ctx
-except ImportError:  # pragma: no cover  (then: always "tracing", no nesting check)
-
-    class _Unknown:
-        trace = None
-
-    TRACE_CTX, EVAL_TRACE = _Unknown(), object()
 
 _RECORDER: contextvars.ContextVar[_Recorder | None] = contextvars.ContextVar(
     "js_hook_recorder", default=None

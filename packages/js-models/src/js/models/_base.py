@@ -24,6 +24,8 @@ from typing import Any, ClassVar, Self
 
 from js import nn
 
+from ._pretrained import load_pretrained, save_pretrained
+
 
 class PretrainedConfig:
     """A model's configuration: ``config.json``'s keys as attributes.
@@ -112,9 +114,8 @@ class PreTrainedModel(nn.Module):
 
         See ``js.models.from_pretrained`` for the arguments.
         """
-        from ._pretrained import load_pretrained
-
-        return load_pretrained(path, cls, dtype=dtype, strict=strict, mesh=mesh, rules=rules)
+        own = None if cls is PreTrainedModel else cls  # the base class: the folder's own class
+        return load_pretrained(path, own, dtype=dtype, strict=strict, mesh=mesh, rules=rules)
 
     def _config_json(self) -> dict[str, Any]:
         """What ``save_pretrained`` writes as ``config.json``: transformers' layout (the config's
@@ -134,8 +135,6 @@ class PreTrainedModel(nn.Module):
     def save_pretrained(self, path: str | os.PathLike) -> None:
         """Write ``config.json`` and ``model.safetensors`` to ``path`` in the source library's
         names and layouts, so that its own loader reads the folder."""
-        from ._pretrained import save_pretrained
-
         save_pretrained(self, path)
 
 

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from js import Module, remat
-from js._remat import resolve_policy
 
 # transformers' gradient_checkpointing_kwargs go to torch.utils.checkpoint: these have no
 # meaning for jax.checkpoint (a single, non-reentrant implementation) and are accepted.
@@ -55,7 +54,8 @@ class GradientCheckpointingMixin:
             True
         """
         kwargs = dict(gradient_checkpointing_kwargs or {})
-        policy = resolve_policy(kwargs.pop("policy", None))
+        policy = kwargs.pop("policy", None)
+        remat(_call_block, policy)  # js.remat checks the policy now: a ValueError for a bad one
         unknown = sorted(set(kwargs) - _IGNORED)
         if unknown:
             raise TypeError(

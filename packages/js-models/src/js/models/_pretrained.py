@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import Any, ClassVar, NamedTuple, Protocol, cast
 
 import jax
 import jax.numpy as jnp
@@ -42,8 +42,22 @@ from js.nn._keys import compile_key_mapping, plan_load, rename_key
 
 from ._registry import MODEL_TYPES, TIMM_PREFIXES
 
-if TYPE_CHECKING:
-    from ._base import PreTrainedModel
+
+class FamilyModel(Protocol):
+    """What loading and saving read of a family's model class. ``_base.PreTrainedModel`` has
+    all of it; it calls this module's loader, so this module describes it instead of
+    importing it back."""
+
+    config_class: ClassVar[type[Any]]  # a PretrainedConfig: model_type, from_dict
+    base_model_prefix: ClassVar[str]
+    key_mapping: ClassVar[dict[str, str]]
+    save_key_mapping: ClassVar[dict[str, str]]
+    ignore_on_load: ClassVar[tuple[str, ...]]
+
+    def _config_json(self) -> dict[str, Any]: ...
+
+    def _state_variables(self) -> Mapping[str, Any]: ...
+
 
 _LOG = logging.getLogger("js.models")
 WEIGHTS_NAME = "model.safetensors"
@@ -180,7 +194,7 @@ def _module(name: str, folder: Path) -> ModuleType:
         ) from None
 
 
-def _class_of(config: Mapping[str, Any], folder: Path) -> type[PreTrainedModel]:
+def _class_of(config: Mapping[str, Any], folder: Path) -> type[FamilyModel]:
     family, name, kind = _family(config, folder)
     module = _module(family, folder)
     classes: dict[str, Any] = module.ARCHITECTURES
@@ -196,7 +210,7 @@ def _class_of(config: Mapping[str, Any], folder: Path) -> type[PreTrainedModel]:
     return classes[name]
 
 
-def _check_class(cls: type[PreTrainedModel], config: Mapping[str, Any], folder: Path) -> None:
+def _check_class(cls: type[FamilyModel], config: Mapping[str, Any], folder: Path) -> None:
     if cls.config_class.model_type and cls.config_class.model_type == config.get("model_type"):
         return  # the class's own kind of folder (also a family outside the registry)
     family, name, _ = _family(config, folder)
@@ -379,7 +393,7 @@ class _Plan(NamedTuple):
 
 
 def _plan_keys(
-    cls: type[PreTrainedModel],
+    cls: type[FamilyModel],
     model: Any,
     variables: Mapping[str, Any],
     weights: _Weights,
@@ -482,7 +496,7 @@ class _ShapeRngs(js.Rngs):
         return jax.random.fold_in(stream.key.get_raw_value(), drawn)
 
 
-def _build_abstract(cls: type[PreTrainedModel], config: Any) -> Any:
+def _build_abstract(cls: type[FamilyModel], config: Any) -> Any:
     """The model with a ``jax.ShapeDtypeStruct`` in every variable: its constructor traced,
     nothing drawn or allocated.
 
@@ -508,7 +522,7 @@ def _build_abstract(cls: type[PreTrainedModel], config: Any) -> Any:
 
 
 def _initial_values(
-    cls: type[PreTrainedModel], config: Any, wanted: Sequence[tuple]
+    cls: type[FamilyModel], config: Any, wanted: Sequence[tuple]
 ) -> list[jax.Array]:
     """The constructor's own values of the variables at nnx paths ``wanted``: one compiled run
     whose other outputs XLA drops (no array of the rest of the model is materialised)."""
@@ -524,20 +538,18 @@ def _initial_values(
 
 def load_pretrained(
     path: str | os.PathLike,
-    cls: type[PreTrainedModel] | None,
+    cls: type[FamilyModel] | None,
     *,
     dtype: Any = None,
     strict: bool = True,
     mesh: Any = None,
     rules: Any = (),
 ) -> Any:
-    """``cls`` (or the folder's own class when ``cls`` is None or the base class) built from
-    ``path``; see :func:`from_pretrained`."""
-    from ._base import PreTrainedModel
-
+    """``cls`` (or the folder's own class when ``cls`` is None) built from ``path``; see
+    :func:`from_pretrained`."""
     folder = _folder(path)
     config_dict = _read_config(folder)
-    if cls is None or cls is PreTrainedModel:
+    if cls is None:
         cls = _class_of(config_dict, folder)
     else:
         _check_class(cls, config_dict, folder)
@@ -605,7 +617,7 @@ def _check_plan(cls: type, folder: Path, plan: _Plan, strict: bool) -> None:
 
 
 def _fill(
-    cls: type[PreTrainedModel],
+    cls: type[FamilyModel],
     config: Any,
     model: Any,
     variables: Mapping[str, Any],
@@ -715,7 +727,7 @@ def from_pretrained(
 # -- saving ------------------------------------------------------------------------------------
 
 
-def save_pretrained(model: PreTrainedModel, path: str | os.PathLike) -> None:
+def save_pretrained(model: FamilyModel, path: str | os.PathLike) -> None:
     """Write ``config.json`` and ``model.safetensors`` for ``model`` into the folder ``path``
     (created if needed): the source library's names, a tied tensor once (at its first path),
     no non-persistent buffers, ``{"format": "pt"}`` metadata as transformers writes."""

@@ -9,4 +9,4 @@ checked at import, and against pyproject.toml by ``tools/check_versions.py``.
 __version__ = "0.2.0"
 INTERFACE = 2
 INTERFACE_RELEASES = {1: "0.1.0", 2: "0.2.0"}
-REQUIRES = {"js-core": (2, 2)}
+REQUIRES = {"js-core": (2, 2), "js-losses": (1, 1)}

@@ -16,6 +16,7 @@ model's current devices and shardings, reading the step's metadata once, without
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -44,6 +45,8 @@ _FOREIGN = {b"PK\x03\x04": "a zip archive (torch.save's format)", b"\x80": "a Py
 # safetensors dtypes its NumPy API cannot read (it asks NumPy for float8 types NumPy lacks):
 # read from the file's bytes as the ml_dtypes types JAX uses.
 _RAW_DTYPES = {"F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
+# How much of the target's name the temporary file beside it keeps (see _write).
+_TEMP_NAME = 200
 
 
 class WeightsInfo(NamedTuple):
@@ -140,7 +143,11 @@ def _target(path) -> Path:
             f"{type(path).__name__}. Fix: save_weights(model, 'model.safetensors')"
         )
     target = Path(path)
-    if target.is_dir():
+    try:
+        is_dir = target.is_dir()
+    except OSError as error:  # e.g. a name too long for the file system
+        raise _write_error(target, error) from None
+    if is_dir:
         raise IsADirectoryError(
             f"save_weights: {target} is a directory. Fix: name a file inside it, e.g. "
             f"{target / 'model.safetensors'}"
@@ -174,18 +181,43 @@ def _state_array(key, value) -> np.ndarray:
 
 def _write(tensors: dict, header: dict, target: Path) -> None:
     """Write beside ``target`` under a name no other writer uses, then rename: a crash never
-    leaves a half-written file at ``target``, and two writers never share a temporary file."""
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
-    os.close(fd)
+    leaves a half-written file at ``target``, and two writers never share a temporary file.
+
+    A failure names ``target`` and the cause, never the hidden temporary file the user did not
+    ask for; the temporary file is removed."""
+    name = None
     try:
+        # the target's name, cut so that ".<name>.<8 random>.partial" fits the usual 255 bytes
+        prefix = f".{target.name[:_TEMP_NAME]}."
+        fd, name = tempfile.mkstemp(prefix=prefix, suffix=".partial", dir=target.parent)
+        os.close(fd)
         try:
             safetensors.numpy.save_file(tensors, name, metadata=header)
         except safetensors.SafetensorError as error:  # e.g. a full disk, a file size limit
             raise OSError(f"save_weights: could not write {target}: {error}") from None
         os.replace(name, target)
-    except BaseException:
-        Path(name).unlink(missing_ok=True)
-        raise
+    except OSError as error:
+        if error.errno is None:  # raised above, naming the target already
+            raise
+        raise _write_error(target, error) from None
+    finally:
+        if name is not None:  # after the rename, nothing is left under this name
+            Path(name).unlink(missing_ok=True)
+
+
+def _write_error(target: Path, error: OSError) -> OSError:
+    """``error`` (raised on the temporary file or the rename) as the same kind of OSError,
+    naming ``target`` instead, with the cause and the fix."""
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        fix = f"choose a directory you can write, or make {target.parent} writable"
+    elif error.errno == errno.ENAMETOOLONG:
+        fix = "choose a shorter file name"
+    elif error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        fix = "free some space, or choose another disk"
+    else:
+        fix = "choose another path"
+    cause = error.strerror or str(error)
+    return type(error)(error.errno, f"save_weights: could not write {target}: {cause}. Fix: {fix}")
 
 
 def _open_error(path: Path, error: Exception) -> ValueError:

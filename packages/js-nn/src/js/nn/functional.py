@@ -1,8 +1,9 @@
 """Pure functions behind the layers, under PyTorch's names (``import js.nn.functional as F``).
 
 Every function takes and returns arrays; the layers in ``js.nn`` hold the parameters and call
-these. The losses (``cross_entropy``, ``mse_loss``, ...) live in the js-losses distribution
-(``from js.losses import cross_entropy``): js-nn does not depend on it, so they are not here.
+these. The spec's losses (``cross_entropy``, ``binary_cross_entropy_with_logits``, ``mse_loss``,
+``l1_loss``, ``smooth_l1_loss``) are here as PyTorch users write them (``F.cross_entropy``):
+the functions of ``js.losses`` themselves, their one implementation (js-nn depends on js-losses).
 
 Example:
     >>> import jax.numpy as jnp
@@ -16,6 +17,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+from js.losses import binary_cross_entropy_with_logits as binary_cross_entropy_with_logits
+from js.losses import cross_entropy as cross_entropy
+from js.losses import l1_loss as l1_loss
+from js.losses import mse_loss as mse_loss
+from js.losses import smooth_l1_loss as smooth_l1_loss
 
 from ._checks import as_tuple, check_probability
 from ._lstm_kernel import forward_mode
@@ -35,26 +42,6 @@ from ._rotary import rotary_cos_sin as rotary_cos_sin
 from ._rotary import rotate_half as rotate_half
 from ._sdpa import scaled_dot_product_attention as scaled_dot_product_attention
 from ._upsample import interpolate as interpolate
-
-# torch.nn.functional's losses, which js keeps in js-losses (js-nn does not depend on it).
-_LOSSES = (
-    "cross_entropy",
-    "binary_cross_entropy_with_logits",
-    "mse_loss",
-    "l1_loss",
-    "smooth_l1_loss",
-)
-
-
-def __getattr__(name: str):
-    if name in _LOSSES:
-        raise AttributeError(
-            f"js.nn.functional.{name}: the losses live in js.losses (the js-losses "
-            f"distribution), not in js.nn.functional. Fix: from js.losses import {name} "
-            "(pip install js-losses)"
-        )
-    raise AttributeError(f"module 'js.nn.functional' has no attribute {name!r}")
-
 
 # -- linear and convolution -----------------------------------------------------------------
 

@@ -39,7 +39,8 @@ import traceback
 from importlib.util import find_spec
 
 import jax
-from jax._src import clusters  # the registry jax.distributed.initialize() detects clusters with
+
+from js._jax import clusters  # the registry jax.distributed.initialize() detects clusters with
 
 ADDRESS, PROCESSES, PROCESS_ID = "JS_COORDINATOR_ADDRESS", "JS_NUM_PROCESSES", "JS_PROCESS_ID"
 LAUNCH = "launch"

@@ -56,7 +56,7 @@ class Preempted(SystemExit):
 
 def _jax_notices() -> bool:
     """Whether JAX's preemption sync manager runs here (it owns SIGTERM)."""
-    from jax._src import distributed
+    from js._jax import distributed
 
     return distributed.global_state.preemption_sync_manager is not None
 

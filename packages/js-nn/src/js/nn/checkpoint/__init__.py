@@ -8,8 +8,9 @@ The modules, in the order a reader meets them:
 * :mod:`.digest`: the content digest of every array, on the host and on devices;
 * :mod:`.lock`: one writer per directory;
 * :mod:`.write`: :func:`save_checkpoint` and the items it writes;
-* :mod:`.read`: reading and checking items (:func:`read_checkpoint`, :func:`export_weights`);
-* :mod:`.load`: :func:`load_checkpoint` and :func:`checkpoint_info`.
+* :mod:`.read`: reading and checking items (:func:`read_checkpoint`);
+* :mod:`.load`: :func:`load_checkpoint` and :func:`checkpoint_info`;
+* :mod:`.export`: a step as a safetensors weight file (:func:`export_weights`).
 
 Here, in js-nn, because an inference install (js-core + js-nn) loads what js-train's
 ``ModelCheckpoint`` saved: js-train uses this package (its ``ModelCheckpoint`` saves through
@@ -19,11 +20,11 @@ nothing here imports js-train or js-optim (an optimizer is recognised by its
 read: ``import js.nn`` never imports it.
 """
 
+from .export import export_weights as export_weights
 from .format import FORMAT as FORMAT
 from .format import CheckpointError as CheckpointError
 from .load import checkpoint_info as checkpoint_info
 from .load import load_checkpoint as load_checkpoint
-from .read import export_weights as export_weights
 from .read import read_checkpoint as read_checkpoint
 from .write import save_checkpoint as save_checkpoint
 

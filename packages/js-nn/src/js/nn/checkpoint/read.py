@@ -1,6 +1,6 @@
 """Reading a checkpoint step's items: onto the current devices and shardings of live objects
 (:func:`read_items`, what ``load_checkpoint`` and ``load_weights`` use) or on the host as
-NumPy (:func:`read_checkpoint`, :func:`export_weights`).
+NumPy (:func:`read_checkpoint`).
 
 Every item read is checked before it is used: its save id against the step's ``meta``, every
 array against its recorded digest (on the host, or where a restored array lives), the packed
@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._weights import save_weights
 from .digest import device_digests, host_digest, packed_digests
 from .format import CheckpointError, item_name, locate, manager, other_steps
 from .quiet import failed, quiet_orbax
@@ -182,49 +179,3 @@ def read_items(where: tuple, meta: dict, current: dict) -> dict:
     finally:
         steps.close()
     return flat
-
-
-def export_weights(
-    ckpt_dir: str | os.PathLike,
-    path: str | os.PathLike,
-    *,
-    which: str | int = "best",
-    name: str = "model",
-    metadata: Mapping[str, str] | None = None,
-) -> int:
-    """Write the entry ``name`` (the model) of a checkpoint as the safetensors file ``path``.
-
-    Args:
-        ckpt_dir: a directory written by ``save_checkpoint`` or ``ModelCheckpoint``.
-        path: the ``.safetensors`` file to write.
-        which: ``'best'``, ``'last'`` or a step number, as in ``load_checkpoint``.
-        name: the checkpoint entry holding the model (``'model'`` for a ``Task``).
-        metadata: extra ``{str: str}`` for the header; ``'step'`` is added.
-
-    The arrays are read and verified by :func:`read_checkpoint` and written by
-    ``js.nn.save_weights`` (layout ``'js'``), so the file loads where neither orbax nor
-    js-train is installed; no model object is needed. Returns the step exported. Load the
-    file with ``js.nn.load_weights(model, path)``. A damaged step raises
-    :class:`CheckpointError` and writes nothing.
-
-    Example:
-        >>> import os, tempfile, js, js.nn as nn
-        >>> from js.nn.checkpoint import save_checkpoint
-        >>> folder = tempfile.mkdtemp()
-        >>> model = nn.Linear(2, 1, rngs=js.Rngs(params=0))
-        >>> save_checkpoint(os.path.join(folder, "ckpt"), {"model": model, "epoch": 0})
-        0
-        >>> nn.export_weights(os.path.join(folder, "ckpt"), os.path.join(folder, "w.safetensors"))
-        0
-        >>> nn.weights_info(os.path.join(folder, "w.safetensors")).metadata
-        {'step': '0'}
-    """
-    ckpt_dir = Path(ckpt_dir)
-    if not ckpt_dir.is_dir():
-        raise FileNotFoundError(
-            f"export_weights: no checkpoint directory at {ckpt_dir}. Fix: pass the "
-            "directory given to ModelCheckpoint or save_checkpoint"
-        )
-    step, arrays = read_checkpoint(ckpt_dir, name=name, which=which)
-    save_weights(arrays, path, metadata={**(metadata or {}), "step": str(step)})
-    return step
