@@ -24,7 +24,6 @@ from ._callbacks import SaveRequest as SaveRequest  # noqa: E402
 from ._checkpoint import ModelCheckpoint as ModelCheckpoint  # noqa: E402
 from ._distributed import detect_cluster as detect_cluster  # noqa: E402
 from ._distributed import init_distributed as init_distributed  # noqa: E402
-from ._loader import ArrayLoader as ArrayLoader  # noqa: E402
 from ._perf import measure_peak_flops as measure_peak_flops  # noqa: E402
 from ._precision import autocast as autocast  # noqa: E402
 from ._progress import Display as Display  # noqa: E402
@@ -39,6 +38,7 @@ from ._trackers import WandbRun as WandbRun  # noqa: E402
 from ._trainer import Trainer as Trainer  # noqa: E402
 from ._weight_averaging import EMAWeightAveraging as EMAWeightAveraging  # noqa: E402
 from ._weight_averaging import WeightAveraging as WeightAveraging  # noqa: E402
+from .data._arrays import ArrayLoader as ArrayLoader  # noqa: E402
 
 __all__ = [
     "ArrayLoader",
