@@ -28,6 +28,12 @@ def local_batches(data, batch, processes, epochs=1, **options):
     return out
 
 
+def test_without_grain_process_batches_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "grain", None)  # import grain raises ImportError
+    with pytest.raises(ImportError, match=r"process_batches needs grain.*'js-train\[grain\]'"):
+        process_batches(list(range(8)), 4)
+
+
 @pytest.mark.parametrize("processes", [1, 2, 4])
 def test_processes_assemble_the_single_process_batches_in_one_order(processes):
     rows = list(range(40))

@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 MODULES = [
-    "_loader",
+    "data._arrays",
     "_progress",
     "_runs",
     "_callbacks",

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from js_train_testing import RowSource, blobs, scale_row
 
-from js.training import ArrayLoader, ModelCheckpoint, Trainer, load_checkpoint
+from js.training import ArrayLoader, ModelCheckpoint, Trainer, load_checkpoint, save_checkpoint
 
 grain = pytest.importorskip("grain")
 
@@ -34,6 +34,18 @@ def _reference(x, y) -> ArrayLoader:
     order = _order(x, y)
     rows = scale_row((x[order], y[order]))
     return ArrayLoader(*rows, batch_size=BATCH)
+
+
+def _data_loader(x, y, worker_count=0):
+    """A grain DataLoader of ``BATCH``-row batches, once over the rows in a seeded order."""
+    sampler = grain.samplers.IndexSampler(len(x), num_epochs=1, shuffle=True, seed=0)
+    operations = [grain.transforms.Batch(BATCH, drop_remainder=True)]
+    return grain.DataLoader(
+        data_source=RowSource(x, y),
+        sampler=sampler,
+        operations=operations,
+        worker_count=worker_count,
+    )
 
 
 def _losses(history) -> list:
@@ -113,6 +125,51 @@ def test_a_wrong_or_missing_loader_position_is_refused_before_anything_loads(tmp
         trainer.loader_position([(x, y)])
 
 
+def test_a_data_loader_itself_is_saved_and_restored_as_the_loader_entry(tmp_path, make_task):
+    """save_checkpoint and load_checkpoint take the DataLoader (not loader_position) beside
+    the trainer: the resumed fit goes on at the batch an uninterrupted run trains next."""
+    x, y = blobs()
+    straight = make_task()
+    expected = Trainer(1, log_every_n_steps=1, verbose=False).fit(straight, _data_loader(x, y))
+
+    task, data, first = make_task(), _data_loader(x, y), Trainer(1, max_steps=4, verbose=False)
+    first.fit(task, data)
+    save_checkpoint(tmp_path, {**task.checkpoint_objects(), "trainer": first, "loader": data})
+
+    task, data, trainer = (
+        make_task(seed=7),
+        _data_loader(x, y),
+        Trainer(1, log_every_n_steps=1, verbose=False),
+    )
+    objects = {**task.checkpoint_objects(), "trainer": trainer, "loader": data}
+    restored = load_checkpoint(tmp_path, objects, "last")
+    assert restored["loader"] is data and restored["step"] == 0
+    history = trainer.fit(task, data, resume=True)
+    assert history[0]["step"] == 5  # the fifth batch of six, as in the uninterrupted run
+    assert _losses(history) == _losses(expected[4:])
+    for key, value in _params(straight).items():
+        np.testing.assert_array_equal(_params(task)[key], value, err_msg=key)
+
+
+def test_a_pipeline_entry_without_its_trainer_or_position_is_refused_with_the_fix(
+    tmp_path, make_task
+):
+    x, y = blobs()
+    task, data = make_task(), _data_loader(x, y)
+    objects = {**task.checkpoint_objects(), "loader": data}
+    fix = r"Fix: name that Trainer with it, \{..., 'trainer': trainer, 'loader': train_data\}"
+    for call in (save_checkpoint, load_checkpoint):
+        with pytest.raises(
+            TypeError, match=r"'loader' is a grain DataLoader, whose position .*" + fix
+        ):
+            call(tmp_path, objects)
+    with pytest.raises(TypeError, match=r"the objects hold 2 Trainers \(\['a', 'b'\]\)"):
+        load_checkpoint(tmp_path, {**objects, "a": Trainer(1), "b": Trainer(1)})
+    with pytest.raises(ValueError, match=r"'loader', a grain DataLoader, has no position to save"):
+        save_checkpoint(tmp_path, {**objects, "trainer": Trainer(1, verbose=False)})
+    assert not tmp_path.joinpath("0").exists()  # nothing was written
+
+
 def test_workers_train_like_an_array_loader_and_resume_bit_for_bit(tmp_path, make_task):
     """2 worker processes (mp_prefetch) and a per-row transform: the losses of the same rows
     in an ArrayLoader; interrupted mid-epoch, restored in fresh objects, bit for bit."""
@@ -149,11 +206,7 @@ def test_workers_of_a_data_loader_resume_bit_for_bit(tmp_path, make_task):
     x, y = blobs()
 
     def loader():
-        sampler = grain.samplers.IndexSampler(len(x), num_epochs=1, shuffle=True, seed=0)
-        operations = [grain.transforms.Batch(BATCH, drop_remainder=True)]
-        return grain.DataLoader(
-            data_source=RowSource(x, y), sampler=sampler, operations=operations, worker_count=2
-        )
+        return _data_loader(x, y, worker_count=2)
 
     straight = make_task()
     expected = Trainer(1, log_every_n_steps=1, verbose=False).fit(straight, loader())

@@ -6,16 +6,20 @@ and js-nn reads what is saved here). What is js-train's own is what to save and 
 payload ``{**task.checkpoint_objects(), 'epoch': epoch}`` after every epoch, or with
 ``every_n_steps`` the Trainer's position (``'trainer'``) and the loader's (``'loader'``), and
 how steps are ranked (by the monitored metric) and kept (the ``save_top_k`` best and the last).
+And js-train's :func:`save_checkpoint` and :func:`load_checkpoint`: js-nn's, which also take
+a grain pipeline as the ``'loader'`` entry beside the ``'trainer'`` that trains on it.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from js._checks import check_int
+from js.nn import checkpoint as nn_checkpoint
 from js.nn.checkpoint.format import (
     CheckpointError,
     manager,
@@ -36,6 +40,7 @@ from ._callbacks import (
     monitored,
     step_objects,
 )
+from .data._positions import check_consumed, with_positions
 
 if TYPE_CHECKING:  # the hooks' argument types; imported only by type checkers (a cycle)
     from ._task import Task
@@ -109,7 +114,7 @@ class ModelCheckpoint(Callback):
     has one, its position in the epoch (``trainer.loader_position()``: an ArrayLoader's
     ``{'epoch':, 'batch':}``, a grain pipeline's own iterator state as JSON in the step's
     metadata), of the last batch a step consumed. Restore those objects with
-    ``load_checkpoint`` (``'loader'``: the ArrayLoader, or
+    ``load_checkpoint`` (``'loader'``: the ArrayLoader or grain pipeline itself, or
     ``trainer.loader_position(train_data)``) and call ``fit(..., resume=True)``: training
     continues on the next batch, bit for bit as if never interrupted. A step save is ranked
     by ``monitor`` in the latest row that has it (the last validation), unranked before.
@@ -320,3 +325,52 @@ class ModelCheckpoint(Callback):
         """The directory of :attr:`best_step` (None when there is none)."""
         step = self.best_step
         return None if step is None else self.path / str(step)
+
+
+def save_checkpoint(
+    path: str | os.PathLike,
+    objects: Mapping[str, Any],
+    *,
+    step: int | None = None,
+    lock_timeout: float = 0.0,
+) -> int:
+    """Save ``objects`` under ``path``: :func:`js.nn.checkpoint.save_checkpoint` (its
+    arguments, format and checks), where an entry may also be the training data itself.
+
+    A grain pipeline (``MapDataset``, ``IterDataset`` or ``DataLoader``) has no position of its
+    own (each of its iterators has one); the Trainer among ``objects`` knows where its steps
+    are in it, so ``{..., 'trainer': trainer, 'loader': pipeline}`` saves
+    ``trainer.loader_position(pipeline)``: grain's iterator state after the last batch a step
+    consumed. An ArrayLoader saves its own position.
+
+    Returns the step saved.
+
+    Example:
+        >>> save_checkpoint("ckpt", {**task.checkpoint_objects(), "trainer": trainer,
+        ...                          "loader": pipeline})  # doctest: +SKIP
+    """
+    objects, pipelines = with_positions(objects, "save_checkpoint")
+    check_consumed(objects, pipelines)
+    return nn_checkpoint.save_checkpoint(path, objects, step=step, lock_timeout=lock_timeout)
+
+
+def load_checkpoint(
+    path: str | os.PathLike, objects: Mapping[str, Any], which: str | int = "best"
+) -> dict:
+    """Restore ``objects`` in place from ``path``: :func:`js.nn.checkpoint.load_checkpoint`
+    (its arguments, checks and result), where an entry may also be the training data itself.
+
+    A grain pipeline (``MapDataset``, ``IterDataset`` or ``DataLoader``) next to the
+    ``'trainer'`` that will train on it stands for ``trainer.loader_position(pipeline)``: its
+    saved iterator state is checked with everything else, and the next
+    ``trainer.fit(task, pipeline, resume=True)`` continues on the batch after the saved one.
+    The result names the pipeline itself.
+
+    Example:
+        >>> objects = {**task.checkpoint_objects(), "trainer": trainer,
+        ...            "loader": pipeline}  # doctest: +SKIP
+        >>> load_checkpoint(path, objects, which="last")  # doctest: +SKIP
+        >>> trainer.fit(task, pipeline, resume=True)  # doctest: +SKIP
+    """
+    positions, pipelines = with_positions(objects, "load_checkpoint")
+    return {**nn_checkpoint.load_checkpoint(path, positions, which), **pipelines}

@@ -31,7 +31,6 @@ from js._checks import check_int, check_mesh, is_int
 from js.nn.checkpoint import save_checkpoint
 
 from ._callbacks import Callback, SaveRequest, step_objects
-from ._data import ArrayPosition, GrainPosition, Prefetcher, TrainData, grain_kind
 from ._lr_scheduling import check_fit, lr_columns, scheduler_room, step_scheduler
 from ._options import (
     check_callbacks,
@@ -56,6 +55,10 @@ from ._signals import (
 )
 from ._task import Task, check_task, scanned_training_step
 from ._totals import NonFinite, Totals, epoch_metrics, rates, with_epoch
+from .data._grain import grain_kind
+from .data._positions import ArrayPosition, GrainPosition
+from .data._prefetch import Prefetcher
+from .data._train_data import TrainData
 
 # Columns of a row in this order (stable within a group): epoch, step, train/, val/, lr, time/,
 # perf/, mem/.

@@ -6,23 +6,14 @@ from typing import TYPE_CHECKING, Any
 
 from js._checks import check_bool, check_int
 
+from ._grain import import_grain
+from ._rows import process_rows_class
+
 if TYPE_CHECKING:
     try:
         import grain
     except ImportError:  # the optional extra js-train[grain]
         pass
-
-
-def import_grain() -> Any:
-    """grain, or an ImportError that says how to install it."""
-    try:
-        import grain
-    except ImportError as error:
-        raise ImportError(
-            "js.training.data.process_batches needs grain, js-train's optional extra. Fix: "
-            "pip install 'js-train[grain]'"
-        ) from error
-    return grain
 
 
 def process_batches(
@@ -76,8 +67,6 @@ def process_batches(
     """
     grain = import_grain()
     import jax
-
-    from ._rows import process_rows_class
 
     owner = "process_batches"
     batch = check_int(owner, "global_batch_size", global_batch_size, 1)

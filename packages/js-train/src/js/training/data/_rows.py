@@ -9,12 +9,12 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from ._grain import import_grain
+
 
 @functools.cache
 def process_rows_class() -> type:
     """``ProcessRows``, a ``grain.MapDataset`` subclass (grain imported here)."""
-    from ._batches import import_grain
-
     grain = import_grain()
 
     class ProcessRows(grain.MapDataset):
