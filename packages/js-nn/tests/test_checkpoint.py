@@ -170,6 +170,14 @@ def test_save_and_load_argument_errors(tmp_path):
     ):
         checkpoint.save_checkpoint(tmp_path, {"model": model}, step=1.5)
     assert not list(tmp_path.iterdir())  # refused before the directory was touched
+    with pytest.raises(
+        TypeError,
+        match=r"'loader' is a object: neither stateful .* Fix: save an object with "
+        r"state_dict/load_state_dict or get_state/set_state, or a JSON value; for a data "
+        r"pipeline .* js\.training\.save_checkpoint/load_checkpoint with the Trainer",
+    ):
+        checkpoint.save_checkpoint(tmp_path, {"model": model, "loader": object()})
+    assert not list(tmp_path.iterdir())
     with pytest.raises(FileNotFoundError, match=r"load_checkpoint: no checkpoint directory at"):
         checkpoint.load_checkpoint(tmp_path / "none", {"model": model})
     checkpoint.save_checkpoint(tmp_path, {"model": model, "epoch": 1})

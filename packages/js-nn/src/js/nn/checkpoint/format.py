@@ -324,7 +324,10 @@ def _kind(name: str, obj) -> str:
         raise TypeError(
             f"checkpoint object {name!r} is a {type(obj).__name__}: neither stateful (no "
             f"state_dict/load_state_dict, no get_state/set_state) nor a plain JSON value "
-            f"({error})"
+            f"({error}). Fix: save an object with state_dict/load_state_dict or "
+            f"get_state/set_state, or a JSON value; for a data pipeline that a js.training.Trainer "
+            f"steps through, use js.training.save_checkpoint/load_checkpoint with the Trainer in "
+            f"the same dict ({{..., 'trainer': trainer, {name!r}: pipeline}})"
         ) from None
     return "value"
 
