@@ -15,7 +15,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 import js
-from js._checks import sharding_of
+from js._checks import check_number, sharding_of
 
 if TYPE_CHECKING:
     from ._optimizer import Optimizer
@@ -69,15 +69,16 @@ def _put_scalars(values: list[float], like: jax.Array | None, dtype) -> list[jax
 
 
 def _check_lr(lr) -> None:
+    """A float ``lr`` >= 0 (``js._checks``' wording) or a schedule (any callable)."""
     if callable(lr):
         return
-    if isinstance(lr, bool) or not isinstance(lr, numbers.Real):
+    if isinstance(lr, (bool, np.bool_)) or not isinstance(lr, numbers.Real):
         raise TypeError(
-            "lr must be a float or a schedule (a callable of the step count), got "
-            f"{type(lr).__name__}"
+            f"lr must be a number >= 0 or a schedule (a callable of the step count), got {lr!r} "
+            f"(a {type(lr).__name__}). Fix: pass a number, e.g. lr=0.001, or a schedule, e.g. "
+            "lr=js.optim.cosine_schedule(0.001, total_steps)"
         )
-    if not float(lr) >= 0:
-        raise ValueError(f"lr must be >= 0, got {lr!r}")
+    check_number("", "lr", lr, 0)
 
 
 def _option_array(value) -> np.ndarray:

@@ -10,6 +10,8 @@ from bisect import bisect_right
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from js._checks import check_number
+
 from ._optimizer import Optimizer
 from ._sched_base import (
     LRScheduler,
@@ -190,26 +192,14 @@ class OneCycleLR(LRScheduler):
         groups = _groups("OneCycleLR", optimizer)
         self.optimizer = optimizer
         if total_steps is not None:
-            if (
-                isinstance(total_steps, bool)
-                or not isinstance(total_steps, int)
-                or total_steps <= 0
-            ):
-                raise ValueError(f"Expected positive integer total_steps, but got {total_steps}")
-            self.total_steps = total_steps
+            self.total_steps = _int("OneCycleLR", "total_steps", total_steps, 1)
         elif epochs is not None and steps_per_epoch is not None:
-            if not isinstance(epochs, int) or epochs <= 0:
-                raise ValueError(f"Expected positive integer epochs, but got {epochs}")
-            if not isinstance(steps_per_epoch, int) or steps_per_epoch <= 0:
-                raise ValueError(
-                    f"Expected positive integer steps_per_epoch, but got {steps_per_epoch}"
-                )
-            self.total_steps = epochs * steps_per_epoch
+            epochs = _int("OneCycleLR", "epochs", epochs, 1)
+            self.total_steps = epochs * _int("OneCycleLR", "steps_per_epoch", steps_per_epoch, 1)
         else:
             raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
+        pct_start = check_number("OneCycleLR", "pct_start", pct_start, 0, 1)
         self._schedule_phases = _phases(three_phase, pct_start, self.total_steps)
-        if not isinstance(pct_start, float) or pct_start < 0 or pct_start > 1:
-            raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError(
                 f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}"

@@ -12,6 +12,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from js._checks import check_number
+
 from ._sched_base import (
     LRScheduler,
     _groups,
@@ -200,18 +202,8 @@ class LinearLR(LRScheduler):
         total_iters: int = 5,
         last_epoch: int = -1,
     ) -> None:
-        start_factor = _number("LinearLR", "start_factor", start_factor)
-        end_factor = _number("LinearLR", "end_factor", end_factor)
-        if start_factor > 1.0 or start_factor <= 0:
-            raise ValueError(
-                "Starting multiplicative factor expected to be greater than 0 and less or "
-                f"equal to 1, got start_factor={start_factor!r}."
-            )
-        if end_factor > 1.0 or end_factor < 0:
-            raise ValueError(
-                "Ending multiplicative factor expected to be between 0 and 1, got "
-                f"end_factor={end_factor!r}."
-            )
+        check_number("LinearLR", "start_factor", start_factor, 0, 1, open_low=True)
+        check_number("LinearLR", "end_factor", end_factor, 0, 1)
         self.start_factor, self.end_factor = start_factor, end_factor
         self.total_iters = _int("LinearLR", "total_iters", total_iters, 0)
         super().__init__(optimizer, last_epoch)
