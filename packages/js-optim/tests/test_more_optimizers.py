@@ -321,7 +321,12 @@ def check_options(cls, **options):
             ValueError,
             r"betas\[1\] must be a number in \[0, 1\), got 1.0",
         ),
-        (Adamax, {"betas": 0.9}, TypeError, r"betas must be a pair of numbers in \[0, 1\), got 0.9 \(a float\)"),
+        (
+            Adamax,
+            {"betas": 0.9},
+            TypeError,
+            r"betas must be a pair of numbers in \[0, 1\), got 0.9",
+        ),
         (
             NAdam,
             {"momentum_decay": -1e-3},

@@ -235,7 +235,7 @@ def test_writes_are_checked_and_refused_ones_change_nothing():
     hidden, out = split(model)
     opt = SGD([{"params": hidden, "nesterov": True}, {"params": out}], lr=0.1, momentum=0.9)
     before = opt.state_dict()
-    with pytest.raises(ValueError, match=r"SGD param_groups\[1\]: lr must be a number >= 0, got -1"):
+    with pytest.raises(ValueError, match=r"SGD param_groups\[1\]: lr must be a number >= 0, got"):
         opt.param_groups[1]["lr"] = -1
     with pytest.raises(
         ValueError,
