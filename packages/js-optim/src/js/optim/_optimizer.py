@@ -17,6 +17,8 @@ only the structure and the static options.
 
 from __future__ import annotations
 
+import inspect
+from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, ClassVar
 
@@ -29,7 +31,7 @@ from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
 import js
-from js._checks import compare_state, sharding_of
+from js._checks import compare_state, flatten_state, sharding_of
 
 from ._param_group import (
     OptState,
@@ -44,6 +46,7 @@ from ._param_group import (
     _option_value,
     _put_scalars,
 )
+from ._paths import resolve
 from ._program import (
     _OLD_FORM,
     _apply,
@@ -94,6 +97,10 @@ class Optimizer(js.Object):
 
     name: ClassVar[str] = "optimizer"
     static: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _show_signature(cls)
 
     def __init__(self, params: Any, defaults: Any, *old_args: Any, **old_kwargs: Any) -> None:
         cls = type(self).__name__
@@ -198,10 +205,8 @@ class Optimizer(js.Object):
                 f"Fix: {cls}(model.parameters(), ...)"
             )
         many = len(raw) > 1
-        named_all: list = []
-        grad_paths: list[str] = []
+        entries: list = []  # (group, path or None, grad path, Parameter)
         seen: dict[int, int] = {}
-        by_path: dict[str, int] = {}
         groups = []
         for index, group in enumerate(raw):
             where = f"param_groups[{index}]"
@@ -225,24 +230,14 @@ class Optimizer(js.Object):
             indices = []
             for (path, param), gpath in zip(named, gpaths, strict=True):
                 if id(param) in seen:
+                    shown = f"parameter {path!r}" if path is not None else "a parameter"
                     raise ValueError(
-                        f"{cls}: parameter {path!r} is in param_groups[{seen[id(param)]}] and "
+                        f"{cls}: {shown} is in param_groups[{seen[id(param)]}] and "
                         f"{where}; a parameter belongs to one group. Fix: list it once."
                     )
-                if path in by_path:
-                    raise ValueError(
-                        f"{cls}: two different parameters have the path {path!r} "
-                        f"(param_groups[{by_path[path]}] and {where}); gradients are matched "
-                        "by the model's dotted paths, and submodule.parameters() gives paths "
-                        "relative to the submodule. Fix: select from the model you "
-                        "differentiate, e.g. [(p, v) for p, v in model.named_parameters() if "
-                        "p.startswith('body.')], or use one optimizer per model."
-                    )
                 seen[id(param)] = index
-                by_path[path] = index
-                indices.append(len(named_all))
-                named_all.append((path, param))
-                grad_paths.append(gpath)
+                indices.append(len(entries))
+                entries.append((index, path, gpath, param))
             values = {key: group.get(key, default) for key, default in defaults.items()}
             values.update({k: v for k, v in group.items() if k != "params" and k not in values})
             for key in self.static:
@@ -250,6 +245,20 @@ class Optimizer(js.Object):
                     raise TypeError(f"{owner}: the static option {key} must be hashable")
             self._check_group(owner, values)
             groups.append((tuple(indices), values))
+        # Gradients are found under these paths, or else at each step by _paths.resolve: a
+        # Parameter given without a path, or two under one path (submodule selections), make
+        # the step search from the start. State-dict keys: the path, or with the group's
+        # index when two share it ('param_groups.1.weight'), or its place ('param_groups.0.2').
+        counts = Counter(path for _, path, _, _ in entries)
+        self._sources = tuple(None if path is None else gpath for _, path, gpath, _ in entries)
+        self._search = any(path is None or counts[path] > 1 for _, path, _, _ in entries)
+        named_all, grad_paths, place = [], [], Counter()
+        for g, path, gpath, param in entries:
+            if path is None or counts[path] > 1:
+                gpath = f"param_groups.{g}.{place[g] if path is None else path}"
+            named_all.append((gpath if path is None or counts[path] > 1 else path, param))
+            grad_paths.append(gpath)
+            place[g] += 1
         if len(raw) == 1 and isinstance(raw[0]["params"], js.ParameterSelection):
             selection = raw[0]["params"]
         else:
@@ -545,8 +554,37 @@ class Optimizer(js.Object):
 
     def _match(self, grads: nnx.State | Mapping[str, Any]) -> list[jax.Array]:
         """Gradient arrays of the trainable parameters in order, after checking that ``grads``
-        fits them (gradients of frozen parameters may be present and are ignored)."""
-        return self.params.match(grads, expect=self._trainable)
+        fits them (gradients of frozen parameters may be present and are ignored). Where the
+        paths given do not find them (a submodule's selection, a list of Parameters), the
+        gradients' paths and shapes do (``_paths``)."""
+        if not self._search:
+            try:
+                return self.params.match(grads, expect=self._trainable)
+            except ValueError as error:
+                failed = str(error)
+        else:
+            failed = None
+        flat = flatten_state(grads)
+        shapes = [shape for _, shape, _, _ in self._built]
+        groups = tuple(
+            tuple((self._sources[i], shapes[i], self._trainable[i]) for i in group._indices)
+            for group in self._host.groups
+        )
+        available = tuple((key, tuple(getattr(v, "shape", ()))) for key, v in flat.items())
+        found = resolve(groups, available)
+        if isinstance(found, str):
+            cls = type(self).__name__
+            raise ValueError(
+                f"{cls}.step: {failed or 'gradients do not match the parameters'}; nor do the "
+                f"gradients' paths place the groups: {found}. Fix: differentiate the model the "
+                "groups' parameters come from, or give each group (path, Parameter) pairs of "
+                "that model: [(n, p) for n, p in model.named_parameters() if "
+                "n.startswith('base.')]."
+            )
+        keys: dict[int, str | None] = {}
+        for group, group_keys in zip(self._host.groups, found, strict=True):
+            keys.update(zip(group._indices, group_keys, strict=True))
+        return [flat[keys[i]] for i, t in enumerate(self._trainable) if t]  # type: ignore[index]
 
     def _check_params(self) -> bool:
         """Shapes and dtypes (static: free inside compiled code), then the devices of concrete
@@ -726,6 +764,17 @@ class Optimizer(js.Object):
             return f"{cls}({len(self.params)} parameters, {shown(groups[0])})"
         inner = "; ".join(f"[{len(g._indices)}: {shown(g)}]" for g in groups)
         return f"{cls}({len(self.params)} parameters in {len(groups)} groups: {inner})"
+
+
+def _show_signature(cls: type) -> None:
+    """``inspect.signature(cls)`` shows the constructor's parameters, as torch's classes do:
+    flax's ``PytreeMeta.__call__`` stands in front of ``__init__`` and shows
+    ``(*args, **kwargs)`` (notebooks, ``help()`` and config systems read the signature)."""
+    init = inspect.signature(cls.__init__)
+    cls.__signature__ = init.replace(parameters=list(init.parameters.values())[1:])
+
+
+_show_signature(Optimizer)
 
 
 def _freeze(value):

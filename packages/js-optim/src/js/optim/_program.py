@@ -124,15 +124,17 @@ _OLD_FORM = (
 )
 
 
-def _named_pairs(owner: str, where: str, params) -> tuple[list, tuple[str, ...]]:
-    """``(named, grad_paths)`` of one group's ``params``: a ParameterSelection, or (path,
-    Parameter) pairs."""
+def _named_pairs(owner: str, where: str, params) -> tuple[list, tuple]:
+    """``(named, grad_paths)`` of one group's ``params``: a ParameterSelection (of the model or
+    of a submodule), ``(path, Parameter)`` pairs, or Parameters (path None: found at the step)."""
     if isinstance(params, js.ParameterSelection):
         return params.named(), params.grad_paths
     if isinstance(params, (str, bytes, Mapping)) or not isinstance(params, Iterable):
         items = None
     else:
         items = list(params)
+    if items is not None and all(isinstance(item, js.Parameter) for item in items):
+        return [(None, item) for item in items], tuple(None for _ in items)
     if items is None or not all(
         isinstance(item, tuple)
         and len(item) == 2
@@ -141,9 +143,9 @@ def _named_pairs(owner: str, where: str, params) -> tuple[list, tuple[str, ...]]
         for item in items
     ):
         raise TypeError(
-            f"{owner}: {where} must be the selection model.parameters() returns (or a list of "
-            f"(path, Parameter) pairs, as model.named_parameters() yields), got "
-            f"{type(params).__name__}; gradients are matched to parameters by path. Fix: "
+            f"{owner}: {where} must be the selection model.parameters() returns (of the model or "
+            "a submodule), a list of Parameters, or a list of (path, Parameter) pairs (as "
+            f"model.named_parameters() yields), got {type(params).__name__}. Fix: "
             f"{owner}(model.parameters(), ...) or [{{'params': model.parameters(), ...}}]"
         )
     return items, tuple(path for path, _ in items)
