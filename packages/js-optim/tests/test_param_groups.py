@@ -9,7 +9,7 @@ from optim_models import MLP, Linear, batch, mse
 
 import js
 from js.optim import SGD, Adam, AdamW, Optax, Optimizer, accumulate, param_groups
-from js.optim._optimizer import _apply
+from js.optim._program import update_program
 
 torch = pytest.importorskip("torch")
 
@@ -155,13 +155,13 @@ def test_the_eager_update_compiles_once_across_option_writes():
     opt = AdamW([{"params": split(model)[0]}, {"params": split(model)[1], "lr": 0.1}])
     grads = {k: jnp.asarray(v) for k, v in gradients(model, steps=1)[0].items()}
     opt.step(grads)
-    size = _apply._cache_size()
+    size = update_program._cache_size()
     for lr in (1e-3, 2e-3, 5e-4):
         opt.param_groups[0]["lr"] = lr
         opt.param_groups[1]["betas"] = (0.8, lr)
         opt.param_groups[1]["weight_decay"] = lr
         opt.step(grads)
-    assert _apply._cache_size() == size
+    assert update_program._cache_size() == size
 
 
 def test_a_written_lr_is_used_by_the_next_step_exactly():

@@ -64,6 +64,11 @@ def _kind(value) -> str:
     return f"{value!r} (a {type(value).__name__})"
 
 
+def _at(owner: str) -> str:
+    """The message's prefix: ``'Owner: '``, or nothing for an empty owner (the caller adds it)."""
+    return f"{owner}: " if owner else ""
+
+
 def is_int(value: object) -> TypeGuard[int]:
     """Whether ``value`` is a Python or NumPy integer, and not a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
@@ -81,11 +86,11 @@ def check_int(owner: str, name: str, value, minimum: int | None = 1) -> int:
     bound = "" if minimum is None else f" >= {minimum}"
     if not is_int(value):
         raise TypeError(
-            f"{owner}: {name} must be an int{bound}, got {_kind(value)}. Fix: pass an integer, "
+            f"{_at(owner)}{name} must be an int{bound}, got {_kind(value)}. Fix: pass an integer, "
             f"e.g. {name}={max(minimum or 1, 1)}"
         )
     if minimum is not None and value < minimum:
-        raise ValueError(f"{owner}: {name} must be an int{bound}, got {value!r}")
+        raise ValueError(f"{_at(owner)}{name} must be an int{bound}, got {value!r}")
     return int(value)
 
 
@@ -96,7 +101,7 @@ def check_bool(owner: str, name: str, value) -> bool:
     passed for one is usually an argument in the wrong place)."""
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(
-            f"{owner}: {name} must be True or False, got {_kind(value)}. Fix: pass "
+            f"{_at(owner)}{name} must be True or False, got {_kind(value)}. Fix: pass "
             f"{name}=True or {name}=False"
         )
     return bool(value)
@@ -109,17 +114,13 @@ def check_probability(owner: str, name: str, value) -> float:
     included)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(
-            f"{owner}: {name} must be a float in [0, 1], got {_kind(value)}. Fix: pass a "
+            f"{_at(owner)}{name} must be a float in [0, 1], got {_kind(value)}. Fix: pass a "
             f"probability, e.g. {name}=0.1"
         )
     probability = float(value)
     if not 0.0 <= probability <= 1.0:
-        raise ValueError(f"{owner}: {name} must be in [0, 1], got {value!r}")
+        raise ValueError(f"{_at(owner)}{name} must be in [0, 1], got {value!r}")
     return probability
-
-
-def _at(owner: str) -> str:
-    return f"{owner}: " if owner else ""
 
 
 def _span(low: float | None, high: float | None, open_low: bool, open_high: bool) -> str:

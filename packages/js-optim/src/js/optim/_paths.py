@@ -25,6 +25,8 @@ from __future__ import annotations
 import functools
 from collections import Counter
 
+from js._checks import flatten_state
+
 # One group as resolve() sees it: per Parameter (path or None, shape, trainable).
 Group = tuple[tuple[str | None, tuple[int, ...], bool], ...]
 
@@ -41,9 +43,9 @@ def _prefixes(group: Group, available: dict[str, tuple[int, ...]]) -> list[str]:
         prefix
         for prefix in dict.fromkeys(found)
         if all(
-            available.get(prefix + path) == shape
+            available.get(prefix + str(path)) == shape
             if trainable
-            else available.get(prefix + path, shape) == shape
+            else available.get(prefix + str(path), shape) == shape
             for path, shape, trainable in group
         )
     ]
@@ -120,9 +122,44 @@ def resolve(
     for i, group in enumerate(groups):
         if i in chosen:
             prefix = chosen[i]
-            out.append(tuple(prefix + p if prefix + p in available else None for p, _, _ in group))  # type: ignore[operator]
+            keys = [prefix + str(path) for path, _, _ in group]
+            out.append(tuple(key if key in available else None for key in keys))
         else:
             out.append(
                 tuple(by_shape[shape][0] if t else None for _, shape, t in group)  # one each
             )
     return tuple(out)
+
+
+def search_gradients(
+    cls: str,
+    grads,
+    groups: list[tuple[int, ...]],
+    sources: tuple[str | None, ...],
+    built: tuple,
+    trainable: tuple[bool, ...],
+    failed: str | None,
+) -> list:
+    """The gradients of the trainable Parameters in order, found by :func:`resolve`.
+
+    ``groups`` holds each group's Parameter indices, ``sources`` each Parameter's path in its
+    group's terms (None: given without one), ``built`` each one's ``(path, shape, ...)``;
+    ``failed`` is why the paths as given did not find them (None: not tried)."""
+    flat = flatten_state(grads)
+    described = tuple(
+        tuple((sources[i], built[i][1], trainable[i]) for i in indices) for indices in groups
+    )
+    available = tuple((key, tuple(getattr(v, "shape", ()))) for key, v in flat.items())
+    found = resolve(described, available)
+    if isinstance(found, str):
+        raise ValueError(
+            f"{cls}.step: {failed or 'gradients do not match the parameters'}; nor do the "
+            f"gradients' paths place the groups: {found}. Fix: differentiate the model the "
+            "groups' parameters come from, or give each group (path, Parameter) pairs of "
+            "that model: [(n, p) for n, p in model.named_parameters() if "
+            "n.startswith('base.')]."
+        )
+    keys: dict[int, str | None] = {}
+    for indices, group_keys in zip(groups, found, strict=True):
+        keys.update(zip(indices, group_keys, strict=True))
+    return [flat[str(keys[i])] for i, t in enumerate(trainable) if t]  # a trainable one has one
