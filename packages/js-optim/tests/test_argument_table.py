@@ -174,7 +174,7 @@ def test_every_scheduler_is_in_the_table():
 @pytest.mark.parametrize(("cls", "required", "name", "kind"), list(scheduler_rows()))
 def test_scheduler_arguments(cls, required, name, kind):
     def build(value):
-        cls(Opt(), **required, **{name: value})
+        cls(Opt(), **{**required, name: value})
 
     check_row(cls.__name__, name, kind, build)
 

@@ -53,6 +53,7 @@ class Accumulate(Custom, Optimizer):
         self.params = optimizer.params
         self._built = optimizer._built
         self._trainable = optimizer._trainable
+        self._sources, self._search = optimizer._sources, optimizer._search  # how grads are found
         self._dtype = optimizer._dtype
         self._step_count = optimizer._step_count  # real updates: the inner optimizer's count
         variables = self.params.variables

@@ -414,7 +414,7 @@ class Optimizer(js.Object):
                 failed = str(error)
         else:
             failed = None
-        groups = [group._indices for group in self._host.groups]
+        groups = [group._indices for group in self.param_groups]
         return search_gradients(
             type(self).__name__, grads, groups, self._sources, self._built, self._trainable, failed
         )
