@@ -15,6 +15,8 @@ from js._checks import (
     check_bool,
     check_int,
     check_mesh,
+    check_number,
+    check_pair,
     check_probability,
     compare_state,
     flatten_state,
@@ -94,6 +96,45 @@ def test_check_probability_refuses_values_outside_the_unit_interval(value):
         check_probability("Owner", "p", value)
 
 
+@pytest.mark.parametrize(
+    ("bounds", "value", "kind", "message"),
+    [
+        ({"low": 0}, "x", TypeError, "Owner: x must be a number >= 0, got 'x' (a str). Fix: "),
+        ({"low": 0}, True, TypeError, "Owner: x must be a number >= 0, got True (a bool)"),
+        ({"low": 0}, -1, ValueError, "Owner: x must be a number >= 0, got -1"),
+        ({"low": 0}, float("nan"), ValueError, "Owner: x must be a number >= 0, got nan"),
+        ({"low": 0, "high": 1, "open_high": True}, 1.0, ValueError, r"in [0, 1), got 1.0"),
+        ({"low": 0, "high": 1, "open_low": True}, 0, ValueError, r"in (0, 1], got 0"),
+        ({"high": 0}, 0.5, ValueError, "Owner: x must be a number <= 0, got 0.5"),
+        ({"high": 1, "open_high": True}, 1, ValueError, "Owner: x must be a number < 1, got 1"),
+        ({}, None, TypeError, "Owner: x must be a number, got None (a NoneType)"),
+    ],
+)
+def test_check_number(bounds, value, kind, message):
+    with pytest.raises(kind) as caught:
+        check_number("Owner", "x", value, **bounds)
+    assert message in str(caught.value)
+
+
+def test_check_number_returns_a_float_and_an_empty_owner_leaves_the_prefix_out():
+    got = check_number("Owner", "x", np.float32(0.5), 0, 1)
+    assert got == 0.5 and type(got) is float
+    with pytest.raises(ValueError, match=r"^eps must be a number >= 0, got -1$"):
+        check_number("", "eps", -1, 0)
+    with pytest.raises(TypeError, match=r"^flag must be True or False"):
+        check_bool("", "flag", 1)
+
+
+def test_check_pair():
+    assert check_pair("Adam", "betas", [0.9, np.float64(0.999)], 0, 1) == (0.9, 0.999)
+    with pytest.raises(TypeError, match=r"^Adam: betas must be a pair of numbers in \[0, 1\), "):
+        check_pair("Adam", "betas", "ab", 0, 1, open_high=True)
+    with pytest.raises(TypeError, match=r"got \(0.9,\) \(a tuple\)\. Fix: pass two numbers"):
+        check_pair("Adam", "betas", (0.9,), 0, 1, open_high=True)
+    with pytest.raises(ValueError, match=r"^Adam: betas\[1\] must be a number in \[0, 1\), got 1$"):
+        check_pair("Adam", "betas", (0.9, 1), 0, 1, open_high=True)
+
+
 def _mesh(kind=AxisType.Auto):
     return jax.make_mesh((1,), ("data",), axis_types=(kind,))
 
@@ -149,6 +190,8 @@ def test_the_module_documents_every_function():
         "check_int",
         "check_bool",
         "check_probability",
+        "check_number",
+        "check_pair",
         "check_mesh",
         "sharding_of",
         "compare_state",

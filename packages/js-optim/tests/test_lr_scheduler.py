@@ -288,11 +288,13 @@ def test_bad_arguments():
         lr_scheduler.StepLR(opt, step_size=0)
     with pytest.raises(ValueError, match="T_max must be an int >= 1"):
         lr_scheduler.CosineAnnealingLR(opt, T_max=0)
-    with pytest.raises(ValueError, match="Starting multiplicative factor"):
+    with pytest.raises(
+        ValueError, match=r"LinearLR: start_factor must be a number in \(0, 1\], got 0.0"
+    ):
         lr_scheduler.LinearLR(opt, start_factor=0.0)
     with pytest.raises(ValueError, match="Expected 2 lr_lambdas, but got 1"):
         lr_scheduler.LambdaLR(opt, [lambda e: 1.0])
-    with pytest.raises(ValueError, match="Factor should be < 1.0"):
+    with pytest.raises(ValueError, match="ReduceLROnPlateau: factor must be a number < 1, got 1.0"):
         lr_scheduler.ReduceLROnPlateau(opt, factor=1.0)
     with pytest.raises(ValueError, match="mode 'up' is unknown"):
         lr_scheduler.ReduceLROnPlateau(opt, mode="up")  # pyright: ignore[reportArgumentType]

@@ -13,7 +13,7 @@ import pytest
 
 import js
 from js.optim import Adadelta, Adafactor, Adagrad, Adamax, Lion, NAdam, RAdam, RMSprop
-from js.optim._more_helpers import _rho_minus_k
+from js.optim._arithmetic import rho_minus_k
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
@@ -217,7 +217,7 @@ def test_radam_rho_t_to_float32_rounding():
         rho_inf = 2 / (1 - b2) - 1
         exact = rho_inf - 2 * t * b2**t / (1 - b2**t)
         got = np.float32(h["rho_k"]) + np.asarray(
-            _rho_minus_k(jnp.asarray(t, jnp.float32), jnp.float32(h["neg_log_b2"]))
+            rho_minus_k(jnp.asarray(t, jnp.float32), jnp.float32(h["neg_log_b2"]))
         )
         np.testing.assert_allclose(got, exact, rtol=4e-7, atol=2e-6, err_msg=f"b2={b2}")
 
@@ -281,26 +281,26 @@ def check_options(cls, **options):
             RMSprop,
             {"alpha": 1.5},
             ValueError,
-            r"alpha must be a number in \[0.0, 1.0\], got 1.5",
+            r"alpha must be a number in \[0, 1\], got 1.5",
         ),
         (
             RMSprop,
             {"momentum": -0.1},
             ValueError,
-            r"momentum must be a number >= 0.0, got -0.1",
+            r"momentum must be a number >= 0, got -0.1",
         ),
         (
             RMSprop,
             {"eps": "1e-8"},
             TypeError,
-            r"eps must be a number >= 0.0, got '1e-8' \(a str\)",
+            r"eps must be a number >= 0, got '1e-8' \(a str\)",
         ),
         (RMSprop, {"centered": 1}, TypeError, r"centered must be True or False, got 1"),
         (
             Adagrad,
             {"lr_decay": -1},
             ValueError,
-            r"lr_decay must be a number >= 0.0, got -1",
+            r"lr_decay must be a number >= 0, got -1",
         ),
         (
             Adagrad,
@@ -312,21 +312,26 @@ def check_options(cls, **options):
             Adadelta,
             {"rho": 1.1},
             ValueError,
-            r"rho must be a number in \[0.0, 1.0\], got 1.1",
+            r"rho must be a number in \[0, 1\], got 1.1",
         ),
         (Adadelta, {"weight_decay": True}, TypeError, r"weight_decay must be a number"),
         (
             Adamax,
             {"betas": (0.9, 1.0)},
             ValueError,
-            r"betas\[1\] must be a number in \[0.0, 1.0\), got 1.0",
+            r"betas\[1\] must be a number in \[0, 1\), got 1.0",
         ),
-        (Adamax, {"betas": 0.9}, TypeError, r"betas must be a pair \(b1, b2\), got 0.9"),
+        (
+            Adamax,
+            {"betas": 0.9},
+            TypeError,
+            r"betas must be a pair of numbers in \[0, 1\), got 0.9",
+        ),
         (
             NAdam,
             {"momentum_decay": -1e-3},
             ValueError,
-            r"momentum_decay must be a number >= 0.0",
+            r"momentum_decay must be a number >= 0",
         ),
         (
             NAdam,
@@ -338,9 +343,9 @@ def check_options(cls, **options):
             RAdam,
             {"betas": (-0.1, 0.9)},
             ValueError,
-            r"betas\[0\] must be a number in \[0.0, 1.0\)",
+            r"betas\[0\] must be a number in \[0, 1\)",
         ),
-        (RAdam, {"eps": -1.0}, ValueError, r"eps must be a number >= 0.0, got -1.0"),
+        (RAdam, {"eps": -1.0}, ValueError, r"eps must be a number >= 0, got -1.0"),
         (
             Adafactor,
             {"beta2_decay": 0.5},
@@ -357,29 +362,29 @@ def check_options(cls, **options):
             Adafactor,
             {"eps": 1e-3},
             TypeError,
-            r"eps must be a pair \(eps1, eps2\).*Fix: eps=\(None, 1e-3\)",
+            r"eps must be a pair of numbers >= 0, got 0.001 \(a float\)",
         ),
         (
             Adafactor,
             {"eps": (-1.0, 1e-3)},
             ValueError,
-            r"eps\[0\] must be a number >= 0.0, got -1.0",
+            r"eps\[0\] must be a number >= 0, got -1.0",
         ),
-        (Adafactor, {"d": 0.5}, ValueError, r"d must be a number >= 1.0, got 0.5"),
+        (Adafactor, {"d": 0.5}, ValueError, r"d must be a number >= 1, got 0.5"),
         (Adafactor, {"maximize": "yes"}, TypeError, r"maximize must be True or False"),
         (RAdam, {"maximize": 0}, TypeError, r"RAdam: maximize must be True or False, got 0"),
-        (Lion, {"lr": -1.0}, ValueError, r"Lion: lr must be >= 0, got -1.0"),
+        (Lion, {"lr": -1.0}, ValueError, r"Lion: lr must be a number >= 0, got -1.0"),
         (
             Lion,
             {"betas": (0.9, 1.5)},
             ValueError,
-            r"betas\[1\] must be a number in \[0.0, 1.0\), got 1.5",
+            r"betas\[1\] must be a number in \[0, 1\), got 1.5",
         ),
         (
             Lion,
             {"weight_decay": -0.1},
             ValueError,
-            r"weight_decay must be a number >= 0.0, got -0.1",
+            r"weight_decay must be a number >= 0, got -0.1",
         ),
     ],
     ids=lambda x: x if isinstance(x, str) else None,

@@ -10,7 +10,7 @@ from optim_models import MLP, batch, mse
 
 import js
 from js.optim import SGD, Adam, AdamW, Optax, accumulate, cosine_schedule
-from js.optim._optimizer import _apply
+from js.optim._program import update_program
 
 OPTIMIZERS = [
     (SGD, {"lr": 0.1, "momentum": 0.9}),
@@ -114,7 +114,7 @@ def test_the_eager_step_reuses_its_update_program():
         opt = Adam(model.parameters(), lr=0.01)
         _, grads = js.value_and_grad(mse)(model, x, y)
         opt.step(grads)
-        sizes.append(_apply._cache_size())
+        sizes.append(update_program._cache_size())
     assert sizes[1] == sizes[2] == sizes[0]
 
 

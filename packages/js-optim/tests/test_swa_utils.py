@@ -404,7 +404,7 @@ def test_swalr_refuses_bad_arguments():
     mine, _ = _optimizers()
     with pytest.raises(ValueError, match="anneal_strategy must be one of 'cos' or 'linear'"):
         SWALR(mine, swa_lr=0.1, anneal_strategy="exp")
-    with pytest.raises(ValueError, match="anneal_epochs must be equal or greater than 0, got -1"):
+    with pytest.raises(ValueError, match="SWALR: anneal_epochs must be an int >= 0, got -1"):
         SWALR(mine, swa_lr=0.1, anneal_epochs=-1)
     with pytest.raises(ValueError, match="swa_lr must have the same length"):
         SWALR(mine, swa_lr=[0.1])

@@ -10,7 +10,8 @@ bad argument alike:
 
 - ``owner`` names who checks, as the user wrote it (``'Dropout'``, ``'Trainer'``,
   ``'js.shard'``), ``name`` the argument; messages read ``"{owner}: {name} must be ..., got
-  {value!r} (a {type}). Fix: ..."``.
+  {value!r} (a {type}). Fix: ..."``. An empty ``owner`` leaves the prefix to the caller (an
+  optimizer's option checks: the optimizer adds its class and parameter group).
 - A wrong type is a TypeError, a value out of range a ValueError, a name a mesh lacks a
   :class:`MeshAxisError` (a KeyError whose ``str()`` is the plain message).
 - NumPy scalars are accepted wherever Python numbers are: ``np.integer`` as an int,
@@ -24,6 +25,8 @@ The functions:
 - :func:`check_int` — an integer ``>= minimum`` (or unbounded) as an ``int``.
 - :func:`check_bool` — ``True``/``False`` (``np.bool_`` too) as a ``bool``.
 - :func:`check_probability` — a real number in ``[0, 1]`` as a ``float``.
+- :func:`check_number` — a real number in a range (``>= 0``, ``in [0, 1)``, ...) as a ``float``.
+- :func:`check_pair` — two such numbers (``betas``) as a ``tuple`` of floats.
 - :func:`check_mesh` — a ``jax.sharding.Mesh`` with ``AxisType.Auto`` axes (NotImplementedError
   for Explicit ones), and optionally one axis it must have.
 - :func:`sharding_of` — the sharding of a concrete ``jax.Array``; None for a tracer or another
@@ -61,6 +64,11 @@ def _kind(value) -> str:
     return f"{value!r} (a {type(value).__name__})"
 
 
+def _at(owner: str) -> str:
+    """The message's prefix: ``'Owner: '``, or nothing for an empty owner (the caller adds it)."""
+    return f"{owner}: " if owner else ""
+
+
 def is_int(value: object) -> TypeGuard[int]:
     """Whether ``value`` is a Python or NumPy integer, and not a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
@@ -78,11 +86,11 @@ def check_int(owner: str, name: str, value, minimum: int | None = 1) -> int:
     bound = "" if minimum is None else f" >= {minimum}"
     if not is_int(value):
         raise TypeError(
-            f"{owner}: {name} must be an int{bound}, got {_kind(value)}. Fix: pass an integer, "
+            f"{_at(owner)}{name} must be an int{bound}, got {_kind(value)}. Fix: pass an integer, "
             f"e.g. {name}={max(minimum or 1, 1)}"
         )
     if minimum is not None and value < minimum:
-        raise ValueError(f"{owner}: {name} must be an int{bound}, got {value!r}")
+        raise ValueError(f"{_at(owner)}{name} must be an int{bound}, got {value!r}")
     return int(value)
 
 
@@ -93,7 +101,7 @@ def check_bool(owner: str, name: str, value) -> bool:
     passed for one is usually an argument in the wrong place)."""
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(
-            f"{owner}: {name} must be True or False, got {_kind(value)}. Fix: pass "
+            f"{_at(owner)}{name} must be True or False, got {_kind(value)}. Fix: pass "
             f"{name}=True or {name}=False"
         )
     return bool(value)
@@ -106,13 +114,93 @@ def check_probability(owner: str, name: str, value) -> float:
     included)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(
-            f"{owner}: {name} must be a float in [0, 1], got {_kind(value)}. Fix: pass a "
+            f"{_at(owner)}{name} must be a float in [0, 1], got {_kind(value)}. Fix: pass a "
             f"probability, e.g. {name}=0.1"
         )
     probability = float(value)
     if not 0.0 <= probability <= 1.0:
-        raise ValueError(f"{owner}: {name} must be in [0, 1], got {value!r}")
+        raise ValueError(f"{_at(owner)}{name} must be in [0, 1], got {value!r}")
     return probability
+
+
+def _span(low: float | None, high: float | None, open_low: bool, open_high: bool) -> str:
+    """The range in words: ``' >= 0'``, ``' <= 0'``, ``' in [0, 1)'`` (``''``: any number)."""
+    if low is not None and high is not None:
+        return f" in {'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}"
+    if low is not None:
+        return f" {'>' if open_low else '>='} {low}"
+    if high is not None:
+        return f" {'<' if open_high else '<='} {high}"
+    return ""
+
+
+def check_number(
+    owner: str,
+    name: str,
+    value,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    open_low: bool = False,
+    open_high: bool = False,
+) -> float:
+    """``value`` as a Python ``float`` when it is a real number between ``low`` and ``high``
+    (each bound optional, included unless ``open_low``/``open_high``).
+
+    TypeError for a bool or a non-number (a string, None, a tuple), ValueError outside the
+    range (NaN included)::
+
+        Adam: eps must be a number >= 0.0, got 'x' (a str). Fix: pass a number >= 0.0, e.g.
+        eps=0.0
+    """
+    span = _span(low, high, open_low, open_high)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        example = low if low is not None and not open_low else high if high is not None else 0.0
+        if example is None or (example == high and open_high):
+            example = (low or 0.0) + 0.5 if high is None else ((low or 0.0) + high) / 2
+        raise TypeError(
+            f"{_at(owner)}{name} must be a number{span}, got {_kind(value)}. Fix: pass a "
+            f"number{span}, e.g. {name}={float(example)!r}"
+        )
+    number = float(value)
+    inside = (low is None or (number > low if open_low else number >= low)) and (
+        high is None or (number < high if open_high else number <= high)
+    )
+    if not inside:  # NaN compares False everywhere: refused
+        raise ValueError(f"{_at(owner)}{name} must be a number{span}, got {value!r}")
+    return number
+
+
+def check_pair(
+    owner: str,
+    name: str,
+    value,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    open_low: bool = False,
+    open_high: bool = False,
+    example: tuple[float, float] = (0.9, 0.999),
+) -> tuple[float, float]:
+    """``value`` as a ``tuple`` of two floats when it is a tuple or list of two numbers, each
+    as :func:`check_number` wants (``betas``; each element is named ``name[i]``).
+
+    TypeError for anything but a pair (a string, one number, three numbers) and for an element
+    that is not a number, ValueError for an element outside the range::
+
+        NAdam: betas must be a pair of numbers in [0.0, 1.0), got 'ab' (a str). Fix: pass two
+        numbers, e.g. betas=(0.9, 0.999)
+        Adam: betas[1] must be a number in [0.0, 1.0), got 1.0
+    """
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        span = _span(low, high, open_low, open_high)
+        raise TypeError(
+            f"{_at(owner)}{name} must be a pair of numbers{span}, got {_kind(value)}. Fix: pass "
+            f"two numbers, e.g. {name}={example!r}"
+        )
+    bounds = {"low": low, "high": high, "open_low": open_low, "open_high": open_high}
+    first = check_number(owner, f"{name}[0]", value[0], **bounds)
+    return first, check_number(owner, f"{name}[1]", value[1], **bounds)
 
 
 def check_mesh(owner: str, mesh, axis: str | None = None, *, name: str = "axis") -> Mesh:

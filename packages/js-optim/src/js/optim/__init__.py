@@ -17,27 +17,27 @@ from . import lr_scheduler as lr_scheduler  # noqa: E402  (after the interface c
 from . import swa_utils as swa_utils  # noqa: E402
 from ._accumulate import Accumulate as Accumulate  # noqa: E402
 from ._accumulate import accumulate as accumulate  # noqa: E402
+from ._adadelta import Adadelta as Adadelta  # noqa: E402
 from ._adafactor import Adafactor as Adafactor  # noqa: E402
-from ._adafactor import Lion as Lion  # noqa: E402
+from ._adagrad import Adagrad as Adagrad  # noqa: E402
+from ._adam import Adam as Adam  # noqa: E402
+from ._adam import AdamW as AdamW  # noqa: E402
 from ._adamax import Adamax as Adamax  # noqa: E402
-from ._adamax import NAdam as NAdam  # noqa: E402
-from ._adamax import RAdam as RAdam  # noqa: E402
 from ._clip import clip_grad_norm as clip_grad_norm  # noqa: E402
 from ._clip import clip_grad_value as clip_grad_value  # noqa: E402
 from ._groups import param_groups as param_groups  # noqa: E402
+from ._lion import Lion as Lion  # noqa: E402
+from ._nadam import NAdam as NAdam  # noqa: E402
 from ._optax import Optax as Optax  # noqa: E402
 from ._optimizer import Optimizer as Optimizer  # noqa: E402
-from ._optimizers import SGD as SGD  # noqa: E402
-from ._optimizers import Adam as Adam  # noqa: E402
-from ._optimizers import AdamW as AdamW  # noqa: E402
 from ._param_group import OptState as OptState  # noqa: E402
 from ._param_group import ParamGroup as ParamGroup  # noqa: E402
-from ._rmsprop import Adadelta as Adadelta  # noqa: E402
-from ._rmsprop import Adagrad as Adagrad  # noqa: E402
+from ._radam import RAdam as RAdam  # noqa: E402
 from ._rmsprop import RMSprop as RMSprop  # noqa: E402
 from ._schedules import LearningRate as LearningRate  # noqa: E402
 from ._schedules import cosine_schedule as cosine_schedule  # noqa: E402
 from ._schedules import linear_warmup as linear_warmup  # noqa: E402
+from ._sgd import SGD as SGD  # noqa: E402
 
 __all__ = [
     "SGD",

@@ -20,9 +20,9 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from js._checks import check_int, sharding_of
 
-from ._optimizer import Optimizer, _Custom
+from ._optimizer import Custom, Optimizer
 from ._param_group import OptState, ParamGroup
-from ._program import _placed_init, _Program
+from ._program import Program, placed_init
 
 
 def check_every(every) -> int:
@@ -31,7 +31,7 @@ def check_every(every) -> int:
     return check_int("accumulate", "every", every, 1)
 
 
-class Accumulate(_Custom, Optimizer):
+class Accumulate(Custom, Optimizer):
     """The update of ``optimizer`` on the mean of ``every`` consecutive gradients.
 
     ``step_count`` counts real updates (one per ``every`` calls of :meth:`step`), and a
@@ -53,13 +53,14 @@ class Accumulate(_Custom, Optimizer):
         self.params = optimizer.params
         self._built = optimizer._built
         self._trainable = optimizer._trainable
+        self._sources, self._search = optimizer._sources, optimizer._search  # how grads are found
         self._dtype = optimizer._dtype
         self._step_count = optimizer._step_count  # real updates: the inner optimizer's count
         variables = self.params.variables
         indices = [i for i, t in enumerate(self._trainable) if t]
         arrays = [variables[i].value for i in indices]
-        program = _Program(self, (type(self), tuple(a.shape for a in arrays)))
-        acc = _placed_init(program, arrays) if arrays else []
+        program = Program(self, (type(self), tuple(a.shape for a in arrays)))
+        acc = placed_init(program, arrays) if arrays else []
         self._acc_keys = tuple(f"acc_grads.{self.params.paths[i]}" for i in indices)
         self._acc = nnx.data(tuple(OptState(a) for a in acc))
         zeros = [np.zeros((), np.int32), np.zeros((), np.int32)]

@@ -1,29 +1,29 @@
-"""Adafactor and Lion on the optimizer shell (see ``_more_helpers`` for the shared pieces and
-the arithmetic's conventions).
-"""
+"""``Adafactor``, as ``torch.optim.Adafactor`` (torch's algorithm, not optax's)."""
 
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from ._more_helpers import (
+from js._checks import check_bool, check_number, check_pair
+
+from ._arithmetic import (
     Scalars,
     State,
-    _auto,
-    _betas,
-    _flag,
-    _float,
-    _lerp,
-    _number,
+    as_float,
+    lerp,
 )
 from ._optimizer import Optimizer
 from ._schedules import LearningRate
+
+
+def _auto(eps1) -> bool:
+    """Adafactor's ``eps1=None`` (the dtype's epsilon); NaN is how a state dict stores None."""
+    return eps1 is None or (isinstance(eps1, float) and math.isnan(eps1))
 
 
 class Adafactor(Optimizer):
@@ -99,23 +99,15 @@ class Adafactor(Optimizer):
 
     def check(self, group: Mapping[str, Any]) -> None:
         """Refuse a group's bad options (names the option, the value and the range)."""
-        beta2_decay = group["beta2_decay"]
-        if isinstance(beta2_decay, bool) or not isinstance(beta2_decay, numbers.Real):
-            raise TypeError(f"beta2_decay must be a number <= 0, got {beta2_decay!r}")
-        if not float(beta2_decay) <= 0:
-            raise ValueError(f"beta2_decay must be a number <= 0, got {beta2_decay!r}")
+        check_number("", "beta2_decay", group["beta2_decay"], high=0)
         eps = group["eps"]
-        if not isinstance(eps, tuple | list) or len(eps) != 2:
-            raise TypeError(
-                f"eps must be a pair (eps1, eps2), eps1 None or a number, got {eps!r}. Fix: "
-                "eps=(None, 1e-3)"
-            )
-        if not _auto(eps[0]):
-            _number("eps[0]", eps[0], 0.0)
-        _number("eps[1]", eps[1], 0.0)
-        _number("d", group["d"], 1.0)
-        _number("weight_decay", group["weight_decay"], 0.0)
-        _flag("maximize", group["maximize"])
+        if isinstance(eps, tuple | list) and len(eps) == 2 and _auto(eps[0]):
+            check_number("", "eps[1]", eps[1], 0)  # eps1 None: the dtype's epsilon
+        else:
+            check_pair("", "eps", eps, 0, example=(1e-30, 1e-3))
+        check_number("", "d", group["d"], 1)
+        check_number("", "weight_decay", group["weight_decay"], 0)
+        check_bool("", "maximize", group["maximize"])
 
     def scalars(self, group: Mapping[str, Any]) -> dict[str, float]:
         """The update's float scalars, in double on the host (``eps1_auto``: eps1 is None)."""
@@ -151,105 +143,23 @@ class Adafactor(Optimizer):
     ) -> tuple[jax.Array, State]:
         """One step of one parameter (torch's ``_single_tensor_adafactor``)."""
         g = -grad if group["maximize"] else grad
-        t, size = _float(step), math.prod(param.shape)
+        t, size = as_float(step), math.prod(param.shape)
         one_minus_beta2 = jnp.exp(h["beta2_decay"] * jnp.log(t))
         rho = jnp.minimum(h["lr"], 1 / jnp.sqrt(t))
         alpha = jnp.maximum(h["eps2"], jnp.linalg.norm(param) / math.sqrt(size)) * rho
         p = param * (1 - h["lr"] * h["weight_decay"])
         eps1 = jnp.where(h["eps1_auto"] > 0, jnp.finfo(param.dtype).eps, h["eps1"])
         if "variance" in state:
-            new = {"variance": _lerp(state["variance"], g * g, one_minus_beta2)}
+            new = {"variance": lerp(state["variance"], g * g, one_minus_beta2)}
             estimate = new["variance"]
         else:  # torch's norm-then-square means, in its order
             row_mean = jnp.square(jnp.linalg.norm(g, axis=-1, keepdims=True)) / g.shape[-1]
             col_mean = jnp.square(jnp.linalg.norm(g, axis=-2, keepdims=True)) / g.shape[-2]
-            row_var = _lerp(state["row_var"], row_mean, one_minus_beta2)
-            col_var = _lerp(state["col_var"], col_mean, one_minus_beta2)
+            row_var = lerp(state["row_var"], row_mean, one_minus_beta2)
+            col_var = lerp(state["col_var"], col_mean, one_minus_beta2)
             new = {"row_var": row_var, "col_var": col_var}
             row_scale = jnp.maximum(jnp.mean(row_var, axis=-2, keepdims=True), eps1)
             estimate = row_var * col_var / row_scale
         u = jax.lax.rsqrt(jnp.maximum(estimate, eps1 * eps1)) * g
         denom = jnp.maximum(1.0, jnp.linalg.norm(u) / (math.sqrt(size) * h["d"]))
         return p + (-alpha / denom) * u, new
-
-
-class Lion(Optimizer):
-    """Lion (evolved sign momentum), as ``optax.lion`` (torch has no Lion).
-
-    Update rule (``m`` starts at zero)::
-
-        c = b1 * m + (1 - b1) * g
-        p = p - lr * (sign(c) + weight_decay * p)     # decoupled decay, scaled by lr
-        m = b2 * m + (1 - b2) * g
-
-    The arithmetic of ``optax.lion(lr, b1, b2, weight_decay=weight_decay)``: the same results
-    to float32 rounding. The default ``weight_decay`` is 0.0 (optax's is 1e-3). Lion's updates
-    all have size ``lr``: use a learning rate 3-10x smaller than AdamW's and a weight decay
-    3-10x larger. State key ``'lion.exp_avg.<path>'``.
-
-    Args:
-        params: ``model.parameters()``, or a list of parameter-group dicts.
-        lr: learning rate >= 0, or a schedule ``step -> lr``.
-        betas: ``(b1, b2)``: ``b1`` mixes momentum and gradient for the step's sign, ``b2``
-            decays the momentum; each in [0, 1).
-        weight_decay: decoupled weight decay >= 0 (scaled by ``lr``).
-
-    Example:
-        >>> import jax.numpy as jnp, js
-        >>> from js.optim import Lion
-        >>> class Scale(js.Module):
-        ...     def __init__(self):
-        ...         self.w = js.Parameter(jnp.ones(2))
-        >>> model = Scale()
-        >>> opt = Lion(model.parameters(), lr=0.1)
-        >>> opt.step({"w": jnp.array([3.0, -0.5])})
-        >>> [round(x, 4) for x in model.w.value.tolist()]
-        [0.9, 1.1]
-    """
-
-    name = "lion"
-
-    def __init__(
-        self,
-        params: Any,
-        lr: LearningRate = 1e-4,
-        betas: tuple[float, float] = (0.9, 0.99),
-        weight_decay: float = 0.0,
-    ) -> None:
-        super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay))
-
-    def check(self, group: Mapping[str, Any]) -> None:
-        """Refuse a group's bad options (names the option, the value and the range)."""
-        _betas(group["betas"])
-        _number("weight_decay", group["weight_decay"], 0.0)
-
-    def scalars(self, group: Mapping[str, Any]) -> dict[str, float]:
-        """The update's float scalars, in double on the host."""
-        b1, b2 = (float(b) for b in group["betas"])
-        return dict(
-            b1=b1,
-            one_minus_b1=1 - b1,
-            b2=b2,
-            one_minus_b2=1 - b2,
-            weight_decay=float(group["weight_decay"]),
-        )
-
-    def init(self, param: jax.Array, group: Mapping[str, Any]) -> State:
-        """``exp_avg``: the momentum."""
-        return {"exp_avg": jnp.zeros_like(param)}
-
-    def update(
-        self,
-        param: jax.Array,
-        grad: jax.Array,
-        state: State,
-        h: Scalars,
-        step: jax.Array,
-        group: Mapping[str, Any],
-    ) -> tuple[jax.Array, State]:
-        """One step of one parameter (``optax.scale_by_lion`` and its chain)."""
-        m = state["exp_avg"]
-        direction = jnp.sign(h["one_minus_b1"] * grad + h["b1"] * m)
-        p = param + -h["lr"] * (direction + h["weight_decay"] * param)
-        new = {"exp_avg": h["one_minus_b2"] * grad + h["b2"] * m}
-        return p, new

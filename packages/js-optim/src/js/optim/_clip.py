@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ._optimizers import _check_non_negative
+from js._checks import check_number
 
 _Grads = TypeVar("_Grads")  # any pytree of arrays; the clipped one has its structure
 
@@ -32,7 +32,7 @@ def clip_grad_norm(grads: _Grads, max_norm: float) -> tuple[_Grads, jax.Array]:
         >>> float(norm), [round(x, 4) for x in clipped["w"].tolist()]
         (5.0, [0.6, 0.8])
     """
-    _check_non_negative("clip_grad_norm", "max_norm", max_norm)
+    check_number("clip_grad_norm", "max_norm", max_norm, 0)
     norm = optax.tree.norm(grads)
     scale = jnp.minimum(max_norm / (norm + 1e-6), 1.0)
     clipped = jax.tree.map(lambda g: (g * scale).astype(g.dtype), grads)
@@ -56,6 +56,6 @@ def clip_grad_value(grads: _Grads, clip_value: float) -> _Grads:
         >>> clipped["w"].tolist()
         [-1.0, 0.5, 1.0]
     """
-    _check_non_negative("clip_grad_value", "clip_value", clip_value)
+    check_number("clip_grad_value", "clip_value", clip_value, 0)
     limit = float(clip_value)
     return jax.tree.map(lambda g: jnp.clip(g, -limit, limit).astype(g.dtype), grads)

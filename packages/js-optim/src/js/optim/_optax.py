@@ -12,9 +12,9 @@ from jax.sharding import NamedSharding, PartitionSpec
 import js
 from js._checks import sharding_of
 
-from ._optimizer import Optimizer, _Custom
-from ._param_group import OptState, _hashable
-from ._program import _init, _Program
+from ._optimizer import Custom, Optimizer
+from ._param_group import OptState, hashable
+from ._program import Program, init_program
 
 # -- a raw optax transform ----------------------------------------------------------------------
 
@@ -31,7 +31,7 @@ class Transform:
 
     def __init__(self, tx: optax.GradientTransformation, key=None):
         self.tx = tx
-        self.key = ("transform", tx) if key is None or not _hashable(key) else ("key", key)
+        self.key = ("transform", tx) if key is None or not hashable(key) else ("key", key)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Transform) and self.key == other.key
@@ -59,7 +59,7 @@ def _key_name(path) -> str:
     return ".".join(parts)
 
 
-class Optax(_Custom, Optimizer):
+class Optax(Custom, Optimizer):
     """An optimizer from a raw optax ``GradientTransformation`` (learning rate included).
 
     One parameter group without options (``param_groups[0]`` holds only ``"params"``); the
@@ -116,7 +116,7 @@ class Optax(_Custom, Optimizer):
         if not arrays or any(s is None for s in shardings):  # none, or traced
             state = self._tx.tx.init(named)
         elif len(mesh) < len(shardings):
-            state = _init(_Program(self, (type(self), self._tx, paths)), arrays)
+            state = init_program(Program(self, (type(self), self._tx, paths)), arrays)
         else:  # on a mesh: each leaf shaped like its parameter on its sharding, the rest replicated
             replicated = NamedSharding(mesh[0].mesh, PartitionSpec())
             by_path = dict(zip(paths, zip(arrays, mesh, strict=True), strict=True))

@@ -29,29 +29,33 @@ from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
 import js
-from js._checks import compare_state, sharding_of
+from js._checks import sharding_of
 
+from ._options import load_state, option_arrays, write_option
 from ._param_group import (
+    ById,
+    GroupView,
+    Host,
     OptState,
     ParamGroup,
-    _ById,
-    _check_lr,
-    _default_float,
-    _GroupView,
-    _hashable,
-    _Host,
-    _option_array,
-    _option_value,
-    _put_scalars,
+    check_lr,
+    default_float,
+    describe,
+    frozen_value,
+    parse_groups,
+    put_scalars,
+    show_signature,
+    state_slots,
 )
+from ._paths import search_gradients
 from ._program import (
-    _OLD_FORM,
-    _apply,
-    _moved,
-    _named_pairs,
-    _placed_init,
-    _Program,
-    _requires_grad,
+    OLD_FORM,
+    Program,
+    check_parameters,
+    flipped,
+    placed_init,
+    requires_grad,
+    update_program,
 )
 from ._schedules import LearningRate
 
@@ -95,6 +99,10 @@ class Optimizer(js.Object):
     name: ClassVar[str] = "optimizer"
     static: ClassVar[tuple[str, ...]] = ()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        show_signature(cls)
+
     def __init__(self, params: Any, defaults: Any, *old_args: Any, **old_kwargs: Any) -> None:
         cls = type(self).__name__
         if (
@@ -103,8 +111,8 @@ class Optimizer(js.Object):
             or isinstance(defaults, optax.GradientTransformation)
             or (hasattr(defaults, "init") and hasattr(defaults, "update"))
         ):
-            raise TypeError(_OLD_FORM.format(name=cls))
-        if type(self).update is Optimizer.update and not isinstance(self, _Custom):
+            raise TypeError(OLD_FORM.format(name=cls))
+        if type(self).update is Optimizer.update and not isinstance(self, Custom):
             raise TypeError(
                 f"{cls}: the Optimizer base class has no update rule. Fix: use SGD, Adam, "
                 "AdamW, ..., subclass it with init/update, or js.optim.Optax(params, tx)."
@@ -112,9 +120,11 @@ class Optimizer(js.Object):
         if not isinstance(defaults, Mapping) or "params" in defaults:
             raise TypeError(f"{cls}: defaults must be a dict of options (without 'params')")
         defaults = dict(defaults)
-        selection, groups = self._parse_groups(cls, params, defaults)
+        selection, groups, self._sources, self._search = parse_groups(
+            cls, params, defaults, self.static, self._check_group
+        )
         self.params = selection
-        self._dtype = _default_float()
+        self._dtype = default_float()
         arrays = [param.value for param in selection]
         # (path, shape, dtype, sharding) at construction: step refuses parameters cast, reshaped
         # or moved since (sharding is None for a parameter that was traced).
@@ -132,8 +142,8 @@ class Optimizer(js.Object):
             for index, (idx, _) in enumerate(groups)
             if i in idx
         )
-        self._host = _Host(host_groups, defaults, None)
-        self._trainable = tuple(_requires_grad(p) for p in selection)
+        self._host = Host(host_groups, defaults, None)
+        self._trainable = tuple(requires_grad(p) for p in selection)
         self._set_scalars(arrays[0] if arrays else None)
         self._build_state()
         self._rekey()
@@ -179,83 +189,6 @@ class Optimizer(js.Object):
 
     # -- construction ----------------------------------------------------------------------------
 
-    def _parse_groups(self, cls: str, params, defaults: dict):
-        """``(selection over every group, [(indices, options), ...])``, checked."""
-        if isinstance(params, js.ParameterSelection):
-            raw = [{"params": params}]
-        elif (
-            isinstance(params, (list, tuple))
-            and params
-            and all(isinstance(g, Mapping) for g in params)
-        ):
-            raw = list(params)
-        elif isinstance(params, (list, tuple)) and not params:
-            raise ValueError(f"{cls}: got an empty list of parameter groups; nothing to optimize")
-        else:
-            raise TypeError(
-                f"{cls}: params must be the selection model.parameters() returns, or a list of "
-                f"parameter groups {{'params': ..., **options}}, got {type(params).__name__}. "
-                f"Fix: {cls}(model.parameters(), ...)"
-            )
-        many = len(raw) > 1
-        named_all: list = []
-        grad_paths: list[str] = []
-        seen: dict[int, int] = {}
-        by_path: dict[str, int] = {}
-        groups = []
-        for index, group in enumerate(raw):
-            where = f"param_groups[{index}]"
-            owner = f"{cls} {where}" if many else cls
-            if "params" not in group:
-                raise ValueError(
-                    f"{cls}: {where} has no 'params'. Fix: {{'params': model.parameters(), ...}}"
-                )
-            unknown = [key for key in group if key != "params" and key not in defaults]
-            if unknown:
-                raise ValueError(
-                    f"{cls}: unknown option {unknown[0]!r} in {where}; {cls}'s options are "
-                    f"{', '.join(defaults)}. Fix: spell it as one of them, or drop it."
-                )
-            named, gpaths = _named_pairs(
-                cls, f"{where}['params']" if many else "params", group["params"]
-            )
-            if not named:
-                what = f"{where} is empty" if many else "got an empty parameter selection"
-                raise ValueError(f"{cls}: {what}; nothing to optimize")
-            indices = []
-            for (path, param), gpath in zip(named, gpaths, strict=True):
-                if id(param) in seen:
-                    raise ValueError(
-                        f"{cls}: parameter {path!r} is in param_groups[{seen[id(param)]}] and "
-                        f"{where}; a parameter belongs to one group. Fix: list it once."
-                    )
-                if path in by_path:
-                    raise ValueError(
-                        f"{cls}: two different parameters have the path {path!r} "
-                        f"(param_groups[{by_path[path]}] and {where}); gradients are matched "
-                        "by the model's dotted paths, and submodule.parameters() gives paths "
-                        "relative to the submodule. Fix: select from the model you "
-                        "differentiate, e.g. [(p, v) for p, v in model.named_parameters() if "
-                        "p.startswith('body.')], or use one optimizer per model."
-                    )
-                seen[id(param)] = index
-                by_path[path] = index
-                indices.append(len(named_all))
-                named_all.append((path, param))
-                grad_paths.append(gpath)
-            values = {key: group.get(key, default) for key, default in defaults.items()}
-            values.update({k: v for k, v in group.items() if k != "params" and k not in values})
-            for key in self.static:
-                if key in values and not _hashable(values[key]):
-                    raise TypeError(f"{owner}: the static option {key} must be hashable")
-            self._check_group(owner, values)
-            groups.append((tuple(indices), values))
-        if len(raw) == 1 and isinstance(raw[0]["params"], js.ParameterSelection):
-            selection = raw[0]["params"]
-        else:
-            selection = js.ParameterSelection(named_all, tuple(grad_paths))
-        return selection, groups
-
     def _numeric(self, values: Mapping[str, Any]) -> list[str]:
         """The group's numeric options: every default that is not static nor a schedule."""
         return [
@@ -272,7 +205,7 @@ class Optimizer(js.Object):
         """The shell's checks and the subclass's, each error prefixed with ``owner``."""
         try:
             if "lr" in values:
-                _check_lr(values["lr"])
+                check_lr(values["lr"])
             self.check(values)
             for key in self._numeric(values):
                 try:
@@ -295,7 +228,7 @@ class Optimizer(js.Object):
             group._indices,
             statics,
             tuple(self.flags(values).items()),
-            _ById(lr) if callable(lr) else None,
+            ById(lr) if callable(lr) else None,
             self._scalar_names[index],
             self._fields[index],
         )
@@ -303,7 +236,7 @@ class Optimizer(js.Object):
     def _rekey(self) -> None:
         """Recompute the structure key after a structural change (build, freezing)."""
         groups = tuple(self._group_key(i) for i in range(len(self._host.groups)))
-        self._host = _Host(self._host.groups, self._host.defaults, (groups, self._trainable))
+        self._host = Host(self._host.groups, self._host.defaults, (groups, self._trainable))
 
     def _fields_of(self, values: Mapping[str, Any], example=None) -> tuple[str, ...]:
         example = jax.ShapeDtypeStruct((1,), self._dtype) if example is None else example
@@ -317,7 +250,7 @@ class Optimizer(js.Object):
             values = group._values
             scalars = self._scalars_of(values)
             names.append(tuple(scalars))
-            arrays = _put_scalars(list(scalars.values()), like, self._dtype)
+            arrays = put_scalars(list(scalars.values()), like, self._dtype)
             variables.append(tuple(OptState(a) for a in arrays))
             first = next((self.params.variables[i].value for i in group._indices), None)
             fields.append(self._fields_of(values, first))
@@ -335,28 +268,21 @@ class Optimizer(js.Object):
     def _build_state(self) -> None:
         """Per-parameter state of every trainable parameter, on its parameter's sharding."""
         indices = [i for i, t in enumerate(self._trainable) if t]
-        states = self._init_states(indices)
-        keys, slots, variables = [], [], []
-        for i, state in zip(indices, states, strict=True):
-            for field, value in state.items():
-                keys.append(f"{self.name}.{field}.{self.params.paths[i]}")
-                slots.append((i, field))
-                variables.append(OptState(value))
-        self._keys = tuple(keys)
-        self._slots = tuple(slots)
-        self._state = nnx.data(tuple(variables))
+        fresh = dict(zip(indices, self._init_states(indices), strict=True))
+        self._slots, self._keys, state = state_slots(self.name, self.params.paths, fresh, {})
+        self._state = nnx.data(state)
 
     def _init_states(self, indices: list[int]) -> list[dict]:
         variables = self.params.variables
         arrays = [variables[i].value for i in indices]
         numbers = tuple(
-            tuple((k, _freeze(g._values.get(k))) for k in self._host.defaults)
+            tuple((k, frozen_value(g._values.get(k))) for k in self._host.defaults)
             for g in self._host.groups
         )
         if not indices:
             return []
-        program = _Program(self, (type(self), self._host.key, numbers, tuple(indices)))
-        return _placed_init(program, arrays)
+        program = Program(self, (type(self), self._host.key, numbers, tuple(indices)))
+        return placed_init(program, arrays)
 
     def _init_pure(self, arrays: list, indices: tuple[int, ...]) -> list[dict]:
         groups = [self._host.groups[self._group_of[i]]._values for i in indices]
@@ -386,7 +312,7 @@ class Optimizer(js.Object):
     @property
     def frozen(self) -> list[str]:
         """Paths of the parameters with ``requires_grad=False``: no state, never updated."""
-        return [path for path, p in self.params.named() if not _requires_grad(p)]
+        return [path for path, p in self.params.named() if not requires_grad(p)]
 
     @property
     def step_count(self) -> jax.Array:
@@ -396,74 +322,7 @@ class Optimizer(js.Object):
     # -- writing options -------------------------------------------------------------------------
 
     def _write_option(self, index: int, key: str, value: Any) -> None:
-        cls = type(self).__name__
-        where = f"param_groups[{index}][{key!r}]"
-        group = self._host.groups[index]
-        if key == "params":
-            raise ValueError(
-                f"{cls}: {where} cannot be replaced (the optimizer's state is built for its "
-                "parameters). Fix: build a new optimizer with the new groups."
-            )
-        if key not in self._host.defaults:  # an extra key (a scheduler's "initial_lr"): host only
-            group._values[key] = value
-            return
-        old = group._values[key]
-        if key in self.static:
-            if value == old and type(value) is type(old):
-                return
-            raise ValueError(
-                f"{cls}: {where} is a static option (it shapes the compiled update), fixed "
-                f"at {old!r} when the optimizer was built. Fix: build a new optimizer with "
-                f"{key}={value!r}."
-            )
-        if key == "lr" and (callable(old) or callable(value)):
-            if value is old:
-                return
-            raise ValueError(
-                f"{cls}: {where} = {value!r} refused: the group was built with "
-                f"{'a schedule' if callable(old) else 'a float'} lr, and a schedule is part of "
-                "the compiled update. Fix: build the optimizer with a float lr to write rates "
-                "from the host (a torch-style scheduler), or with the schedule to trace it."
-            )
-        candidate = dict(group._values)
-        candidate[key] = tuple(value) if isinstance(value, list) else value
-        self._check_write(index, candidate, structure=key != "lr")
-        flags = self.flags(group._values)
-        group._values[key] = candidate[key]
-        self._write_scalars(index)
-        if self.flags(candidate) != flags:  # e.g. weight decay from 0: the program changes
-            self._rekey()
-
-    def _check_write(self, index: int, values: dict, *, structure: bool) -> None:
-        """A candidate group's options: the checks, then that the update keeps its shape."""
-        cls = type(self).__name__
-        self._check_group(f"{cls} param_groups[{index}]", values)
-        if tuple(self._scalars_of(values)) != self._scalar_names[index]:
-            raise ValueError(
-                f"{cls}: param_groups[{index}]: these options change the numbers the update "
-                "reads. Fix: build a new optimizer with them."
-            )
-        if structure:
-            group = self._host.groups[index]
-            first = next((self.params.variables[i].value for i in group._indices), None)
-            fields = self._fields_of(values, first)
-            if fields != self._fields[index]:
-                changed = ", ".join(
-                    f"{k}={values[k]!r}" for k in values if values[k] is not group._values.get(k)
-                )
-                raise ValueError(
-                    f"{cls}: param_groups[{index}]: {changed} changes the state the optimizer "
-                    f"keeps per parameter (fields {list(self._fields[index])} -> {list(fields)}). "
-                    "Fix: build a new optimizer with it."
-                )
-
-    def _write_scalars(self, index: int) -> None:
-        scalars = self._scalars_of(self._host.groups[index]._values)
-        variables = self._hyper[index]
-        like = variables[0].value if variables else None
-        arrays = _put_scalars(list(scalars.values()), like, self._dtype)
-        for variable, array in zip(variables, arrays, strict=True):
-            variable.value = array
+        write_option(self, index, key, value)  # ParamGroup.__setitem__ (see _options)
 
     # -- stepping --------------------------------------------------------------------------------
 
@@ -484,8 +343,8 @@ class Optimizer(js.Object):
         if traced:
             new_params, new_values = self._pure(params, matched, values)
         else:
-            new_params, new_values = _apply(
-                _Program(self, self._program_key()), params, matched, values
+            new_params, new_values = update_program(
+                Program(self, self._program_key()), params, matched, values
             )
         for i, value in zip(trainable, new_params, strict=True):
             variables[i].value = value
@@ -535,93 +394,54 @@ class Optimizer(js.Object):
         flat = [new_state[slot] for slot in self._slots]
         return new_params, [step, *rest[: len(rest) - len(state)], *flat]
 
-    def _view(self, group: ParamGroup) -> _GroupView:
+    def _view(self, group: ParamGroup) -> GroupView:
         values = group._values
         shown = {k: values[k] for k in self.static if k in values}
         shown.update(self.flags(values))
         if callable(values.get("lr")):
             shown["lr"] = values["lr"]
-        return _GroupView(shown, type(self).__name__)
+        return GroupView(shown, type(self).__name__)
 
     def _match(self, grads: nnx.State | Mapping[str, Any]) -> list[jax.Array]:
         """Gradient arrays of the trainable parameters in order, after checking that ``grads``
-        fits them (gradients of frozen parameters may be present and are ignored)."""
-        return self.params.match(grads, expect=self._trainable)
+        fits them (gradients of frozen parameters may be present and are ignored). Where the
+        paths given do not find them (a submodule's selection, a list of Parameters), the
+        gradients' paths and shapes do (``_paths``)."""
+        if not self._search:
+            try:
+                return self.params.match(grads, expect=self._trainable)
+            except ValueError as error:
+                failed = str(error)
+        else:
+            failed = None
+        groups = [group._indices for group in self.param_groups]
+        return search_gradients(
+            type(self).__name__, grads, groups, self._sources, self._built, self._trainable, failed
+        )
 
     def _check_params(self) -> bool:
         """Shapes and dtypes (static: free inside compiled code), then the devices of concrete
         parameters, then ``requires_grad``. Returns whether the parameters are traced. Inside
         compiled code the program's inputs decide placement, so the device check only runs
         eagerly."""
-        changed, moved = [], []
-        traced = False
-        for (path, shape, dtype, built), p in zip(self._built, self.params, strict=True):
-            value = p.value
-            traced = traced or isinstance(value, jax.core.Tracer)
-            if value.shape != shape or value.dtype != dtype:
-                changed.append(
-                    f"{path!r}: built for {list(shape)} {dtype}, now {list(value.shape)} "
-                    f"{np.dtype(value.dtype)}"
-                )
-            elif (how := _moved(built, sharding_of(value), value)) is not None:
-                moved.append(f"{path!r}: {how}")
         cls = type(self).__name__
-        if changed:
-            raise ValueError(
-                f"{cls}.step: parameters changed shape or dtype after the "
-                f"optimizer was built: {'; '.join(changed)}. Fix: cast or reshape the model "
-                "first, then build the optimizer from model.parameters()."
-            )
-        if moved:
-            raise ValueError(
-                f"{cls}.step: parameters moved to another device after the "
-                f"optimizer was built (its state stays where they were): {'; '.join(moved)}. "
-                "Fix: move the model first, then build the optimizer from model.parameters(), "
-                "or put each parameter back with jax.device_put(value, device)."
-            )
-        now = tuple(_requires_grad(p) for p in self.params)
+        traced = check_parameters(cls, self._built, self.params)
+        now = tuple(requires_grad(p) for p in self.params)
         if now != self._trainable:
-            flipped = [
-                f"{path!r} ({'frozen' if was else 'unfrozen'})"
-                for path, was, is_ in zip(self.params.paths, self._trainable, now, strict=True)
-                if was != is_
-            ]
-            if traced:
-                raise ValueError(
-                    f"{cls}.step: requires_grad changed since the optimizer's state was built: "
-                    f"{', '.join(flipped)}; inside compiled code the optimizer cannot add or "
-                    "drop state. Fix: take one step outside js.jit (it adapts the state), or "
-                    "set requires_grad before building the optimizer."
-                )
-            self._adapt(now, flipped)
+            self._adapt(now, flipped(cls, self.params.paths, self._trainable, now, traced))
         return traced
 
     def _adapt(self, now: tuple[bool, ...], flipped: list[str]) -> None:
         """Eagerly, after requires_grad changed: zero state for newly trainable parameters,
         state dropped for newly frozen ones (a structure change: the next compiled step
         traces anew)."""
-        kept = {slot: variable for slot, variable in zip(self._slots, self._state, strict=True)}
-        keys = dict(zip(self._slots, self._keys, strict=True))
+        kept = zip(self._slots, zip(self._keys, self._state, strict=True), strict=True)
         new = [i for i, t in enumerate(now) if t and not self._trainable[i]]
         self._trainable = now
         fresh = dict(zip(new, self._init_states(new), strict=True))
-        slots, names, variables = [], [], []
-        for i, trainable in enumerate(now):
-            if not trainable:
-                continue
-            if i in fresh:
-                for field, value in fresh[i].items():
-                    slots.append((i, field))
-                    names.append(f"{self.name}.{field}.{self.params.paths[i]}")
-                    variables.append(OptState(value))
-            else:
-                for slot in [s for s in self._slots if s[0] == i]:
-                    slots.append(slot)
-                    names.append(keys[slot])
-                    variables.append(kept[slot])
-        self._slots = tuple(slots)
-        self._keys = tuple(names)
-        self._state = nnx.data(tuple(variables))
+        kept = {slot: held for slot, held in kept if now[slot[0]]}
+        self._slots, self._keys, state = state_slots(self.name, self.params.paths, fresh, kept)
+        self._state = nnx.data(state)
         self._rekey()
 
     # -- state dicts -----------------------------------------------------------------------------
@@ -633,14 +453,6 @@ class Optimizer(js.Object):
     def _groups_owner(self) -> Optimizer:
         """The optimizer whose ``param_groups`` the state dict saves (``Accumulate``'s inner)."""
         return self
-
-    def _option_arrays(self) -> dict[str, np.ndarray]:
-        owner = self._groups_owner()
-        out = {}
-        for index, group in enumerate(owner._host.groups):
-            for key in owner._numeric(group._values):
-                out[f"param_groups.{index}.{key}"] = _option_array(group._values[key])
-        return out
 
     def state_dict(self, *, as_numpy: bool = True) -> dict[str, np.ndarray] | dict[str, Any]:
         """Independent NumPy copies of the optimizer state, keyed by stable names.
@@ -656,7 +468,7 @@ class Optimizer(js.Object):
             state[key] = variable.value
         if as_numpy:
             state = {key: np.array(value, copy=True) for key, value in state.items()}
-        state.update(self._option_arrays())
+        state.update(option_arrays(self._groups_owner()))
         return state
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
@@ -667,75 +479,14 @@ class Optimizer(js.Object):
         ``'param_groups.*'``) loads too: its counters repeat ``'step_count'`` and are dropped,
         and the groups keep the options this optimizer was built with.
         """
-        cls = type(self).__name__
-        targets = {"step_count": self._step_count, **dict(self._state_items())}
-        options = self._option_arrays()
-        arrays = js.check_state_dict(state_dict, cls)
-        if not any(key.startswith("param_groups.") for key in arrays) and any(
-            key.endswith(".count") and key not in targets for key in arrays
-        ):  # js-optim 0.1: its optax counters equal step_count; options as built
-            arrays = {
-                k: v for k, v in arrays.items() if not (k.endswith(".count") and k not in targets)
-            }
-            arrays.update(options)
-        current: dict[str, Any] = {key: variable.value for key, variable in targets.items()}
-        current.update(options)
-        missing, unexpected, mismatched = compare_state(current, arrays)
-        problems = [f"missing key {key!r}" for key in missing]
-        problems += [f"unexpected key {key!r}" for key in unexpected] + mismatched
-        owner = self._groups_owner()
-        candidates = []
-        for index, group in enumerate(owner._host.groups):
-            values = dict(group._values)
-            for key in owner._numeric(values):
-                name = f"param_groups.{index}.{key}"
-                if name in arrays and arrays[name].shape == options[name].shape:
-                    values[key] = _option_value(arrays[name], values[key])
-            try:
-                owner._check_write(index, values, structure=True)
-            except (TypeError, ValueError) as error:
-                problems.append(str(error))
-            candidates.append(values)
-        if problems:
-            raise ValueError(
-                f"{cls}.load_state_dict failed; nothing was loaded.\n  "
-                + "\n  ".join(problems)
-                + "\nFix: load a state saved by the same optimizer over the same parameters."
-            )
-        # Each array goes where the optimizer's state lives (with its parameters), in a few
-        # batched transfers (js.placed_like: one per sharding; NumPy values are copied).
-        keys = list(targets)
-        values = js.placed_like([arrays[k] for k in keys], [targets[k].value for k in keys])
-        for key, value in zip(keys, values, strict=True):
-            targets[key].value = value
-        flags = [owner.flags(group._values) for group in owner._host.groups]
-        for index, (group, values) in enumerate(zip(owner._host.groups, candidates, strict=True)):
-            group._values.update(values)
-            owner._write_scalars(index)
-        if flags != [owner.flags(group._values) for group in owner._host.groups]:
-            owner._rekey()
+        load_state(self, state_dict)
 
     def __repr__(self) -> str:
-        groups = self.param_groups
-        cls = type(self).__name__
-
-        def shown(group: ParamGroup) -> str:
-            return ", ".join(f"{k}={v!r}" for k, v in group._values.items())
-
-        if len(groups) == 1:
-            return f"{cls}({len(self.params)} parameters, {shown(groups[0])})"
-        inner = "; ".join(f"[{len(g._indices)}: {shown(g)}]" for g in groups)
-        return f"{cls}({len(self.params)} parameters in {len(groups)} groups: {inner})"
+        return describe(type(self).__name__, len(self.params), self.param_groups)
 
 
-def _freeze(value):
-    """A hashable stand-in for an option value (a schedule by identity)."""
-    if callable(value):
-        return _ById(value)
-    if isinstance(value, list):
-        return tuple(value)
-    return value if _hashable(value) else repr(value)
+show_signature(Optimizer)
 
 
-class _Custom:
+class Custom:
     """Marks shell subclasses with their own stepping (Optax, Accumulate)."""

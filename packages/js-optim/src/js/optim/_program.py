@@ -1,42 +1,53 @@
-"""The compiled programs of the optimizer shell (``_Program``, the update and the state's
+"""The compiled programs of the optimizer shell (``Program``, the update and the state's
 initialisation, placed as the parameters) and the checks of parameters and groups.
+
+A leaf: it imports no other module of js.optim; what it runs of an optimizer is the
+``Programmed`` protocol.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Hashable
+from typing import Any, Protocol
 
 import jax
+import jax.core  # jax.core.Tracer below; pyright knows a submodule only once imported
+import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 import js
 from js._checks import sharding_of
 
-if TYPE_CHECKING:
-    from ._optimizer import Optimizer
+
+class Programmed(Protocol):
+    """What a :class:`Program` runs: an optimizer's pure update and state initialisation (the
+    base ``Optimizer`` and the wrappers provide them; this module needs nothing else of them)."""
+
+    def _pure(self, params: list, grads: list, values: list, /) -> tuple[list, list]: ...
+
+    def _init_pure(self, arrays: list, key: Any, /) -> Any: ...
 
 
-class _Program:
+class Program:
     """The static argument of the eager update: equal for optimizers of one structure, so that
     they share one compiled program; holds the optimizer weakly (a cache entry must not keep a
     model's arrays alive)."""
 
     __slots__ = ("key", "ref")
 
-    def __init__(self, optimizer: Optimizer, key: Hashable):
+    def __init__(self, optimizer: Programmed, key: Hashable):
         self.key = key
         self.ref = weakref.ref(optimizer)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, _Program) and self.key == other.key
+        return isinstance(other, Program) and self.key == other.key
 
     def __hash__(self) -> int:
         return hash(self.key)
 
 
-def _run_pure(program: _Program, params: list, grads: list, values: list):
+def run_pure(program: Program, params: list, grads: list, values: list):
     optimizer = program.ref()
     assert optimizer is not None  # the optimizer being stepped holds the only call
     return optimizer._pure(params, grads, values)
@@ -45,10 +56,10 @@ def _run_pure(program: _Program, params: list, grads: list, values: list):
 # Eagerly, one compiled program per optimizer structure (hyperparameters are arguments).
 # Inside a trace (js.jit) the step is inlined instead: a nested jit would add a call to the
 # program and trace it apart, for the same operations.
-_apply = jax.jit(_run_pure, static_argnums=0)
+update_program = jax.jit(run_pure, static_argnums=0)
 
 
-def _run_init(program: _Program, arrays: list):
+def run_init(program: Program, arrays: list):
     optimizer = program.ref()
     assert optimizer is not None
     key = program.key
@@ -58,10 +69,10 @@ def _run_init(program: _Program, arrays: list):
 
 # One compiled init per structure, option values and parameter shapes: an eager init compiles
 # one program per zeros_like shape (0.3 s for the digits CNN's Adam in a fresh process).
-_init = jax.jit(_run_init, static_argnums=0)
+init_program = jax.jit(run_init, static_argnums=0)
 
 
-def _placed_init(program: _Program, arrays: list):
+def placed_init(program: Program, arrays: list):
     """``fn(arrays)`` (state shaped like the parameters), every array on its parameter's
     sharding.
 
@@ -72,14 +83,14 @@ def _placed_init(program: _Program, arrays: list):
     """
 
     def fn(arrays):
-        return _run_init(program, arrays)
+        return run_init(program, arrays)
 
     shardings = [sharding_of(a) for a in arrays]
     if any(s is None for s in shardings):  # traced (or not JAX) parameters
         return fn(arrays)
     named = [s for s in shardings if isinstance(s, NamedSharding)]
     if len(named) < len(shardings):
-        return _init(program, arrays)
+        return init_program(program, arrays)
     replicated = NamedSharding(named[0].mesh, PartitionSpec())
     abstract = jax.eval_shape(fn, arrays)
     out = [
@@ -91,7 +102,7 @@ def _placed_init(program: _Program, arrays: list):
     return jax.jit(fn, out_shardings=out)(arrays)
 
 
-def _moved(built, now, value) -> str | None:
+def placement_change(built, now, value) -> str | None:
     """How a parameter's placement changed since the optimizer was built (None: it did not)."""
     if built is None or now is None or now.is_equivalent_to(built, value.ndim):
         return None
@@ -103,6 +114,57 @@ def _moved(built, now, value) -> str | None:
     return f"built for {_show_sharding(built)}, now on {_show_sharding(now)}"
 
 
+def check_parameters(cls: str, built: tuple, selection: js.ParameterSelection) -> bool:
+    """Refuse parameters cast, reshaped (static: free inside compiled code) or, when concrete,
+    moved since the optimizer was built (``built``: its ``(path, shape, dtype, sharding)``);
+    returns whether the parameters are traced. Inside compiled code the program's inputs
+    decide placement, so the device check only runs eagerly."""
+    changed, moved = [], []
+    traced = False
+    for (path, shape, dtype, sharding), p in zip(built, selection, strict=True):
+        value = p.value
+        traced = traced or isinstance(value, jax.core.Tracer)
+        if value.shape != shape or value.dtype != dtype:
+            changed.append(
+                f"{path!r}: built for {list(shape)} {dtype}, now {list(value.shape)} "
+                f"{np.dtype(value.dtype)}"
+            )
+        elif (how := placement_change(sharding, sharding_of(value), value)) is not None:
+            moved.append(f"{path!r}: {how}")
+    if changed:
+        raise ValueError(
+            f"{cls}.step: parameters changed shape or dtype after the "
+            f"optimizer was built: {'; '.join(changed)}. Fix: cast or reshape the model "
+            "first, then build the optimizer from model.parameters()."
+        )
+    if moved:
+        raise ValueError(
+            f"{cls}.step: parameters moved to another device after the "
+            f"optimizer was built (its state stays where they were): {'; '.join(moved)}. "
+            "Fix: move the model first, then build the optimizer from model.parameters(), "
+            "or put each parameter back with jax.device_put(value, device)."
+        )
+    return traced
+
+
+def flipped(cls: str, paths: tuple, was: tuple, now: tuple, traced: bool) -> list[str]:
+    """The parameters whose ``requires_grad`` changed since the state was built, as
+    ``"'path' (frozen)"``; refused inside compiled code (the state cannot change there)."""
+    changed = [
+        f"{path!r} ({'frozen' if before else 'unfrozen'})"
+        for path, before, after in zip(paths, was, now, strict=True)
+        if before != after
+    ]
+    if traced:
+        raise ValueError(
+            f"{cls}.step: requires_grad changed since the optimizer's state was built: "
+            f"{', '.join(changed)}; inside compiled code the optimizer cannot add or "
+            "drop state. Fix: take one step outside js.jit (it adapts the state), or "
+            "set requires_grad before building the optimizer."
+        )
+    return changed
+
+
 def _show_sharding(sharding) -> str:
     return str(sharding.spec) if isinstance(sharding, NamedSharding) else repr(sharding)
 
@@ -112,38 +174,13 @@ def _show_devices(devices: frozenset) -> str:
     return shown[0] if len(shown) == 1 else f"[{', '.join(shown)}]"
 
 
-def _requires_grad(param) -> bool:
+def requires_grad(param) -> bool:
     return bool(getattr(param, "requires_grad", True))
 
 
-_OLD_FORM = (
+OLD_FORM = (
     "{name}(params, tx, ...) was js-optim 0.1's way to wrap an optax transform; the "
     "Optimizer base class now takes (params, defaults) and subclasses define init/update. "
     "Fix: js.optim.Optax(params, tx, key=...) for a raw optax transform (same state), or "
     "subclass js.optim.Optimizer as docs/optim.md shows."
 )
-
-
-def _named_pairs(owner: str, where: str, params) -> tuple[list, tuple[str, ...]]:
-    """``(named, grad_paths)`` of one group's ``params``: a ParameterSelection, or (path,
-    Parameter) pairs."""
-    if isinstance(params, js.ParameterSelection):
-        return params.named(), params.grad_paths
-    if isinstance(params, (str, bytes, Mapping)) or not isinstance(params, Iterable):
-        items = None
-    else:
-        items = list(params)
-    if items is None or not all(
-        isinstance(item, tuple)
-        and len(item) == 2
-        and isinstance(item[0], str)
-        and isinstance(item[1], js.Parameter)
-        for item in items
-    ):
-        raise TypeError(
-            f"{owner}: {where} must be the selection model.parameters() returns (or a list of "
-            f"(path, Parameter) pairs, as model.named_parameters() yields), got "
-            f"{type(params).__name__}; gradients are matched to parameters by path. Fix: "
-            f"{owner}(model.parameters(), ...) or [{{'params': model.parameters(), ...}}]"
-        )
-    return items, tuple(path for path, _ in items)

@@ -5,10 +5,11 @@ public face is ``js.optim.lr_scheduler``).
 from __future__ import annotations
 
 import copy
-import numbers
 import warnings
 from collections.abc import Sequence
 from typing import Any
+
+from js._checks import check_int, check_number
 
 EPOCH_DEPRECATION_WARNING = (
     "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated "
@@ -53,16 +54,15 @@ def _check_float_lr(owner: str, index: int, group: Any) -> None:
         )
 
 
-def _number(owner: str, name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{owner}: {name} must be a number, got {value!r}")
-    return value  # pyright: ignore[reportReturnType]  (a Real, kept as given: its arithmetic)
+def _number(owner: str, name: str, value: Any, low: float | None = None) -> float:
+    """A real number (``>= low``), checked by ``js._checks`` and kept as given: the rates are
+    computed with it in PyTorch's arithmetic."""
+    check_number(owner, name, value, low)
+    return value
 
 
 def _int(owner: str, name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{owner}: {name} must be an int >= {low}, got {value!r}")
-    return int(value)
+    return check_int(owner, name, value, low)
 
 
 def _per_group(name: str, groups: list, value: Any) -> list:

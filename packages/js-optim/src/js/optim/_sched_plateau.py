@@ -8,6 +8,8 @@ import math
 import warnings
 from typing import Any, Literal, SupportsFloat
 
+from js._checks import check_number
+
 from ._sched_base import (
     EPOCH_DEPRECATION_WARNING,
     LRScheduler,
@@ -59,8 +61,7 @@ class ReduceLROnPlateau(LRScheduler):
         eps: float = 1e-8,
     ) -> None:
         owner = "ReduceLROnPlateau"
-        if _number(owner, "factor", factor) >= 1.0:
-            raise ValueError(f"Factor should be < 1.0, got factor={factor!r}.")
+        check_number(owner, "factor", factor, high=1, open_high=True)
         self.factor = factor
         groups = _groups(owner, optimizer)
         self.optimizer = optimizer

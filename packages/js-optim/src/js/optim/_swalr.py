@@ -14,6 +14,8 @@ import numbers
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from js._checks import check_int
+
 from .lr_scheduler import LRScheduler
 
 
@@ -79,12 +81,7 @@ class SWALR(LRScheduler):
             raise ValueError(
                 f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}"
             )
-        if (
-            isinstance(anneal_epochs, bool)
-            or not isinstance(anneal_epochs, int)
-            or anneal_epochs < 0
-        ):
-            raise ValueError(f"anneal_epochs must be equal or greater than 0, got {anneal_epochs}")
+        anneal_epochs = check_int("SWALR", "anneal_epochs", anneal_epochs, 0)
         for value, group in zip(swa_lrs, groups, strict=True):
             group["swa_lr"] = value
         self._anneal_strategy = anneal_strategy

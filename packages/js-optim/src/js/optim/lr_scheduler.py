@@ -34,15 +34,15 @@ Example:
 
 from ._sched_base import EPOCH_DEPRECATION_WARNING as EPOCH_DEPRECATION_WARNING
 from ._sched_base import LRScheduler as LRScheduler
-from ._sched_cycle import OneCycleLR as OneCycleLR
-from ._sched_cycle import SequentialLR as SequentialLR
-from ._sched_epoch import CosineAnnealingLR as CosineAnnealingLR
-from ._sched_epoch import ExponentialLR as ExponentialLR
-from ._sched_epoch import LambdaLR as LambdaLR
-from ._sched_epoch import LinearLR as LinearLR
-from ._sched_epoch import MultiStepLR as MultiStepLR
-from ._sched_epoch import StepLR as StepLR
+from ._sched_cosine import CosineAnnealingLR as CosineAnnealingLR
+from ._sched_lambda import LambdaLR as LambdaLR
+from ._sched_linear import LinearLR as LinearLR
+from ._sched_onecycle import OneCycleLR as OneCycleLR
 from ._sched_plateau import ReduceLROnPlateau as ReduceLROnPlateau
+from ._sched_sequential import SequentialLR as SequentialLR
+from ._sched_step import ExponentialLR as ExponentialLR
+from ._sched_step import MultiStepLR as MultiStepLR
+from ._sched_step import StepLR as StepLR
 
 __all__ = [
     "CosineAnnealingLR",
