@@ -105,7 +105,7 @@ COMPUTED = {
     "packages/js-core/src/js/__init__.py": "js.__getattr__ imports js.<name> for a sibling the "
     "user asked for by attribute (from js import optim), so that a missing distribution "
     "raises the install hint; js-core itself never uses it",
-    "packages/js-models/src/js/models/_pretrained.py": "from_pretrained imports the family "
+    "packages/js-models/src/js/models/_folders.py": "from_pretrained imports the family "
     "module js.models.<name> that _registry.py names for a folder: js-models' own modules",
 }
 # The one module that may import a third-party library's private modules (jax._src): each use

@@ -16,7 +16,7 @@ from jax.sharding import PartitionSpec as P
 
 import js
 import js.models
-from js.models import GPT2Config, GPT2LMHeadModel, _pretrained
+from js.models import GPT2Config, GPT2LMHeadModel, _weight_files
 
 RULES = [
     ("transformer.wte.weight", P("model", None)),
@@ -51,14 +51,14 @@ def main(root: Path) -> None:
     ids = np.array([[5, 9, 13, 2, 40, 7], [3, 3, 8, 21, 60, 1]])
     mask = np.array([[1, 1, 1, 1, 0, 0], [0, 0, 1, 1, 1, 1]])
     reads: list[tuple[str, tuple]] = []
-    original = _pretrained._Weights.read
+    original = _weight_files._Weights.read
 
     def counting(self, key, index=None):
         out = original(self, key, index)
         reads.append((key, out.shape))
         return out
 
-    _pretrained._Weights.read = counting  # type: ignore[method-assign]
+    _weight_files._Weights.read = counting  # type: ignore[method-assign]
     mesh = jax.make_mesh((1, 8), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
     for layout in ("single", "index"):
         single = js.models.from_pretrained(root / layout)

@@ -280,9 +280,9 @@ def test_the_base_class_picks_the_folders_class(folder):
     ],
 )
 def test_slices_are_read_from_the_file_as_numpy_slices_them(tmp_path, monkeypatch, index):
-    from js.models import _pretrained
+    from js.models import _weight_files
 
-    monkeypatch.setattr(_pretrained, "_CHUNK", 40)  # several blocks of rows per slice
+    monkeypatch.setattr(_weight_files, "_CHUNK", 40)  # several blocks of rows per slice
     rng = np.random.default_rng(0)
     arrays = {
         "a": rng.standard_normal((7, 4, 3)).astype(np.float32),
@@ -290,7 +290,7 @@ def test_slices_are_read_from_the_file_as_numpy_slices_them(tmp_path, monkeypatc
         "s": np.array(2.5, np.float32),
     }
     safetensors.numpy.save_file(arrays, str(tmp_path / "model.safetensors"))
-    weights = _pretrained._Weights(tmp_path)
+    weights = _weight_files._Weights(tmp_path)
     got = weights.read("a", index)
     expected = arrays["a"] if index is None else arrays["a"][index]
     assert got.dtype == expected.dtype and got.shape == expected.shape
