@@ -403,7 +403,7 @@ class CompiledFunction(Generic[P, R]):
         binding.epoch = STRUCTURE_EPOCH.value if binding.tracked else None
         binding.variables = variables
         binding.program = program
-        binding.run = binding.call = None
+        binding.run = None  # the first call attaches the run's step
         bindings = self._bindings
 
         def forget(ref):  # an object died: its id may name another object next
