@@ -166,9 +166,10 @@ class Program:
     branch for another shape), that signature's program returns the new arrays (not donated)
     and the layout's program is the writing kind from then on.
 
-    ``run(leaves, dyn_args, dyn_kwargs) -> (output, new leaves or None, extra)`` is the
-    compiled program of the current kind: a ``jax.jit`` function of lists, dicts and arrays
-    only, which JAX dispatches on its C++ path.
+    ``run`` is the compiled program of the current kind: a ``jax.jit`` function of lists, dicts
+    and arrays only, which JAX dispatches on its C++ path, ``(leaves, dyn_args, dyn_kwargs) ->
+    (output, new leaves or None, extra)``, or a :class:`_SplitRun` when it writes only some of
+    the state. A call runs it through its binding's step (:class:`_Binding`).
     """
 
     __slots__ = ("layout", "pure", "donate", "kind", "run")
@@ -214,9 +215,9 @@ class _SplitRun:
     """The writing program of a layout whose function leaves some state unchanged: the
     arrays it writes are one (donated) argument, those it only reads another, returned never.
 
-    Called like a program of :meth:`Program.of_kind` (``(leaves, dyn_args, dyn_kwargs) ->
-    (output, new leaves, extra)``); ``lower`` likewise. Should another input signature write
-    an array the first trace only read, that array comes back too (not donated).
+    ``step(variables)`` gives its per-call step; ``lower`` takes the arguments of a program of
+    :meth:`Program.of_kind` (``leaves, dyn_args, dyn_kwargs``). Should another input signature
+    write an array the first trace only read, that array comes back too (not donated).
     """
 
     __slots__ = ("written", "kept", "jitted")
@@ -247,23 +248,59 @@ class _SplitRun:
         changed = [leaves[i] for i in self.written]
         return changed, [leaves[i] for i in self.kept], dyn_args, dyn_kwargs
 
-    def __call__(self, leaves, dyn_args, dyn_kwargs):
-        output, changed, late, extra = self.jitted(*self._arguments(leaves, dyn_args, dyn_kwargs))
-        new_leaves = list(leaves)
-        for i, value in zip(self.written, changed, strict=True):
-            new_leaves[i] = value
-        for j, value in late.items():
-            new_leaves[self.kept[j]] = value
-        return output, new_leaves, extra
+    def step(self, variables: list) -> Callable:
+        """The per-call step over ``variables`` (see :class:`_Binding`): the Variables this
+        program writes and those it only reads are picked once, here, not on every call."""
+        written = [variables[i] for i in self.written]
+        kept = [variables[i] for i in self.kept]
+        jitted = self.jitted
+
+        def call(dyn_args, dyn_kwargs):
+            changed, read_only = list(map(get_raw, written)), list(map(get_raw, kept))
+            output, new_leaves, late, extra = jitted(changed, read_only, dyn_args, dyn_kwargs)
+            _drain(map(set_raw, written, new_leaves))
+            for j, value in late.items():  # another signature wrote what the first only read
+                set_raw(kept[j], value)
+            return output, extra
+
+        return call
 
     def lower(self, leaves, dyn_args, dyn_kwargs) -> jax.stages.Lowered:
         return self.jitted.lower(*self._arguments(leaves, dyn_args, dyn_kwargs))
 
 
-class _Binding:
-    """What one call key (these objects, these static values) needs on the per-call path."""
+def _whole_step(run, variables: list) -> Callable:
+    """The per-call step of a program of :meth:`Program.of_kind`, which takes and returns the
+    whole state in one list (a read-only program returns ``None`` for it)."""
 
-    __slots__ = ("refs", "epoch", "tracked", "variables", "program")
+    def call(dyn_args, dyn_kwargs):
+        output, new_leaves, extra = run(list(map(get_raw, variables)), dyn_args, dyn_kwargs)
+        if new_leaves is not None:
+            _drain(map(set_raw, variables, new_leaves))
+        return output, extra
+
+    return call
+
+
+class _Binding:
+    """What one call key (these objects, these static values) needs on the per-call path.
+
+    ``call(dyn_args, dyn_kwargs) -> (output, extra)`` is the step of ``run`` (the program's run
+    when the binding was last called) over ``variables``: it reads their arrays, runs the
+    program and writes back only the arrays it wrote. It is built once per run, so a call does
+    no more than that: no list of all the leaves, no index lookups (docs/benchmarks.md, "js.jit
+    per call", gives what those cost a tiny step).
+    """
+
+    __slots__ = ("refs", "epoch", "tracked", "variables", "program", "run", "call")
+
+    def attach(self, run) -> None:
+        """Build the per-call step of ``run``, the program's current run."""
+        if isinstance(run, _SplitRun):
+            self.call = run.step(self.variables)
+        else:
+            self.call = _whole_step(run, self.variables)
+        self.run = run  # last: a thread that sees the new run sees its step
 
 
 class CompiledFunction(Generic[P, R]):
@@ -297,16 +334,15 @@ class CompiledFunction(Generic[P, R]):
             args, kwargs, self._static_argnums, self._static_argnames
         )
         binding = self._binding(key, objects, dyn_args, dyn_kwargs)
-        epoch, variables, program = binding.epoch, binding.variables, binding.program
-        leaves = list(map(get_raw, variables))
+        epoch = binding.epoch
+        if binding.run is not binding.program.run:  # the first call, or a switch of kind
+            binding.attach(binding.program.run)
         try:
-            output, new_leaves, extra = program.run(leaves, dyn_args, dyn_kwargs)  # see _pure
+            output, extra = binding.call(dyn_args, dyn_kwargs)  # see _pure
         except jax.errors.JaxRuntimeError as error:  # XLA refused the call (nothing ran)
-            if program.kind == "write" and self._donate:
-                _explain_aliasing(error, leaves, dyn_args, dyn_kwargs)
+            if binding.program.kind == "write" and self._donate:
+                _explain_aliasing(error, read(binding.variables), dyn_args, dyn_kwargs)
             raise
-        if new_leaves is not None:
-            _drain(map(set_raw, variables, new_leaves))
         if epoch != STRUCTURE_EPOCH.value and binding.tracked:
             binding.epoch = STRUCTURE_EPOCH.value  # objects created while tracing moved it
         if extra:  # hooks fired while tracing: call them on the values that came out
@@ -367,6 +403,7 @@ class CompiledFunction(Generic[P, R]):
         binding.epoch = STRUCTURE_EPOCH.value if binding.tracked else None
         binding.variables = variables
         binding.program = program
+        binding.run = None  # the first call attaches the run's step
         bindings = self._bindings
 
         def forget(ref):  # an object died: its id may name another object next

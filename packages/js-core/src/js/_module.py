@@ -14,6 +14,7 @@ from . import _hooks
 from ._checks import compare_state, load_error, tie_state
 from ._flax import is_flax_attribute
 from ._hooks import EVAL_TRACE, TRACE_CTX
+from ._signature import ConstructorSignature
 from ._stateful import instance_test
 from ._variables import (
     Buffer,
@@ -113,6 +114,9 @@ class Module(_Tracked, _hooks.Hookable, nnx.Module):
     # Set on every instance before __init__ runs (see _pytree_meta_construct), so that the graph
     # definition, where it is static data, is the same before and after the first train().
     training = True
+
+    # inspect.signature(cls) shows cls.__init__'s parameters, not flax's metaclass __call__.
+    __signature__ = ConstructorSignature()
 
     @classmethod
     def _pytree_meta_construct(cls, self, *args, **kwargs):

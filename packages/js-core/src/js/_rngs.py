@@ -20,6 +20,7 @@ from flax.nnx import RngStream
 
 from ._checks import compare_state
 from ._flax import init_rng_stream
+from ._signature import ConstructorSignature
 from ._variables import _Tracked, check_state_dict, placed_like
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
@@ -96,6 +97,9 @@ class Rngs(_Tracked, nnx.Rngs):
         >>> int(rngs.dropout.count[...])
         1
     """
+
+    # inspect.signature(cls) shows cls.__init__'s parameters, not flax's metaclass __call__.
+    __signature__ = ConstructorSignature()
 
     def __init__(self, default: int | jax.Array | None = None, **rngs: int | jax.Array) -> None:
         super().__init__()

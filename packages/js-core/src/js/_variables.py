@@ -18,6 +18,7 @@ import numpy as np
 from flax import nnx
 
 from ._checks import flatten_state
+from ._signature import ConstructorSignature
 
 
 class _Epoch:
@@ -200,6 +201,9 @@ _VariableBase = nnx.Variable if TYPE_CHECKING else object
 
 class _ValueMixin(_VariableBase):
     """``.value`` as js's own property (flax 0.12 deprecates nnx's ``Variable.value``)."""
+
+    # inspect.signature(cls) shows cls.__init__'s parameters, not flax's metaclass __call__.
+    __signature__ = ConstructorSignature()
 
     def __init__(self, value: Any, **metadata: Any) -> None:
         super().__init__(_as_array(value), **metadata)

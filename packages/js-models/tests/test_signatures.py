@@ -1,0 +1,60 @@
+"""Every class js.models exports shows its constructor's parameters to ``inspect.signature``.
+
+flax's metaclass ``__call__`` stands in front of ``__init__``; before issue 32 every model showed
+``(*args, **kwargs)`` (js-core's ``Module`` now sets ``__signature__``).
+"""
+
+import importlib
+import inspect
+import pkgutil
+
+import js.models
+
+
+def _public_modules(package):
+    """``package`` and every submodule without a private name, imported."""
+    yield package
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        if not any(part.startswith("_") for part in info.name.split(".")):
+            yield importlib.import_module(info.name)
+
+
+def _exported_classes(package) -> dict[str, type]:
+    """``{"module.Name": class}``: the js classes each public module exports (its ``__all__``,
+    else its public names) whose constructor is a Python ``__init__``."""
+    classes = {}
+    for module in _public_modules(package):
+        names = getattr(module, "__all__", None) or [n for n in dir(module) if n[0] != "_"]
+        for name in names:
+            value = getattr(module, name)
+            if (
+                inspect.isclass(value)
+                and value.__module__.startswith("js.")
+                and inspect.isfunction(value.__init__)
+            ):
+                classes[f"{module.__name__}.{name}"] = value
+    return classes
+
+
+def _constructor(cls) -> inspect.Signature:
+    """``cls.__init__``'s signature without ``self``: what ``inspect.signature(cls)`` shows."""
+    init = inspect.signature(cls.__init__)
+    return init.replace(parameters=list(init.parameters.values())[1:])
+
+
+def _hidden(classes: dict[str, type]) -> list[str]:
+    return [
+        f"{name}{inspect.signature(cls)}"
+        for name, cls in sorted(classes.items())
+        if inspect.signature(cls) != _constructor(cls)
+    ]
+
+
+def test_every_exported_class_shows_its_constructor():
+    classes = _exported_classes(js.models)
+    assert len(classes) > 30 and "js.models.GPT2LMHeadModel" in classes
+    assert _hidden(classes) == []
+
+
+def test_a_model_shows_its_config_parameter():
+    assert list(inspect.signature(js.models.GPT2LMHeadModel).parameters)[0] == "config"

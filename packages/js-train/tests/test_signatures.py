@@ -1,0 +1,54 @@
+"""Every class js.training exports shows its constructor's parameters to ``inspect.signature``
+(issue 32): none is built on flax's metaclasses today, and this keeps it so.
+"""
+
+import importlib
+import inspect
+import pkgutil
+
+import js.training
+
+
+def _public_modules(package):
+    """``package`` and every submodule without a private name, imported."""
+    yield package
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        if not any(part.startswith("_") for part in info.name.split(".")):
+            yield importlib.import_module(info.name)
+
+
+def _exported_classes(package) -> dict[str, type]:
+    """``{"module.Name": class}``: the js classes each public module exports (its ``__all__``,
+    else its public names) whose constructor is a Python ``__init__``."""
+    classes = {}
+    for module in _public_modules(package):
+        names = getattr(module, "__all__", None) or [n for n in dir(module) if n[0] != "_"]
+        for name in names:
+            value = getattr(module, name)
+            if (
+                inspect.isclass(value)
+                and value.__module__.startswith("js.")
+                and inspect.isfunction(value.__init__)
+            ):
+                classes[f"{module.__name__}.{name}"] = value
+    return classes
+
+
+def _constructor(cls) -> inspect.Signature:
+    """``cls.__init__``'s signature without ``self``: what ``inspect.signature(cls)`` shows."""
+    init = inspect.signature(cls.__init__)
+    return init.replace(parameters=list(init.parameters.values())[1:])
+
+
+def _hidden(classes: dict[str, type]) -> list[str]:
+    return [
+        f"{name}{inspect.signature(cls)}"
+        for name, cls in sorted(classes.items())
+        if inspect.signature(cls) != _constructor(cls)
+    ]
+
+
+def test_every_exported_class_shows_its_constructor():
+    classes = _exported_classes(js.training)
+    assert len(classes) > 10 and "js.training.Trainer" in classes
+    assert _hidden(classes) == []
