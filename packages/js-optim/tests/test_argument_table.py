@@ -205,7 +205,4 @@ EXPORTED = sorted(
 def test_signatures_show_the_constructor(where, cls):
     init = inspect.signature(cls.__init__)
     want = init.replace(parameters=list(init.parameters.values())[1:])
-    shown = inspect.signature(cls)
-    if issubclass(cls, js.Module) and str(shown) == "(*args: 'Any', **kwargs: 'Any') -> 'Any'":
-        pytest.skip("js.Module's own signature fix (js-core, issue 32) is not on this branch")
-    assert shown == want
+    assert inspect.signature(cls) == want
