@@ -19,7 +19,7 @@ from jax._src import distributed
 
 from js.training import detect_cluster, init_distributed
 
-HERE = Path(__file__).parent
+JOBS = Path(__file__).parent / "jobs"  # the child-process scripts
 JOB_VARIABLES = ("JS_", "SLURM_", "OMPI_", "KUBERNETES_SERVICE_HOST", "JOB_COMPLETION_INDEX")
 
 
@@ -140,7 +140,7 @@ def start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(JOB_VARIABLES)}
     return subprocess.Popen(
         [sys.executable, *args],
-        cwd=HERE,
+        cwd=JOBS,
         env=clean | {"PYTHONUNBUFFERED": "1", "JAX_PLATFORMS": "cpu"} | env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -16,7 +16,7 @@ import pytest
 from js.training.data import TokenWindows, process_batches
 
 grain = pytest.importorskip("grain")
-HERE = Path(__file__).parent
+JOBS = Path(__file__).parent / "jobs"  # the child-process scripts
 
 
 def local_batches(data, batch, processes, epochs=1, **options):
@@ -143,7 +143,7 @@ def start_job(*args: str, processes: int = 2) -> subprocess.Popen:
         command = [sys.executable, "-m", "js.training.launch", "--processes", str(processes)]
         command += ["--devices-per-process", "2", "data_parallel_job.py", *args]
     return subprocess.Popen(
-        command, cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command, cwd=JOBS, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
 
 

@@ -14,12 +14,13 @@ from js.training import init_distributed
 from js.training.launch import main
 
 HERE = Path(__file__).parent
+JOBS = HERE / "jobs"  # the child-process scripts
 
 
 def launch(*args: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "js.training.launch", *args]
     return subprocess.Popen(
-        command, cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command, cwd=JOBS, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
 
 
@@ -40,7 +41,7 @@ def test_two_processes_of_four_devices_train_like_one_process_of_eight():
     )
     alone = subprocess.Popen(
         [sys.executable, "launch_job.py"],
-        cwd=HERE,
+        cwd=JOBS,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

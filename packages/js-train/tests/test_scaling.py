@@ -1,6 +1,6 @@
 """Training on 8 simulated devices equals training on one (data-parallel and fully sharded).
 
-The checks live in ``scaling_checks.py`` and run in one child process with 8 CPU devices (the
+The checks live in ``jobs/scaling_checks.py`` and run in one child process with 8 CPU devices (the
 count must be set before jax starts); each prints one JSON line of what it measured.
 """
 
@@ -16,7 +16,7 @@ from jax.sharding import AxisType
 
 from js.training import Trainer
 
-HERE = Path(__file__).parent
+JOBS = Path(__file__).parent / "jobs"  # the child-process scripts
 
 
 def run_checks(*names: str, devices: int = 8) -> dict:
@@ -24,8 +24,8 @@ def run_checks(*names: str, devices: int = 8) -> dict:
     flags = env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={devices}"
     env["XLA_FLAGS"] = flags.strip()
     child = subprocess.run(
-        [sys.executable, "-W", "error", str(HERE / "scaling_checks.py"), *names],
-        cwd=HERE,
+        [sys.executable, "-W", "error", str(JOBS / "scaling_checks.py"), *names],
+        cwd=JOBS,
         env=env,
         capture_output=True,
         text=True,

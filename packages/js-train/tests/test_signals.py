@@ -20,7 +20,7 @@ from signal_job import Pace, build, params
 import js.training
 from js.training import Callback, ModelCheckpoint, Preempted, load_checkpoint
 
-HERE = Path(__file__).parent
+JOBS = Path(__file__).parent / "jobs"  # the child-process scripts
 TIMEOUT = 240  # seconds a child may take before the test fails (a hang, not a slow machine)
 
 
@@ -52,8 +52,8 @@ def child(*args: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONUNBUFFERED="1", JAX_PLATFORMS="cpu", JS_COMPILATION_CACHE="0")
     env.pop("XLA_FLAGS", None)  # one CPU device, as in this process's straight run
     return subprocess.Popen(
-        [sys.executable, str(HERE / "signal_job.py"), *args],
-        cwd=HERE,
+        [sys.executable, str(JOBS / "signal_job.py"), *args],
+        cwd=JOBS,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -270,7 +270,7 @@ def test_two_processes_stop_at_the_same_step_and_resume_equal(tmp_path, how):
     run = [*launch, "cut", str(tmp_path / "ckpt"), "--pause", "0.1"]
     if how != "launcher":
         run += ["--self", "SIGUSR1@6"]
-    job = subprocess.Popen(run, cwd=HERE, env=env, stdout=subprocess.PIPE, text=True)
+    job = subprocess.Popen(run, cwd=JOBS, env=env, stdout=subprocess.PIPE, text=True)
     if how == "launcher":
         wait_for(job, "[1] step 3 ")
         job.send_signal(signal.SIGTERM)
@@ -292,7 +292,7 @@ def test_two_processes_stop_at_the_same_step_and_resume_equal(tmp_path, how):
         assert "[launch] received SIGTERM" in stdout and job.returncode == 143, stdout
     outputs = [str(tmp_path / name) for name in ("resumed.npz", "straight.npz")]
     run = [*launch, "resume", str(tmp_path / "ckpt"), *outputs]
-    again = subprocess.run(run, cwd=HERE, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    again = subprocess.run(run, cwd=JOBS, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     assert again.returncode == 0, again.stdout
     assert f"resumed at step {steps['[0]']}" in again.stdout
     resumed, expected = (dict(np.load(path)) for path in outputs)
@@ -306,7 +306,7 @@ def test_max_time_stops_two_processes_at_the_same_step_by_process_0s_clock(tmp_p
     path = tmp_path / "ckpt"
     run = [*LAUNCH, "signal_job.py", "cut", str(path), "--max-time", "1", "--every", "5"]
     env = dict(os.environ, JS_COMPILATION_CACHE="0", PYTHONUNBUFFERED="1")
-    job = subprocess.run(run, cwd=HERE, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    job = subprocess.run(run, cwd=JOBS, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     assert job.returncode == 0, job.stdout + job.stderr[-3000:]
     steps = {
         line[:3]: int(line.split("reached after step ")[1].split()[0])

@@ -11,9 +11,9 @@ import orbax.checkpoint as ocp
 
 import js
 import js.nn as nn
+from js.nn.checkpoint import load_checkpoint, save_checkpoint
 from js.nn.checkpoint.format import manager as _manager
 from js.nn.checkpoint.write import save_args
-from js.training import load_checkpoint, save_checkpoint
 
 
 class ManySmall(js.Module):
