@@ -90,7 +90,22 @@ def _run_page(page: Path, workdir: Path) -> tuple[int, int]:
     return ran, skipped
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(DOCS)) for p in PAGES])
+DEVICES_PAGE = "scaling.md"  # the default run's one page on simulated devices
+
+
+def _page_param(page: Path):
+    """A page that runs in a process of its own (its simulated devices) is a process test, and
+    slow unless it is DEVICES_PAGE."""
+    if docblocks.cpu_devices(page.read_text()) is None:
+        return page
+    if page.name == DEVICES_PAGE:
+        return pytest.param(page, marks=pytest.mark.process)
+    return pytest.param(page, marks=[pytest.mark.process, pytest.mark.slow])
+
+
+@pytest.mark.parametrize(
+    "page", [_page_param(p) for p in PAGES], ids=[str(p.relative_to(DOCS)) for p in PAGES]
+)
 def test_page_blocks_run_and_print_what_they_show(page, tmp_path):
     ran, skipped = _run_page(page, tmp_path)
     assert ran + skipped > 0
@@ -121,12 +136,14 @@ def _build() -> float:
     return time.perf_counter() - start
 
 
+@pytest.mark.process  # mkdocs runs in a child Python (once: the tests below reuse its site)
 def test_site_builds_strictly():
     seconds = _build()
     print(f"\nmkdocs build --strict: {seconds:.1f} s")
     assert (SITE / "index.html").is_file()
 
 
+@pytest.mark.process
 def test_api_reference_lists_every_public_name():
     import importlib
 

@@ -100,6 +100,8 @@ def test_iterator_state_has_one_structure_and_restores_mid_epoch_in_every_proces
     assert states[0] == states[1]
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_grain_worker_processes_give_the_same_batches():
     import absl.flags
 
@@ -154,6 +156,8 @@ def report(job: subprocess.Popen) -> dict:
     return json.loads(line.removeprefix("[0] "))
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_two_processes_train_like_one_through_the_launcher():
     """2 processes x 2 CPU devices read their own rows; Trainer(mesh=) assembles the batches."""
     two, one = (report(job) for job in [start_job(), start_job(processes=1)])
@@ -162,6 +166,7 @@ def test_two_processes_train_like_one_through_the_launcher():
 
 
 @pytest.mark.slow
+@pytest.mark.process
 def test_two_processes_resume_mid_epoch_from_the_checkpointed_grain_state(tmp_path):
     """Each process restores the iterator state ModelCheckpoint saved, at step 5 of 12."""
     two = report(start_job("resume", str(tmp_path)))
@@ -169,6 +174,7 @@ def test_two_processes_resume_mid_epoch_from_the_checkpointed_grain_state(tmp_pa
 
 
 @pytest.mark.slow
+@pytest.mark.process
 def test_grain_worker_processes_restore_mid_epoch():
     import absl.flags
 

@@ -44,12 +44,16 @@ def eight_devices() -> dict:
 
 
 @pytest.mark.parametrize("model", ["cnn", "block"])
+@pytest.mark.process
+@pytest.mark.slow
 def test_data_parallel_20_adam_steps_equal_one_device(eight_devices, model):
     result = eight_devices["dp"][model]
     assert result["loss_diff"] <= 1e-5 and result["param_diff"] <= 1e-5, result
     assert result["last_loss"] < result["first_loss"]  # it trained
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_fully_sharded_state_is_an_eighth_per_device_and_trains_the_same(eight_devices):
     result = eight_devices["fsdp"]
     assert result["loss_diff"] <= 1e-5 and result["param_diff"] <= 1e-5, result
@@ -57,11 +61,15 @@ def test_fully_sharded_state_is_an_eighth_per_device_and_trains_the_same(eight_d
     assert result["state_bytes_8"] <= replicated + sharded / 8 * 1.1, result
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_two_axes_megatron_rules_train_the_same(eight_devices):
     result = eight_devices["tp"]
     assert result["loss_diff"] <= 1e-5 and result["param_diff"] <= 1e-5, result
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_trainer_on_a_mesh_equals_the_trainer_on_one_device(eight_devices):
     assert eight_devices["trainer"]["history_diff"] <= 1e-5
 

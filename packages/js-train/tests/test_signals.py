@@ -94,8 +94,12 @@ def stopped_step(err: str, name: str, path: Path) -> int:
 
 @pytest.mark.parametrize(
     "name, every",
-    [("SIGTERM", 4), ("SIGINT", 1)],  # SIGINT (Ctrl-C) while saving every step: exits promptly
+    [  # SIGINT (Ctrl-C) while saving every step: exits promptly
+        ("SIGTERM", 4),  # the default run's one test of a signal to a child process
+        pytest.param("SIGINT", 1, marks=pytest.mark.slow),
+    ],
 )
+@pytest.mark.process
 def test_a_signal_from_outside_saves_the_step_and_exits(tmp_path, straight, name, every):
     process = child("cut", str(tmp_path), "--every", str(every))
     wait_for(process, "step 3 ")
@@ -110,6 +114,8 @@ def test_a_signal_from_outside_saves_the_step_and_exits(tmp_path, straight, name
     assert_same(straight, final)
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_a_second_sigterm_while_saving_is_ignored_until_the_step_is_written(tmp_path, straight):
     code, out, err = finish(child("cut", str(tmp_path), "--self", "SIGTERM@6", "--again"))
     assert code == 143, err
@@ -258,6 +264,8 @@ LAUNCH = [sys.executable, "-m", "js.training.launch", "--processes", "2", "--sto
         pytest.param("read-steps", marks=pytest.mark.slow),
     ],
 )
+@pytest.mark.process
+@pytest.mark.slow
 def test_two_processes_stop_at_the_same_step_and_resume_equal(tmp_path, how):
     """A signal to one rank (JAX's preemption notice reaches the other) or a SIGTERM to the
     launcher (passed on to both): both save one step together, and a resumed 2-process job ends
@@ -299,6 +307,8 @@ def test_two_processes_stop_at_the_same_step_and_resume_equal(tmp_path, how):
     assert_same(expected, resumed)
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_max_time_stops_two_processes_at_the_same_step_by_process_0s_clock(tmp_path):
     """``max_time`` in a 2-process job: process 1's clock stands still, so only process 0's can
     end the fit; both stop after the same step (a read step, where they agree anyway), both
