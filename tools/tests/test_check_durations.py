@@ -195,3 +195,17 @@ def test_the_plugin_records_phases_markers_and_children(tmp_path):
     assert tests["test_child"]["markers"] == ["slow"]
     assert tests["test_child"]["children"] == ["true", "fork"]
     assert tests["test_first"]["children"] == [] and tests["test_first"]["load"] >= 0
+
+
+def test_run_suite_records_every_run_and_keeps_slow_tests_out_unless_told():
+    import run_suite
+
+    command = run_suite.pytest_command("js-core", [])
+    plugin = command.index("tools.pytest_durations")
+    assert command[plugin - 1] == "-p"
+    assert command[plugin + 1 : plugin + 3] == [
+        "--durations-json",
+        str(ROOT / "build" / "durations" / "js-core.json"),
+    ]
+    assert command[-2:] == ["-m", "not slow"]
+    assert run_suite.pytest_command("js-core", ["-m", ""])[-2:] == ["-m", ""]  # test:full
