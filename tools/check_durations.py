@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = ROOT / "build" / "durations"
 
 TEST_LIMIT_S = 5.0  # one default-run test, not marked process
-PROCESS_BUDGET_S = 150.0  # every process test of the default run, all suites together
+PROCESS_BUDGET_S = 300.0  # every process test of the default run, all suites together
 
 _PYTHON = re.compile(r"python[0-9.]*(\.exe)?$|fork$")
 _FIX_SLOW = (
