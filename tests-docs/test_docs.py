@@ -228,8 +228,13 @@ def _chromium_run(url: str, *flags: str) -> str:
 @pytest.mark.skipif(_chromium() is None, reason="no chromium on PATH (apt-get install chromium)")
 @pytest.mark.parametrize(
     ("path", "title"),
-    [("", "js"), ("lessons/compiled-steps/", "Compiled steps"), ("api/js-nn/", "js-nn")],
+    [
+        ("", "js"),  # the default run's one page in the browser
+        pytest.param("lessons/compiled-steps/", "Compiled steps", marks=pytest.mark.slow),
+        pytest.param("api/js-nn/", "js-nn", marks=pytest.mark.slow),
+    ],
 )
+@pytest.mark.process  # headless Chromium: a multi-process browser, started twice per page
 def test_pages_render_in_a_real_browser(served_site, path, title):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     url = f"{served_site}/{path}"
