@@ -91,12 +91,17 @@ def _run_page(page: Path, workdir: Path) -> tuple[int, int]:
 
 
 DEVICES_PAGE = "scaling.md"  # the default run's one page on simulated devices
+# Pages whose blocks start a child Python themselves: process tests that stay in the default
+# run, each the only check of its page (inference.md runs an exported model without js).
+CHILD_PAGES = {"inference.md"}
 
 
 def _page_param(page: Path):
     """A page that runs in a process of its own (its simulated devices) is a process test, and
     slow unless it is DEVICES_PAGE."""
     if docblocks.cpu_devices(page.read_text()) is None:
+        if page.name in CHILD_PAGES:
+            return pytest.param(page, marks=pytest.mark.process)
         return page
     if page.name == DEVICES_PAGE:
         return pytest.param(page, marks=pytest.mark.process)
