@@ -94,11 +94,17 @@ DEVICES_PAGE = "scaling.md"  # the default run's one page on simulated devices
 # Pages whose blocks start a child Python themselves: process tests that stay in the default
 # run, each the only check of its page (inference.md runs an exported model without js).
 CHILD_PAGES = {"inference.md"}
+# Pages whose blocks take well over the default run's 5 s per test (training runs, model
+# comparisons): the full tier's. After editing one, or what it shows, run
+# `hatch run docs:test -m ''`.
+SLOW_PAGES = {"fine-tuning.md", "from-pytorch.md", "nn.md", "core.md"}
 
 
 def _page_param(page: Path):
     """A page that runs in a process of its own (its simulated devices) is a process test, and
-    slow unless it is DEVICES_PAGE."""
+    slow unless it is DEVICES_PAGE; a page of SLOW_PAGES is slow."""
+    if page.name in SLOW_PAGES:
+        return pytest.param(page, marks=pytest.mark.slow)
     if docblocks.cpu_devices(page.read_text()) is None:
         if page.name in CHILD_PAGES:
             return pytest.param(page, marks=pytest.mark.process)
