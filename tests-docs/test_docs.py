@@ -90,7 +90,33 @@ def _run_page(page: Path, workdir: Path) -> tuple[int, int]:
     return ran, skipped
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(DOCS)) for p in PAGES])
+DEVICES_PAGE = "scaling.md"  # the default run's one page on simulated devices
+# Pages whose blocks start a child Python themselves: process tests that stay in the default
+# run, each the only check of its page (inference.md runs an exported model without js).
+CHILD_PAGES = {"inference.md"}
+# Pages whose blocks take well over the default run's 5 s per test (training runs, model
+# comparisons): the full tier's. After editing one, or what it shows, run
+# `hatch run docs:test -m ''`.
+SLOW_PAGES = {"fine-tuning.md", "from-pytorch.md", "nn.md", "core.md"}
+
+
+def _page_param(page: Path):
+    """A page that runs in a process of its own (its simulated devices) is a process test, and
+    slow unless it is DEVICES_PAGE; a page of SLOW_PAGES is slow."""
+    if page.name in SLOW_PAGES:
+        return pytest.param(page, marks=pytest.mark.slow)
+    if docblocks.cpu_devices(page.read_text()) is None:
+        if page.name in CHILD_PAGES:
+            return pytest.param(page, marks=pytest.mark.process)
+        return page
+    if page.name == DEVICES_PAGE:
+        return pytest.param(page, marks=pytest.mark.process)
+    return pytest.param(page, marks=[pytest.mark.process, pytest.mark.slow])
+
+
+@pytest.mark.parametrize(
+    "page", [_page_param(p) for p in PAGES], ids=[str(p.relative_to(DOCS)) for p in PAGES]
+)
 def test_page_blocks_run_and_print_what_they_show(page, tmp_path):
     ran, skipped = _run_page(page, tmp_path)
     assert ran + skipped > 0
@@ -121,12 +147,14 @@ def _build() -> float:
     return time.perf_counter() - start
 
 
+@pytest.mark.process  # mkdocs runs in a child Python (once: the tests below reuse its site)
 def test_site_builds_strictly():
     seconds = _build()
     print(f"\nmkdocs build --strict: {seconds:.1f} s")
     assert (SITE / "index.html").is_file()
 
 
+@pytest.mark.process
 def test_api_reference_lists_every_public_name():
     import importlib
 
@@ -211,8 +239,13 @@ def _chromium_run(url: str, *flags: str) -> str:
 @pytest.mark.skipif(_chromium() is None, reason="no chromium on PATH (apt-get install chromium)")
 @pytest.mark.parametrize(
     ("path", "title"),
-    [("", "js"), ("lessons/compiled-steps/", "Compiled steps"), ("api/js-nn/", "js-nn")],
+    [
+        ("", "js"),  # the default run's one page in the browser
+        pytest.param("lessons/compiled-steps/", "Compiled steps", marks=pytest.mark.slow),
+        pytest.param("api/js-nn/", "js-nn", marks=pytest.mark.slow),
+    ],
 )
+@pytest.mark.process  # headless Chromium: a multi-process browser, started twice per page
 def test_pages_render_in_a_real_browser(served_site, path, title):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     url = f"{served_site}/{path}"

@@ -10,9 +10,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "generate.py"
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_generate_example_trains_and_continues_prompts():
     env = {**os.environ, "XDG_CACHE_HOME": tempfile.mkdtemp(prefix="js-generate-cache-")}
     process = subprocess.run(

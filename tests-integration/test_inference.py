@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from support import Venv, run
 
-pytestmark = pytest.mark.integration
+# Every test installs wheels into fresh virtual environments and runs Python there.
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 # The model, shared by the full and the inference venvs (js-core + js-nn only).
 MODEL = '''
@@ -156,6 +157,7 @@ def inference(wheelhouse, tmp_path_factory, third_party_constraints):
     return venv
 
 
+@pytest.mark.slow
 def test_a_weight_file_loads_bit_identically_with_only_core_and_nn(trained, inference):
     script = INFERENCE_PROLOGUE + textwrap.dedent(
         """
@@ -172,6 +174,7 @@ def test_a_weight_file_loads_bit_identically_with_only_core_and_nn(trained, infe
     assert "a: bit-identical {'epochs': '2'}" in output, output
 
 
+@pytest.mark.slow
 def test_b_the_model_checkpoint_directory_loads_directly(trained, inference):
     script = INFERENCE_PROLOGUE + textwrap.dedent(
         """
@@ -188,6 +191,7 @@ def test_b_the_model_checkpoint_directory_loads_directly(trained, inference):
     assert "b: bit-identical to the best checkpoint" in output, output
 
 
+@pytest.mark.slow
 def test_c_an_environment_with_only_jax_runs_the_exported_model(
     trained, tmp_path_factory, third_party_constraints
 ):
@@ -216,6 +220,7 @@ def test_c_an_environment_with_only_jax_runs_the_exported_model(
     assert float(output.split("c: max diff ")[1]) < 1e-5, output
 
 
+@pytest.mark.slow
 def test_d_a_file_pytorch_wrote_loads_with_the_torch_layout(work, inference):
     torch = pytest.importorskip("torch")
     st_torch = pytest.importorskip("safetensors.torch")
@@ -252,6 +257,7 @@ def test_d_a_file_pytorch_wrote_loads_with_the_torch_layout(work, inference):
     assert float(output.split("d: max diff ")[1]) < 1e-5, output
 
 
+@pytest.mark.slow
 def test_e_a_hugging_face_folder_runs_without_orbax_torch_optim_or_train(work, inference):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")

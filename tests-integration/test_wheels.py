@@ -8,7 +8,8 @@ import textwrap
 import pytest
 from support import PACKAGES, build_wheel, read_assignments
 
-pytestmark = pytest.mark.integration
+# Every test installs wheels into fresh virtual environments and runs Python there.
+pytestmark = [pytest.mark.integration, pytest.mark.process]
 
 CORE = read_assignments(PACKAGES / "js-core" / "src" / "js" / "_version.py")
 OPTIM_RECORD = PACKAGES / "js-optim" / "src" / "js" / "optim" / "_version.py"
@@ -60,6 +61,7 @@ CORE_OPTIM_STEP = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_core_and_nn_alone(wheelhouse, new_venv):
     """(a) js-core + js-nn (which brings js-losses, its dependency): forward pass, the spec's
     losses in js.nn.functional; the absent siblings fail naming what to install."""
@@ -157,6 +159,7 @@ def test_metapackage_installs_everything_and_trains(wheelhouse, new_venv, write_
     write_constraints(venv)
 
 
+@pytest.mark.slow
 def test_optim_needing_an_interface_core_does_not_offer_fails_at_import(
     wheelhouse, new_venv, copy_package, tmp_path
 ):
@@ -187,6 +190,7 @@ def test_optim_needing_an_interface_core_does_not_offer_fails_at_import(
     assert message in result.stderr, result.stderr
 
 
+@pytest.mark.slow
 def test_older_optim_of_the_same_interface_trains_with_current_core(
     wheelhouse, new_venv, copy_package, tmp_path
 ):

@@ -2,7 +2,10 @@
 
 Usage: python tools/run_suite.py DISTRIBUTION [PYTEST_ARGS...]
 
-Unless PYTEST_ARGS has its own ``-m``, the run deselects ``-m slow``. pytest's exit code 5
+Unless PYTEST_ARGS has its own ``-m``, the run deselects ``-m slow`` (``-m ""`` runs everything:
+``hatch run test:full``). Every run records each test's time, markers and child processes in
+``build/durations/DISTRIBUTION.json`` (tools/pytest_durations.py), which tools/check_durations.py
+holds to the suite's time budget. pytest's exit code 5
 ("no tests collected") is turned into a failure with a message: every distribution ships tests, so a
 suite that collects nothing is broken (a wrong path, a filter that matches nothing), never a
 pass. Any other exit code is passed through unchanged.
@@ -15,6 +18,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+DURATIONS = ROOT / "build" / "durations"
 NO_TESTS_COLLECTED = 5
 
 
@@ -29,6 +33,12 @@ def pytest_command(distribution: str, extra: list[str]) -> list[str]:
     # real names (js.nn._linear, not nn._linear) and so share the installed package.
     command += ["-o", "consider_namespace_packages=true", "--doctest-modules"]
     command += [str(package / "tests"), str(package / "src")]
+    command += [
+        "-p",
+        "tools.pytest_durations",
+        "--durations-json",
+        str(DURATIONS / f"{distribution}.json"),
+    ]
     # The default run leaves out slow tests; passing your own -m overrides that.
     command += extra if "-m" in extra else ["-m", "not slow", *extra]
     return command

@@ -7,6 +7,12 @@ import sys
 from pathlib import Path
 from textwrap import dedent
 
+import pytest
+
+# Each test runs a tool's command line in a child Python (no jax: a fraction of a second):
+# the tools' tests keep them in the default run, counted against the process budget.
+pytestmark = pytest.mark.process
+
 TOOL = Path(__file__).resolve().parents[1] / "annotations.py"
 
 FILES = {

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import ast
 
+import pytest
+
+# Each test runs a tool's command line in a child Python (no jax: a fraction of a second):
+# the tools' tests keep them in the default run, counted against the process budget.
+pytestmark = pytest.mark.process
+
 
 def record(tree, dist: str) -> dict:
     values = {}

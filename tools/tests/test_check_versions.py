@@ -7,6 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# Each test runs a tool's command line in a child Python (no jax: a fraction of a second):
+# the tools' tests keep them in the default run, counted against the process budget.
+pytestmark = pytest.mark.process
+
 
 def problems(result) -> list[str]:
     return [line for line in result.stdout.splitlines() if not line.endswith("docs/versioning.md")]

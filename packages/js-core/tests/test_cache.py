@@ -76,6 +76,7 @@ def _run(args, env_extra=None) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.process
 def test_second_process_loads_the_step_from_the_cache(tmp_path):
     cache = tmp_path / "cache"
     first = _run([str(cache)])
@@ -87,17 +88,23 @@ def test_second_process_loads_the_step_from_the_cache(tmp_path):
     assert second["loss"] == first["loss"]
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_disable_stops_using_the_cache(tmp_path):
     got = _run([str(tmp_path / "cache"), "--disable"])
     assert got["step"]["misses"] >= 1 and got["step"]["after_disable"] == 0
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_default_directory_is_under_the_user_cache_dir(tmp_path):
     got = _run([], {"XDG_CACHE_HOME": str(tmp_path), "JS_COMPILATION_CACHE": "1"})
     assert got["directory"] == str(tmp_path / "js" / "jax")
     assert any((tmp_path / "js" / "jax").iterdir())
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_environment_switch_turns_it_off(tmp_path):
     got = _run([str(tmp_path / "cache")], {"JS_COMPILATION_CACHE": "0"})
     assert got["directory"] == "None"

@@ -40,6 +40,8 @@ def test_baked_weights_and_a_symbolic_batch():
     assert static.in_avals[0].shape == (4, 10)
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_serialized_bytes_run_without_js(tmp_path):
     model = MLP(rngs=js.Rngs(params=1))
     (tmp_path / "mlp.jax").write_bytes(js.export(model, X).serialize())

@@ -27,13 +27,14 @@ def run_with_core_only(code: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     ("statement", "distribution"),
     [
-        ("import js.optim", "js-optim"),
-        ("from js import optim", "js-optim"),
-        ("import js.training", "js-train"),
-        ("from js import nn", "js-nn"),
-        ("import js.losses", "js-losses"),
+        ("import js.training", "js-train"),  # the default run's one fresh-interpreter check
+        pytest.param("import js.optim", "js-optim", marks=pytest.mark.slow),
+        pytest.param("from js import optim", "js-optim", marks=pytest.mark.slow),
+        pytest.param("from js import nn", "js-nn", marks=pytest.mark.slow),
+        pytest.param("import js.losses", "js-losses", marks=pytest.mark.slow),
     ],
 )
+@pytest.mark.process
 def test_missing_distribution_names_the_fix(statement, distribution):
     result = run_with_core_only(statement)
     assert result.returncode != 0
@@ -53,6 +54,8 @@ def _installed(distribution: str) -> bool:
     not (_installed("js-nn") and _installed("js-optim")),
     reason="needs js-nn and js-optim installed (the integration suite covers the wheel case)",
 )
+@pytest.mark.process
+@pytest.mark.slow
 def test_from_js_import_finds_installed_siblings():
     code = "from js import nn, optim; print(nn.__name__, optim.__name__)"
     result = subprocess.run(

@@ -54,6 +54,7 @@ def _close(a, b):
         np.testing.assert_allclose(ga, gb, rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_function_form_gradients_and_rng_state_equal_the_plain_step():
     model, x = Net(rngs=js.Rngs(params=0)), _data()
     rngs_a, rngs_b = js.Rngs(dropout=3), js.Rngs(dropout=3)

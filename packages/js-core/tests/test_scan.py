@@ -1,6 +1,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from core_models import MLP, SGD, Noise, mse
 
 import js
@@ -41,6 +42,7 @@ def test_k_steps_per_dispatch_equal_k_separate_steps():
     assert int(rngs2.dropout.count[...]) == int(rngs.dropout.count[...]) == k
 
 
+@pytest.mark.slow
 def test_unrolled_steps_give_the_same_result():
     xs, ys = jnp.ones((4, 2, 10)), jnp.zeros((4, 2, 4))
     results = []

@@ -197,6 +197,8 @@ def run_with_devices(script: str, devices: int, cwd: Path) -> str:
     return child.stdout
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_eight_devices_placement_rules_compiled_shardings_and_donation():
     assert run_with_devices(EIGHT_DEVICES, 8, Path(__file__).parent).strip() == "ok"
 

@@ -9,10 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).parent
 SRC = [str(p) for p in Path(__file__).resolve().parents[2].glob("*/src")]
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_gpt2_loads_onto_8_devices(tmp_path):
     env = {
         **os.environ,

@@ -145,6 +145,8 @@ def test_export_weights_is_js_nn_s_and_the_old_module_path_still_imports(tmp_pat
     assert host_digest(np.zeros(0, np.float32)) == "0" * 16
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_saving_and_loading_a_checkpoint_imports_neither_js_train_nor_js_optim(tmp_path):
     linear = "nn.Linear(2, 2, rngs=js.Rngs(params={}))"
     code = (
@@ -281,6 +283,8 @@ print("refused", refused)
 """
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_damaged_arrays_are_refused_with_nothing_on_stderr(tmp_path):
     """Each refusal was right, but orbax's abandoned reads printed "Event loop is closed",
     "Exception ignored in <coroutine>" and "Future exception was never retrieved" tracebacks
@@ -312,6 +316,8 @@ print("steps", [info["step"] for info in checkpoint.checkpoint_info(path)])
 """
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_a_full_disk_is_an_os_error_naming_the_directory(tmp_path):
     """It raised orbax's "ValueError: OUT_OF_RANGE: Error writing ... OCDBT" without the
     directory, and orbax's writer threads printed 11 tracebacks of it."""

@@ -140,6 +140,8 @@ def test_traced_keys_fall_back_to_jax_random():
     assert 0.0 <= float(bounded.min()) and float(bounded.max()) <= 1.5
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_layer_weights_are_drawn_without_x64_dtypes():
     # Built on the host in float32 whatever jax_enable_x64 says (x64 in a subprocess).
     code = (
@@ -165,6 +167,8 @@ def test_layer_weights_are_drawn_without_x64_dtypes():
     assert dtypes == ["float32"] * 3 and bounded == "True" and abs(float(std) - 1) < 0.02
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_sharding_is_kept():
     code = (
         "import jax, jax.numpy as jnp, numpy as np, js, js.nn as nn\n"

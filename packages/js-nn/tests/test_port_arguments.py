@@ -223,6 +223,8 @@ print(json.dumps({"dtypes": dtypes, "loaded": list(nn.load_torch_state_dict(mode
 """
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_layers_create_float32_under_jax_enable_x64():
     # x64 is process-wide, so it runs in a fresh interpreter.
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}

@@ -42,6 +42,10 @@ GRAD_TOL = 1e-4  # relative to the model's largest |torch gradient|
 LOSS_TOL = 1e-4  # relative, per step, over 20 Adam steps
 STEPS = 20
 
+# The default run compares each port with PyTorch in training mode (outputs and gradients);
+# evaluation mode (running statistics, no dropout) is the full tier's (test:full).
+MODES = ["train", pytest.param("eval", marks=pytest.mark.slow)]
+
 
 def _check_outputs_and_grads(port, js_model, t_model, js_fwd, t_fwd, mode, js_args, t_args):
     js_model.train(mode == "train")
@@ -142,7 +146,7 @@ def _reset(pair):
     return model, t_model
 
 
-@pytest.mark.parametrize("mode", ["train", "eval"])
+@pytest.mark.parametrize("mode", MODES)
 def test_resnet18_matches_pytorch(resnet_pair, mode):
     model, t_model = _reset(resnet_pair)
     # Batch 2 in evaluation; 4 in training, where layer4's BatchNorm normalises N * 1 * 1
@@ -254,7 +258,7 @@ class _GAN(nn.Module):  # both halves in one module, so one call differentiates 
         return fake, self.d(fake)
 
 
-@pytest.mark.parametrize("mode", ["train", "eval"])
+@pytest.mark.parametrize("mode", MODES)
 def test_dcgan_matches_pytorch(dcgan_pair, mode):
     g, d, t_g, t_d, _, nz = dcgan_pair
     _dcgan_reset(dcgan_pair)
@@ -377,7 +381,7 @@ def _tokens(seed, shape=(T, B)):
 
 
 @pytest.mark.parametrize("rnn_type", ["LSTM", "GRU"])
-@pytest.mark.parametrize("mode", ["train", "eval"])
+@pytest.mark.parametrize("mode", MODES)
 def test_language_model_matches_pytorch(rnn_type, mode):
     # dropout=0 (the example's default is 0.2): values compared in both modes; the dropout
     # masks themselves differ between generators (test_language_model_dropout_shapes).
@@ -462,7 +466,7 @@ NESTED = pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
 
 
 @NESTED
-@pytest.mark.parametrize("mode", ["train", "eval"])
+@pytest.mark.parametrize("mode", MODES)
 def test_transformer_classifier_matches_pytorch(mode):
     # dropout=0 for values (masks differ between generators). In evaluation mode without
     # gradients torch takes its fused fast path; with gradients (here) its ordinary one.

@@ -208,6 +208,8 @@ def test_zero_dimensional_and_integer_buffers_round_trip(tmp_path):
     ] == ((), "I32")
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_import_js_nn_imports_no_orbax():
     """The checkpoint reader imports orbax only when it reads (a fresh interpreter)."""
     code = "import sys, js.nn; print(sorted(m for m in sys.modules if m.startswith('orbax')))"
@@ -292,6 +294,8 @@ def test_float8_arrays_round_trip(tmp_path):
     assert back.scale.value.dtype == jnp.float8_e4m3fn
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_a_full_disk_is_an_os_error_naming_the_target(tmp_path):
     """Under a file size limit safetensors raised "File too large (os error 27)" without a path;
     nothing is left behind and the previous file is intact."""
@@ -324,6 +328,8 @@ print("ok")
 """
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_two_processes_saving_to_one_path_both_succeed(tmp_path):
     """Both wrote ``<path>.partial``: some saves raised FileNotFoundError in the process whose
     data was on disk while the other was told it succeeded."""

@@ -446,6 +446,8 @@ def run_sharded(*names):
     assert child.stdout.strip() == "ok"
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_sharded_parameters():
     """Adafactor's factors (not shaped like their parameter) are replicated, its variances on
     their parameter's sharding; steps on two CPU devices equal unsharded ones."""
@@ -453,6 +455,7 @@ def test_sharded_parameters():
 
 
 @pytest.mark.slow
+@pytest.mark.process
 def test_sharded_parameters_every_optimizer():
     """As above for all eight (NAdam's scalar mu_product replicated too): ~1 min."""
     run_sharded("RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Adafactor", "Lion")

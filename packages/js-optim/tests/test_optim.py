@@ -275,6 +275,8 @@ opt1.step(js.value_and_grad(mse)(moved, *jax.device_put(batch(), cpu1))[1])
 """
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_parameters_moved_to_another_device_after_construction_are_refused():
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     flags = env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SHARDED = """
 import jax, numpy as np, optax
 from jax.sharding import AxisType, PartitionSpec as P
@@ -71,6 +73,8 @@ except ValueError as error:
 """
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_moments_follow_sharded_parameters_and_late_sharding_is_refused():
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     flags = env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"

@@ -312,6 +312,8 @@ assert int(averaged.n_averaged[...]) == 4
 """
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_the_average_of_a_sharded_model_stays_on_its_shardings():
     import os
     import subprocess

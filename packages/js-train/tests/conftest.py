@@ -10,16 +10,22 @@ import pytest
 
 import js
 
-sys.path.insert(0, str(Path(__file__).parent))
+TESTS = Path(__file__).parent
+# js_train_testing.py is importable here, and the job scripts of jobs/ (child processes that
+# test_signals.py also imports from); their children find js_train_testing.py on PYTHONPATH.
+sys.path[:0] = [str(TESTS), str(TESTS / "jobs")]
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]
+)
 # The Trainer turns on JAX's persistent compilation cache by default: keep the suite (and the
 # example scripts it starts) out of the user's cache; test_trainer_cache.py turns it on itself.
 os.environ.setdefault("JS_COMPILATION_CACHE", "0")
 
 from js_train_testing import MLP, blobs, make_optimizer  # noqa: E402
 
-# A child-process script that runs at import (it joins a 2-process job): --doctest-modules
-# (tools/run_suite.py) must not import it.
-collect_ignore = ["multiprocess_checkpoint_script.py", "launch_children.py"]
+# The child-process scripts: some run at import (they join a 2-process job), and none holds a
+# test or a doctest, so --doctest-modules (tools/run_suite.py) does not import them.
+collect_ignore = ["jobs"]
 
 
 @pytest.fixture

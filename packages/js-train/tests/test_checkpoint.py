@@ -243,6 +243,8 @@ KILLED_SAVE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_a_process_killed_during_a_save_leaves_the_previous_checkpoint(tmp_path):
     path = tmp_path / "ck"
     child = subprocess.Popen(

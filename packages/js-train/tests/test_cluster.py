@@ -19,7 +19,7 @@ import pytest
 from js._jax import distributed
 from js.training import detect_cluster, init_distributed
 
-HERE = Path(__file__).parent
+JOBS = Path(__file__).parent / "jobs"  # the child-process scripts
 JOB_VARIABLES = ("JS_", "SLURM_", "OMPI_", "KUBERNETES_SERVICE_HOST", "JOB_COMPLETION_INDEX")
 
 
@@ -140,7 +140,7 @@ def start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(JOB_VARIABLES)}
     return subprocess.Popen(
         [sys.executable, *args],
-        cwd=HERE,
+        cwd=JOBS,
         env=clean | {"PYTHONUNBUFFERED": "1", "JAX_PLATFORMS": "cpu"} | env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -159,6 +159,7 @@ def reports(process: subprocess.Popen) -> list[dict]:
 TWO_DEVICES = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
 
 
+@pytest.mark.process
 def test_two_simulated_slurm_tasks_form_one_job():
     """Two processes given srun's variables join one 4-device job and gather across it."""
     job_id = free_job_id()
@@ -174,6 +175,8 @@ def test_two_simulated_slurm_tasks_form_one_job():
         }
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_a_simulated_slurm_job_trains_like_the_launchers_job():
     """2 SLURM tasks x 2 CPU devices = the launcher's 2 x 2 job, loss for loss (launch_job.py).
 

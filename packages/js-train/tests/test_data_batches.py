@@ -16,7 +16,7 @@ import pytest
 from js.training.data import TokenWindows, process_batches
 
 grain = pytest.importorskip("grain")
-HERE = Path(__file__).parent
+JOBS = Path(__file__).parent / "jobs"  # the child-process scripts
 
 
 def local_batches(data, batch, processes, epochs=1, **options):
@@ -106,6 +106,8 @@ def test_iterator_state_has_one_structure_and_restores_mid_epoch_in_every_proces
     assert states[0] == states[1]
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_grain_worker_processes_give_the_same_batches():
     import absl.flags
 
@@ -149,7 +151,7 @@ def start_job(*args: str, processes: int = 2) -> subprocess.Popen:
         command = [sys.executable, "-m", "js.training.launch", "--processes", str(processes)]
         command += ["--devices-per-process", "2", "data_parallel_job.py", *args]
     return subprocess.Popen(
-        command, cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command, cwd=JOBS, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
 
 
@@ -160,6 +162,8 @@ def report(job: subprocess.Popen) -> dict:
     return json.loads(line.removeprefix("[0] "))
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_two_processes_train_like_one_through_the_launcher():
     """2 processes x 2 CPU devices read their own rows; Trainer(mesh=) assembles the batches."""
     two, one = (report(job) for job in [start_job(), start_job(processes=1)])
@@ -168,6 +172,7 @@ def test_two_processes_train_like_one_through_the_launcher():
 
 
 @pytest.mark.slow
+@pytest.mark.process
 def test_two_processes_resume_mid_epoch_from_the_checkpointed_grain_state(tmp_path):
     """Each process restores the iterator state ModelCheckpoint saved, at step 5 of 12."""
     two = report(start_job("resume", str(tmp_path)))
@@ -175,6 +180,7 @@ def test_two_processes_resume_mid_epoch_from_the_checkpointed_grain_state(tmp_pa
 
 
 @pytest.mark.slow
+@pytest.mark.process
 def test_grain_worker_processes_restore_mid_epoch():
     import absl.flags
 

@@ -131,6 +131,8 @@ def test_a_grain_data_loader_restores_its_position_by_the_sources_repr(token_fil
     assert [x.tolist() for x, _ in restored] == rest and len(rest) == 2
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_grain_worker_processes_read_the_same_windows(token_file):
     grain = pytest.importorskip("grain")
     import absl.flags
@@ -142,6 +144,7 @@ def test_grain_worker_processes_read_the_same_windows(token_file):
 
 
 @pytest.mark.slow
+@pytest.mark.process
 def test_grain_worker_processes_restore_mid_epoch(token_file):
     grain = pytest.importorskip("grain")
     import absl.flags
@@ -159,6 +162,8 @@ def test_grain_worker_processes_restore_mid_epoch(token_file):
     assert [x.tolist() for x, _ in restored] == rest
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_importing_js_training_needs_no_grain():
     script = (
         "import sys; sys.modules['grain'] = None\n"  # grain absent: `import grain` fails

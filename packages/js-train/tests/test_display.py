@@ -50,6 +50,8 @@ def _env():
     }
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_in_a_pipe_the_display_is_quiet_and_plain(tmp_path):
     done = subprocess.run(
         [sys.executable, str(_script(tmp_path))],
@@ -71,6 +73,8 @@ def test_in_a_pipe_the_display_is_quiet_and_plain(tmp_path):
     assert len(lines) == 5 and lines[-1] == "reads 6"  # no redraw reads without a terminal
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_under_a_pseudo_terminal_rich_draws_bars_and_tables(tmp_path):
     pty = pytest.importorskip("pty")
     master, slave = pty.openpty()

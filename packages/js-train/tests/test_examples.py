@@ -62,6 +62,8 @@ def refused(name, *args):
     return process.stderr
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_digits_trains_checkpoints_and_resumes(tmp_path, step_examples):
     out_dir = tmp_path / "run"
     out = run("digits.py", "--out", str(out_dir))  # --fast: 2 epochs
@@ -118,6 +120,8 @@ def test_digits_trains_checkpoints_and_resumes(tmp_path, step_examples):
         ),
     ],
 )
+@pytest.mark.process
+@pytest.mark.slow
 def test_step_examples_run_and_report(name, pattern, step_examples):
     out = finish(step_examples[name])
     assert re.search(pattern, out, re.M), out
@@ -128,6 +132,8 @@ def test_step_examples_run_and_report(name, pattern, step_examples):
         assert re.search(r"^epoch 1  ", out, re.M)
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_forward_demo_prints_the_model_and_its_output_shape():
     process = subprocess.run(
         [sys.executable, str(EXAMPLES / "forward_demo.py")],
@@ -146,6 +152,7 @@ def test_forward_demo_prints_the_model_and_its_output_shape():
 
 
 @pytest.mark.slow
+@pytest.mark.process
 def test_trainer_overhead_reports_a_ratio():
     out = run("trainer_overhead.py")
     assert re.search(r"^ratio Trainer / hand-written: \d+\.\d\d$", out, re.M)

@@ -56,6 +56,8 @@ def _params(task) -> dict:
     return {key: np.asarray(value) for key, value in task.model.state_dict().items()}
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_importing_js_training_does_not_import_grain():
     code = "import sys, js.training; print('grain' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -170,6 +172,7 @@ def test_a_pipeline_entry_without_its_trainer_or_position_is_refused_with_the_fi
     assert not tmp_path.joinpath("0").exists()  # nothing was written
 
 
+@pytest.mark.process
 def test_workers_train_like_an_array_loader_and_resume_bit_for_bit(tmp_path, make_task):
     """2 worker processes (mp_prefetch) and a per-row transform: the losses of the same rows
     in an ArrayLoader; interrupted mid-epoch, restored in fresh objects, bit for bit."""
@@ -201,6 +204,7 @@ def test_workers_train_like_an_array_loader_and_resume_bit_for_bit(tmp_path, mak
 
 
 @pytest.mark.slow
+@pytest.mark.process
 def test_workers_of_a_data_loader_resume_bit_for_bit(tmp_path, make_task):
     """grain.DataLoader(worker_count=2): its JSON state round-trips through the checkpoint."""
     x, y = blobs()

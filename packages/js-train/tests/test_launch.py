@@ -14,12 +14,13 @@ from js.training import init_distributed
 from js.training.launch import main
 
 HERE = Path(__file__).parent
+JOBS = HERE / "jobs"  # the child-process scripts
 
 
 def launch(*args: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "js.training.launch", *args]
     return subprocess.Popen(
-        command, cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command, cwd=JOBS, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
 
 
@@ -33,6 +34,7 @@ def losses_of(output: str) -> dict:
     return json.loads(next(line for line in lines if line.startswith('{"devices"')))
 
 
+@pytest.mark.process
 def test_two_processes_of_four_devices_train_like_one_process_of_eight():
     job = launch("--processes", "2", "--devices-per-process", "4", "launch_job.py")
     env = dict(
@@ -40,7 +42,7 @@ def test_two_processes_of_four_devices_train_like_one_process_of_eight():
     )
     alone = subprocess.Popen(
         [sys.executable, "launch_job.py"],
-        cwd=HERE,
+        cwd=JOBS,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -55,6 +57,8 @@ def test_two_processes_of_four_devices_train_like_one_process_of_eight():
     assert max(abs(a - b) for a, b in zip(two["losses"], one["losses"], strict=True)) <= 1e-5
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_a_failing_process_stops_the_job_at_once_with_its_status():
     status, output = finish(launch("--processes", "2", "launch_job.py", "fail"))
     assert status == 1, output[-4000:]
@@ -89,6 +93,8 @@ def test_init_distributed_outside_a_launched_job(monkeypatch):
         init_distributed()
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_the_data_parallel_digits_example_runs_under_the_launcher():
     example = HERE.parents[2] / "docs" / "examples" / "digits_parallel.py"
     process = launch(
@@ -116,6 +122,8 @@ def _pids(output: str, word: str) -> list[int]:
     return [int(line.split()[2]) for line in output.splitlines() if line.split()[1:2] == [word]]
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_a_failing_rank_stops_the_processes_the_others_started():
     """The launcher used to wait on rank 0's child (and leave it running)."""
     status, output = finish(launch("--processes", "2", "launch_children.py", "orphan"))
@@ -125,6 +133,8 @@ def test_a_failing_rank_stops_the_processes_the_others_started():
     assert _dead(child)
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_sigterm_to_the_launcher_stops_every_rank():
     """Both ranks used to keep running after the launcher ended with -15."""
     job = launch("--processes", "2", "launch_children.py", "wait")
@@ -143,6 +153,8 @@ def test_sigterm_to_the_launcher_stops_every_rank():
     assert len(pids) == 2 and all(_dead(pid) for pid in pids), output
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_a_last_line_without_a_newline_stays_on_its_own_line():
     status, output = finish(launch("--processes", "2", "launch_children.py", "last-line"))
     assert status == 0, output
@@ -152,6 +164,7 @@ def test_a_last_line_without_a_newline_stays_on_its_own_line():
 # -- --max-restarts: the launcher restarts every process when one fails -------------------------
 
 
+@pytest.mark.process
 def test_a_failed_job_is_restarted_on_a_fresh_port_with_the_restart_count(tmp_path):
     job = launch("--max-restarts", "2", "launch_children.py", "flaky", str(tmp_path))
     status, output = finish(job)
@@ -167,6 +180,8 @@ def test_a_failed_job_is_restarted_on_a_fresh_port_with_the_restart_count(tmp_pa
     assert len(ports) == 1 and ports != {first.split()[-1]}  # one job, a new coordinator port
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_restarts_exhausted_end_with_the_last_failure(tmp_path):
     job = launch("--max-restarts", "2", "launch_children.py", "failing", str(tmp_path))
     status, output = finish(job)
@@ -183,6 +198,8 @@ def test_restarts_exhausted_end_with_the_last_failure(tmp_path):
     assert len(pids) == 3 and all(_dead(pid) for pid in pids)  # rank 0 of each start
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_a_process_that_ignores_sigterm_is_killed_after_the_stop_timeout(tmp_path):
     job = launch(
         "--max-restarts", "1", "--stop-timeout", "0.5", "launch_children.py", "hang", str(tmp_path)
@@ -195,6 +212,8 @@ def test_a_process_that_ignores_sigterm_is_killed_after_the_stop_timeout(tmp_pat
     assert _dead(pid)
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_a_signal_to_the_launcher_stops_a_restarted_job_without_restarting(tmp_path):
     job = launch("--max-restarts", "2", "launch_children.py", "flaky-wait", str(tmp_path))
     lines = []
@@ -231,6 +250,8 @@ def restart_report(output: str) -> dict:
     return json.loads(line.removeprefix("[0] "))
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_a_job_that_crashes_once_resumes_and_ends_with_the_uncrashed_parameters(tmp_path):
     """Process 1 dies at step 10 of 12 (checkpoints every 3 steps); the restarted job resumes
     from the last complete checkpoint and ends bit for bit where an uncrashed job ends."""

@@ -170,6 +170,8 @@ def test_data_wait_shrinks_when_input_is_made_ahead_of_the_steps(make_task):
     assert ahead / inline < 0.5
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_prefetch_on_a_2_device_mesh_trains_the_same_steps(tmp_path):
     code = (
         "import jax, numpy as np, js\n"

@@ -101,6 +101,7 @@ JOB = """
 
 
 @pytest.mark.slow  # two 2-process jobs: ~15 s on 2 cores
+@pytest.mark.process
 def test_the_launcher_drops_gloos_connection_lines_unless_asked(tmp_path):
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent(JOB))

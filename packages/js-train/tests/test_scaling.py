@@ -1,6 +1,6 @@
 """Training on 8 simulated devices equals training on one (data-parallel and fully sharded).
 
-The checks live in ``scaling_checks.py`` and run in one child process with 8 CPU devices (the
+The checks live in ``jobs/scaling_checks.py`` and run in one child process with 8 CPU devices (the
 count must be set before jax starts); each prints one JSON line of what it measured.
 """
 
@@ -16,7 +16,7 @@ from jax.sharding import AxisType
 
 from js.training import Trainer
 
-HERE = Path(__file__).parent
+JOBS = Path(__file__).parent / "jobs"  # the child-process scripts
 
 
 def run_checks(*names: str, devices: int = 8) -> dict:
@@ -24,8 +24,8 @@ def run_checks(*names: str, devices: int = 8) -> dict:
     flags = env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={devices}"
     env["XLA_FLAGS"] = flags.strip()
     child = subprocess.run(
-        [sys.executable, "-W", "error", str(HERE / "scaling_checks.py"), *names],
-        cwd=HERE,
+        [sys.executable, "-W", "error", str(JOBS / "scaling_checks.py"), *names],
+        cwd=JOBS,
         env=env,
         capture_output=True,
         text=True,
@@ -44,12 +44,16 @@ def eight_devices() -> dict:
 
 
 @pytest.mark.parametrize("model", ["cnn", "block"])
+@pytest.mark.process
+@pytest.mark.slow
 def test_data_parallel_20_adam_steps_equal_one_device(eight_devices, model):
     result = eight_devices["dp"][model]
     assert result["loss_diff"] <= 1e-5 and result["param_diff"] <= 1e-5, result
     assert result["last_loss"] < result["first_loss"]  # it trained
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_fully_sharded_state_is_an_eighth_per_device_and_trains_the_same(eight_devices):
     result = eight_devices["fsdp"]
     assert result["loss_diff"] <= 1e-5 and result["param_diff"] <= 1e-5, result
@@ -57,11 +61,15 @@ def test_fully_sharded_state_is_an_eighth_per_device_and_trains_the_same(eight_d
     assert result["state_bytes_8"] <= replicated + sharded / 8 * 1.1, result
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_two_axes_megatron_rules_train_the_same(eight_devices):
     result = eight_devices["tp"]
     assert result["loss_diff"] <= 1e-5 and result["param_diff"] <= 1e-5, result
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_trainer_on_a_mesh_equals_the_trainer_on_one_device(eight_devices):
     assert eight_devices["trainer"]["history_diff"] <= 1e-5
 

@@ -20,7 +20,7 @@ from signal_job import Pace, build, params
 import js.training
 from js.training import Callback, ModelCheckpoint, Preempted, load_checkpoint
 
-HERE = Path(__file__).parent
+JOBS = Path(__file__).parent / "jobs"  # the child-process scripts
 TIMEOUT = 240  # seconds a child may take before the test fails (a hang, not a slow machine)
 
 
@@ -52,8 +52,8 @@ def child(*args: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONUNBUFFERED="1", JAX_PLATFORMS="cpu", JS_COMPILATION_CACHE="0")
     env.pop("XLA_FLAGS", None)  # one CPU device, as in this process's straight run
     return subprocess.Popen(
-        [sys.executable, str(HERE / "signal_job.py"), *args],
-        cwd=HERE,
+        [sys.executable, str(JOBS / "signal_job.py"), *args],
+        cwd=JOBS,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -94,8 +94,12 @@ def stopped_step(err: str, name: str, path: Path) -> int:
 
 @pytest.mark.parametrize(
     "name, every",
-    [("SIGTERM", 4), ("SIGINT", 1)],  # SIGINT (Ctrl-C) while saving every step: exits promptly
+    [  # SIGINT (Ctrl-C) while saving every step: exits promptly
+        ("SIGTERM", 4),  # the default run's one test of a signal to a child process
+        pytest.param("SIGINT", 1, marks=pytest.mark.slow),
+    ],
 )
+@pytest.mark.process
 def test_a_signal_from_outside_saves_the_step_and_exits(tmp_path, straight, name, every):
     process = child("cut", str(tmp_path), "--every", str(every))
     wait_for(process, "step 3 ")
@@ -110,6 +114,8 @@ def test_a_signal_from_outside_saves_the_step_and_exits(tmp_path, straight, name
     assert_same(straight, final)
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_a_second_sigterm_while_saving_is_ignored_until_the_step_is_written(tmp_path, straight):
     code, out, err = finish(child("cut", str(tmp_path), "--self", "SIGTERM@6", "--again"))
     assert code == 143, err
@@ -258,6 +264,8 @@ LAUNCH = [sys.executable, "-m", "js.training.launch", "--processes", "2", "--sto
         pytest.param("read-steps", marks=pytest.mark.slow),
     ],
 )
+@pytest.mark.process
+@pytest.mark.slow
 def test_two_processes_stop_at_the_same_step_and_resume_equal(tmp_path, how):
     """A signal to one rank (JAX's preemption notice reaches the other) or a SIGTERM to the
     launcher (passed on to both): both save one step together, and a resumed 2-process job ends
@@ -270,7 +278,7 @@ def test_two_processes_stop_at_the_same_step_and_resume_equal(tmp_path, how):
     run = [*launch, "cut", str(tmp_path / "ckpt"), "--pause", "0.1"]
     if how != "launcher":
         run += ["--self", "SIGUSR1@6"]
-    job = subprocess.Popen(run, cwd=HERE, env=env, stdout=subprocess.PIPE, text=True)
+    job = subprocess.Popen(run, cwd=JOBS, env=env, stdout=subprocess.PIPE, text=True)
     if how == "launcher":
         wait_for(job, "[1] step 3 ")
         job.send_signal(signal.SIGTERM)
@@ -292,13 +300,15 @@ def test_two_processes_stop_at_the_same_step_and_resume_equal(tmp_path, how):
         assert "[launch] received SIGTERM" in stdout and job.returncode == 143, stdout
     outputs = [str(tmp_path / name) for name in ("resumed.npz", "straight.npz")]
     run = [*launch, "resume", str(tmp_path / "ckpt"), *outputs]
-    again = subprocess.run(run, cwd=HERE, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    again = subprocess.run(run, cwd=JOBS, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     assert again.returncode == 0, again.stdout
     assert f"resumed at step {steps['[0]']}" in again.stdout
     resumed, expected = (dict(np.load(path)) for path in outputs)
     assert_same(expected, resumed)
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_max_time_stops_two_processes_at_the_same_step_by_process_0s_clock(tmp_path):
     """``max_time`` in a 2-process job: process 1's clock stands still, so only process 0's can
     end the fit; both stop after the same step (a read step, where they agree anyway), both
@@ -306,7 +316,7 @@ def test_max_time_stops_two_processes_at_the_same_step_by_process_0s_clock(tmp_p
     path = tmp_path / "ckpt"
     run = [*LAUNCH, "signal_job.py", "cut", str(path), "--max-time", "1", "--every", "5"]
     env = dict(os.environ, JS_COMPILATION_CACHE="0", PYTHONUNBUFFERED="1")
-    job = subprocess.run(run, cwd=HERE, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    job = subprocess.run(run, cwd=JOBS, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     assert job.returncode == 0, job.stdout + job.stderr[-3000:]
     steps = {
         line[:3]: int(line.split("reached after step ")[1].split()[0])

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tools.bench import finetune
 
 
+@pytest.mark.slow
 def test_smoke_run_reports_every_section(tmp_path):
     out = tmp_path / "finetune.json"
     finetune.main(["--smoke", "--json", str(out)])

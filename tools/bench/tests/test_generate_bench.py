@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tools.bench import generate
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_smoke_run_reports_js_and_transformers(tmp_path, capsys):
     out = tmp_path / "generate.json"
     assert generate.main(["--smoke", "--rounds", "1", "--json", str(out)]) == 0

@@ -3,9 +3,13 @@ No timing is asserted: the script is for side-by-side measurements on a quiet ma
 
 from __future__ import annotations
 
+import pytest
+
 from tools.bench import jit_overhead
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_one_round_reports_both_clocks_for_a_tree(tmp_path):
     results = jit_overhead.compare({"this tree": jit_overhead.ROOT}, rounds=1, calls=5)
     (result,) = results.values()

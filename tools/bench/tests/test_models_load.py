@@ -18,6 +18,8 @@ def folder(tmp_path_factory):
     return path
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_load_part_reports_js_and_transformers(folder, tmp_path, capsys):
     out = tmp_path / "load.json"
     argv = ["--smoke", "--rounds", "1", "--part", "load", "--folder", str(folder)]
@@ -34,6 +36,7 @@ def test_load_part_reports_js_and_transformers(folder, tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.process
 def test_sharded_part_two_processes_hold_only_their_shards(folder, tmp_path):
     out = tmp_path / "sharded.json"
     argv = ["--smoke", "--rounds", "1", "--part", "sharded", "--folder", str(folder)]

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tools.bench import perf_columns
 
 
+@pytest.mark.slow
 def test_smoke_run_reports_both_sections(tmp_path):
     out = tmp_path / "perf_columns.json"
     perf_columns.main(["--smoke", "--json", str(out)])

@@ -10,12 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 INFERENCE = {
     f"inference {model} B={batch}" for model in ("digits CNN", "transformer") for batch in (1, 256)
 }
 
 
+@pytest.mark.process
 def test_smoke_run_writes_table_chart_and_agrees_with_hand_written(tmp_path):
     # The smoke run measures nothing: compile at XLA's lowest backend optimization to be fast.
     env = {
@@ -89,6 +92,8 @@ def test_smoke_run_writes_table_chart_and_agrees_with_hand_written(tmp_path):
     assert "Peak, one large float32 matmul: jnp" in table
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_cores_option_pins_xla_and_torch_to_one_core(tmp_path):
     env = {
         **os.environ,

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tools.bench import stop_time
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_smoke_run_stops_the_digits_cnn_and_its_checkpoint_loads(tmp_path, capsys):
     out = tmp_path / "stop_time.json"
     results = stop_time.main(["--smoke", "--json", str(out)])
@@ -20,6 +24,8 @@ def test_smoke_run_stops_the_digits_cnn_and_its_checkpoint_loads(tmp_path, capsy
     assert "SIGTERM to a training process" in capsys.readouterr().out
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_a_restart_resumes_from_the_last_checkpoint_before_the_crash():
     run = stop_time.restart()
     # checkpoints every 10 steps, process 1 died at 25: step 20 unless its background write

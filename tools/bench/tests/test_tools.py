@@ -39,6 +39,7 @@ def test_startup_table_has_a_row_per_run():
 
 
 @pytest.mark.slow
+@pytest.mark.process
 def test_startup_runs_every_configuration():
     rows = _startup.measure()
     assert {"js, no cache", "js, cold cache", "js, warm cache"} <= set(rows)
@@ -49,6 +50,8 @@ REPOSITORY = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.skipif(not (REPOSITORY / ".git").exists(), reason="needs the git repository")
+@pytest.mark.process
+@pytest.mark.slow
 def test_checkpoint_compare_runs_a_worktree_and_this_tree_side_by_side(capsys):
     from tools.bench import checkpoint_compare
 
@@ -59,6 +62,8 @@ def test_checkpoint_compare_runs_a_worktree_and_this_tree_side_by_side(capsys):
         assert len(trees) == 2 and trees[0].startswith("HEAD (") and trees[1] == "this tree"
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_checkpoint_compare_names_a_tree_the_workload_fails_on(tmp_path):
     from tools.bench import checkpoint_compare
 

@@ -8,12 +8,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+import pytest
 
 import js
 import js.nn as nn
+from js.nn.checkpoint import load_checkpoint, save_checkpoint
 from js.nn.checkpoint.format import manager as _manager
 from js.nn.checkpoint.write import save_args
-from js.training import load_checkpoint, save_checkpoint
 
 
 class ManySmall(js.Module):
@@ -22,6 +23,7 @@ class ManySmall(js.Module):
         self.layers = [nn.Linear(2, 2, rngs=js.Rngs(params=seed + i)) for i in range(n)]
 
 
+@pytest.mark.slow
 def test_a_model_of_many_small_arrays_round_trips_onto_its_device(tmp_path):
     # 1,100 weights of one shape and 1,100 biases of another: past the count where js-core's
     # placed_like copies through a jitted copy instead of jax.device_put.

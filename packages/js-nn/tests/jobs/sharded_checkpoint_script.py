@@ -12,8 +12,8 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import js
+from js.nn.checkpoint import load_checkpoint, save_checkpoint
 from js.nn.checkpoint.digest import device_digests, host_digest
-from js.training import load_checkpoint, save_checkpoint
 
 
 class Net(js.Module):

@@ -9,18 +9,22 @@ import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).parent
-SRC = [str(p) for p in Path(__file__).resolve().parents[2].glob("*/src")]
+import pytest
+
+JOBS = Path(__file__).parent / "jobs"  # the child-process scripts
+PACKAGES = Path(__file__).resolve().parents[2]
+# js-nn's suite installs js-core and js-nn only: so do the children
+SRC = [str(PACKAGES / name / "src") for name in ("js-core", "js-nn")]
 
 
 def run(devices: int, *args, timeout=240) -> list[str]:
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(HERE), *SRC]),
+        "PYTHONPATH": os.pathsep.join([str(JOBS), *SRC]),
         "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
     }
     done = subprocess.run(
-        [sys.executable, str(HERE / "sharded_checkpoint_script.py"), *map(str, args)],
+        [sys.executable, str(JOBS / "sharded_checkpoint_script.py"), *map(str, args)],
         capture_output=True,
         text=True,
         env=env,
@@ -30,6 +34,7 @@ def run(devices: int, *args, timeout=240) -> list[str]:
     return done.stdout.splitlines()
 
 
+@pytest.mark.process
 def test_an_8_device_checkpoint_restores_onto_1_and_4_devices_and_another_mesh(tmp_path):
     assert run(8, "save", tmp_path, "8") == ["digests agree", "saved from 8"]
     assert run(8, "load", tmp_path, "4", "2x4", "8", "mismatch") == [
@@ -41,6 +46,8 @@ def test_an_8_device_checkpoint_restores_onto_1_and_4_devices_and_another_mesh(t
     assert run(1, "load", tmp_path, "1") == ["restored onto 1"]
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_a_single_device_checkpoint_restores_onto_8_devices(tmp_path):
     assert run(1, "save", tmp_path, "1") == ["digests agree", "saved from 1"]
     assert run(8, "load", tmp_path, "8", "2x4") == ["restored onto 8", "restored onto 2x4"]
@@ -52,15 +59,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_two_processes_save_one_checkpoint_that_restores_onto_1_and_4_devices(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *SRC])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(JOBS), *SRC])}
     env.pop("XLA_FLAGS", None)
     port = free_port()
     procs = [
         subprocess.Popen(
             [
                 sys.executable,
-                str(HERE / "multiprocess_checkpoint_script.py"),
+                str(JOBS / "multiprocess_checkpoint_script.py"),
                 str(i),
                 str(port),
                 str(tmp_path),

@@ -38,7 +38,7 @@ def main() -> None:
     )
     from sharded_checkpoint_script import Net
 
-    from js.training import save_checkpoint
+    from js.nn.checkpoint import save_checkpoint
 
     assert jax.device_count() == 8 and jax.local_device_count() == 4
     net = Net()

@@ -13,7 +13,7 @@ import js.optim
 from js.nn.attention import causal_mask
 from js.training import steps
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "docs" / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "docs" / "examples"))
 from digits import DigitsCNN, split_digits  # noqa: E402  (the docs example's model)
 
 
