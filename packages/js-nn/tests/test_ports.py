@@ -47,7 +47,9 @@ STEPS = 20
 MODES = ["train", pytest.param("eval", marks=pytest.mark.slow)]
 
 
-def _check_outputs_and_grads(port, js_model, t_model, js_fwd, t_fwd, mode, js_args, t_args):
+def _check_outputs_and_grads(
+    port, js_model, t_model, js_fwd, t_fwd, mode, js_args, t_args, out_tol=OUTPUT_TOL
+):
     js_model.train(mode == "train")
     t_model.train(mode == "train")
     with torch.no_grad():
@@ -61,7 +63,7 @@ def _check_outputs_and_grads(port, js_model, t_model, js_fwd, t_fwd, mode, js_ar
     g_abs, g_rel = compare.grad_differences(grads, t_grads)
     record(port, f"grad {mode}", g_abs)
     record(port, f"grad {mode} (relative)", g_rel)
-    assert out_diff <= OUTPUT_TOL * scale
+    assert out_diff <= out_tol * scale
     assert g_abs <= GRAD_TOL * max(float(np.max(np.abs(g))) for g in t_grads.values())
 
 
@@ -149,10 +151,12 @@ def _reset(pair):
 @pytest.mark.parametrize("mode", MODES)
 def test_resnet18_matches_pytorch(resnet_pair, mode):
     model, t_model = _reset(resnet_pair)
-    # Batch 2 in evaluation; 4 in training, where layer4's BatchNorm normalises N * 1 * 1
+    # Batch 2 in evaluation; 8 in training, where layer4's BatchNorm normalises N * 1 * 1
     # values per channel: with N = 2 that is ill-conditioned (torch float32 itself is 8e-3
-    # from torch float64 on these outputs; js 6e-3), with N = 4 both agree to 1e-5.
-    x = jax.random.normal(jax.random.key(0), (2 if mode == "eval" else 4, 3, 32, 32))
+    # from torch float64 on these outputs; js 6e-3). js float32 against torch float64 also
+    # depends on the CPU XLA:CPU's convolution kernels run on: N = 4 gave 1e-5 on one
+    # machine and 3.7e-5 on an AMD EPYC, N = 8 gives 8e-6 there; the tolerance is 3e-5.
+    x = jax.random.normal(jax.random.key(0), (2 if mode == "eval" else 8, 3, 32, 32))
     t_x = torch.from_numpy(np.array(x))
     if mode == "train":
         # In training, torch float32's own gradients of this model are up to 3.5% (of the
@@ -160,7 +164,15 @@ def test_resnet18_matches_pytorch(resnet_pair, mode):
         # off by 5.7 of 163), js's 6e-5: compare with float64 PyTorch, the same model.
         t_model, t_x = copy.deepcopy(t_model).double(), t_x.double()
     _check_outputs_and_grads(
-        "ResNet-18", model, t_model, lambda m, v: m(v), lambda m, v: m(v), mode, (x,), (t_x,)
+        "ResNet-18",
+        model,
+        t_model,
+        lambda m, v: m(v),
+        lambda m, v: m(v),
+        mode,
+        (x,),
+        (t_x,),
+        out_tol=3e-5 if mode == "train" else OUTPUT_TOL,
     )
 
 
