@@ -62,7 +62,7 @@ class Callback:
     =====================================================  ===================================
     ``on_fit_start(trainer, task)``                        once, before the first step
     ``on_epoch_start(trainer, task, epoch)``               each epoch (a resumed one too)
-    ``on_train_batch_end(trainer, task, batch, steps)``    after each dispatch: one step, or
+    ``on_train_batch_start(trainer, task, batch, steps)``  before each dispatch: one step, or
                                                            K (``steps_per_execution``) on a
                                                            stacked batch ``[K, B, ...]``
     ``on_validation_epoch_start(trainer, task)``           a validation is due at that step:
@@ -111,7 +111,7 @@ class Callback:
     def on_epoch_start(self, trainer: Trainer, task: Task, epoch: int) -> None:
         pass
 
-    def on_train_batch_end(self, trainer: Trainer, task: Task, batch, steps: int) -> None:
+    def on_train_batch_start(self, trainer: Trainer, task: Task, batch, steps: int) -> None:
         pass
 
     def on_step_end(self, trainer: Trainer, task: Task, step: int) -> None:

@@ -202,7 +202,7 @@ class PerfColumns(Callback):
     """``Trainer(perf_metrics=True)``: the ``perf/*`` and ``mem/*`` columns of every train row.
 
     The Trainer's constructor installs it (after the user's callbacks). ``on_fit_start``
-    takes the peak (``'measure'``: :func:`measure_peak_flops`, cached); ``on_train_batch_end``
+    takes the peak (``'measure'``: :func:`measure_peak_flops`, cached); ``on_train_batch_start``
     analyses the first dispatch of each kind (one step, K steps) and is a single truth test
     afterwards; the rows ask :meth:`columns` for an interval's columns.
 
@@ -233,10 +233,10 @@ class PerfColumns(Callback):
         else:
             self._peak = self.peak if isinstance(self.peak, float) else None
 
-    def on_train_batch_end(self, trainer: Any, task: Any, batch: Any, steps: int) -> None:
-        """After a dispatch of ``steps`` steps on ``batch``: analyse it when it is the first of
-        its kind. The K-step program is the one the dispatch ran (JAX's lowering and
-        executable, cached by the call)."""
+    def on_train_batch_start(self, trainer: Any, task: Any, batch: Any, steps: int) -> None:
+        """Before a dispatch of ``steps`` steps on ``batch``: analyse it when it is the first
+        of its kind, with the state as that first call finds it. The K-step program's own
+        lowering and compilation are JAX's, shared with the call that follows."""
         if not self._pending or steps not in self._pending:
             return
         self._pending.discard(steps)

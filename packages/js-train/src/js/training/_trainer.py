@@ -258,10 +258,10 @@ class Trainer:
                 with feed.epoch(self.epoch, position) as dispatches:
                     for dispatch in dispatches:
                         rows.flush()  # the previous step's row: no epoch ends there
+                        hooks("on_train_batch_start", task, dispatch.batch, dispatch.steps)
                         self._totals.add(dispatch.run(task))
                         position.step += dispatch.steps
                         feed.data.consumed = dispatch.state
-                        hooks("on_train_batch_end", task, dispatch.batch, dispatch.steps)
                         due = schedule.after(position, dispatch.steps)
                         rows.step(task, due, dispatch.steps)
                         reads = due.log or due.validate or due.epoch_end
