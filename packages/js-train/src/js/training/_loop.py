@@ -97,7 +97,7 @@ class Feed:
             self.waited["epoch"] = 0.0
         done = self.schedule.remaining(position) == 0  # resumed at the epoch's last step
         batches = iter(()) if done else self.data.batches(epoch, continues)
-        source = self.dispatches(batches, position.step, prefetched=self.prefetch > 0)
+        source: Any = self.dispatches(batches, position.step, prefetched=self.prefetch > 0)
         if self.prefetch > 0:
             source = Prefetcher(source, self.prefetch)
         try:
@@ -328,11 +328,12 @@ class Rows:
             self._add(task, row, validated=validate)
             self.closed = trainer.history[-1]
             self.flush()
+        metrics = epoch_metrics(trainer.history[-1])  # the epoch's row, written
         config = trainer._scheduler
         if config is not None and config.interval == "epoch" and ran_out:
             if (trainer.epoch + 1) % config.frequency == 0:
-                step_scheduler(config, epoch_metrics(self.closed))
-        self.hooks("on_epoch_end", task, epoch_metrics(self.closed))
+                step_scheduler(config, metrics)
+        self.hooks("on_epoch_end", task, metrics)
         if ran_out:
             position.next_epoch()
             trainer._nonfinite = trainer.nonfinite  # what this epoch's reads found outlives them
