@@ -77,7 +77,9 @@ def test_phases_callbacks_and_run_get_the_same_metrics(capsys):
     assert recorder.metrics == history == [m for _, m in run.logged]
     assert [step for step, _ in run.logged] == [1, 2] and run.closed  # the global step
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 2 and lines[1].startswith("epoch 1  step 2  train/loss 1.0000")
+    assert len(lines) == 2 and lines[1].startswith(
+        "epoch 1  step 2  train/loss 1  train/accuracy 100%"
+    )
 
 
 def test_default_task_trains_a_dropout_classifier(make_task, data):
