@@ -33,6 +33,14 @@ import sys
 from . import _cores
 
 
+def _perf_columns(trainer) -> object:
+    """The PerfColumns callback the Trainer installed (its ``analysis_s``; a dummy when off)."""
+    from js.training._perf import PerfColumns
+
+    found = [c for c in trainer.callbacks if isinstance(c, PerfColumns)]
+    return found[0] if found else argparse.Namespace(analysis_s=0.0)
+
+
 def _mlp_fit(perf: bool, epochs: int, n: int, width: int) -> dict:
     import numpy as np
 
@@ -58,7 +66,7 @@ def _mlp_fit(perf: bool, epochs: int, n: int, width: int) -> dict:
     return {
         "steps_per_s": [steps / row["time/epoch_s"] for row in epoch_rows[1:]],
         "first_epoch_s": epoch_rows[0]["time/epoch_s"],
-        "analysis_s": trainer._perf.analysis_s,
+        "analysis_s": _perf_columns(trainer).analysis_s,
         "transfers": trainer.transfers,
         "columns": sorted(k for k in history[-1] if k.startswith(("perf/", "mem/"))),
     }
@@ -106,7 +114,7 @@ def mfu(epochs: int, limit: int | None, n: int | None) -> dict:
         "samples_per_s": last["perf/samples_per_s"],
         "mfu": last["perf/mfu"],
         "program_bytes": last["mem/program_bytes"],
-        "analysis_s": trainer._perf.analysis_s,
+        "analysis_s": _perf_columns(trainer).analysis_s,
     }
 
 

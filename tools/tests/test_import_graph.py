@@ -16,18 +16,10 @@ import check_imports  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 
 
-# Circles that other branches of issue 32 remove (js-optim's base class and its siblings,
-# js-train's Trainer and its option modules, js-train's data rows and batches): the check reports
-# them until those branches merge. Empty this once they have: the test below fails when one of
-# them is no longer reported, so that the list cannot outlive its reason.
-PENDING = ("packages/js-train/src/js/training/_callbacks.py:",)
-
-
 def test_every_distribution_imports_exactly_what_it_declares():
+    # No circle, no undeclared or unused dependency, no unlisted private import: none tolerated.
     problems = check_imports.problems(ROOT)
-    pending = [p for p in problems if p.startswith(PENDING) and "a circle of imports" in p]
-    assert [p for p in problems if p not in pending] == [], "\n".join(problems)
-    assert len(pending) == len(PENDING), f"a pending circle is gone: update PENDING ({pending})"
+    assert problems == [], "\n".join(problems)
 
 
 def test_no_distribution_imports_one_above_it_even_lazily():

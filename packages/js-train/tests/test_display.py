@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from js_train_testing import FixedTask
 
-from js.training import Trainer
+from js.training import CSVRun, Trainer
+from js.training._progress import format_metrics, format_value
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = textwrap.dedent("""
@@ -63,14 +64,54 @@ def test_in_a_pipe_the_display_is_quiet_and_plain(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     assert "\x1b[" not in done.stdout and "━" not in done.stdout  # no bar, no escape codes
-    assert lines[0].startswith("epoch 0  step 10  train/loss 1.0000  train/count 40")
+    # what a person reads: no counts, units, 4 significant digits (format_metrics)
+    assert lines[0].startswith("epoch 0  step 10  train/loss 1  train/accuracy 100%  time/")
     # the epoch's last step is also a log step: its own window, then the epoch's means
     assert lines[1].startswith(
-        "epoch 0  step 20  train/loss 1.0000  train/count 40  "
-        "train/accuracy 1.0000  train/loss_epoch 1.0000  "
-        "train/count_epoch 80  "
+        "epoch 0  step 20  train/loss 1  train/accuracy 100%  train/loss_epoch 1  "
+        "train/accuracy_epoch 100%  "
     )
     assert len(lines) == 5 and lines[-1] == "reads 6"  # no redraw reads without a terminal
+
+
+# A digits epoch row as the Trainer makes it (15 columns), and what the console shows of it.
+DIGITS_ROW = {
+    "epoch": 4.0,
+    "step": 125.0,
+    "train/loss": 0.0412345,
+    "train/count": 1600.0,
+    "train/accuracy": 0.98875,
+    "val/loss": 0.0923456,
+    "val/count": 197.0,
+    "val/accuracy": 0.9746193,
+    "time/epoch_s": 1.23456,
+    "time/samples_per_s": 1296.04,
+    "time/data_wait_s": 0.0123,
+    "perf/samples_per_s": 1296.04,
+    "perf/steps_per_s": 20.25,
+    "perf/flops_per_step": 416585952.0,
+    "mem/program_bytes": 7350056.0,
+}
+
+
+def test_the_printed_row_is_for_a_person_and_the_run_keeps_every_column(tmp_path):
+    line = format_metrics(DIGITS_ROW)
+    assert line == (
+        "epoch 4  step 125  train/loss 0.04123  train/accuracy 98.88%  val/loss 0.09235  "
+        "val/accuracy 97.46%  time/epoch_s 1.23 s  time/samples_per_s 1.296k samples/s  "
+        "perf/flops_per_step 416.6 MFLOP  mem/program_bytes 7.35 MB"
+    )
+    assert format_value("time/epoch_s", 0.0123) == "12.3 ms"
+    assert format_value("time/epoch_s", 125.3) == "2m05.3s"
+    assert format_value("perf/mfu", 0.4125) == "41.25%"
+    assert format_value("mem/peak_device_bytes", 3.2e9) == "3.2 GB"
+    assert format_value("perf/tokens_per_s", 1.5e6) == "1.5M tokens/s"
+    assert format_value("lr", 0.000312345) == "0.0003123"
+    run = CSVRun(tmp_path)  # the run keeps every column at full precision
+    run.log(DIGITS_ROW, step=125)
+    header, values = run.path.read_text().splitlines()
+    assert header.split(",")[1:] == list(DIGITS_ROW)[:1] + list(DIGITS_ROW)[2:]
+    assert "416585952.0" in values and "0.0412345" in values
 
 
 @pytest.mark.process

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from js_train_testing import FixedTask
 
-from js.training import CSVRun, Trainer, plot_run
+from js.training import Callback, CSVRun, Trainer, plot_run
 
 
 def test_csv_run_writes_one_row_per_epoch(tmp_path):
@@ -105,3 +105,51 @@ def test_plot_run_plots_step_rows_with_missing_cells(tmp_path):
     assert rows[0].startswith("step,epoch,train/loss") and rows[1].startswith("2,0.0,")
     assert ",," in rows[1]  # a log row has no val/ cells
     assert plot_run(tmp_path, tmp_path / "curves.png").stat().st_size > 1000
+
+
+class Logged:
+    """A tracker that records every row it is sent, as wandb or MLflow would keep it."""
+
+    def __init__(self):
+        self.rows = []
+
+    def log(self, metrics, step):
+        self.rows.append((step, dict(metrics)))
+
+
+class StopAt(Callback):
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, trainer, task, step):
+        if step == self.step:
+            trainer.stop("enough")
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["stop at a log step", "data without a length ends at a log step", "log at the epoch's end"],
+)
+def test_each_row_is_written_once_with_its_epoch_columns(tmp_path, case):
+    # a row at a step where the epoch turns out to end (a stop from on_step_end, an iterable
+    # that runs out) gains the epoch's columns before it is written, and is written once
+    x = np.ones(4, np.float32)
+    tracker, csv = Logged(), CSVRun(tmp_path)
+
+    class Both:
+        def log(self, metrics, step):
+            tracker.log(metrics, step)
+            csv.log(metrics, step)
+
+    data = [(x, x)] * 6
+    if case == "data without a length ends at a log step":
+        data = type("Stream", (), {"__iter__": lambda self: iter([(x, x)] * 6)})()
+    callbacks = [StopAt(4)] if case == "stop at a log step" else []
+    trainer = Trainer(1, callbacks=callbacks, run=Both(), log_every_n_steps=2, verbose=False)
+    history = trainer.fit(FixedTask(), data, [(x, x)])
+    steps = [step for step, _ in tracker.rows]
+    assert steps == sorted(set(steps)) == [int(row["step"]) for row in history]
+    assert [metrics for _, metrics in tracker.rows] == history  # each row whole, once
+    last = history[-1]
+    assert "time/epoch_s" in last and "val/loss" in last and "train/loss_epoch" in last
+    assert len(csv.path.read_text().splitlines()) == 1 + len(history)

@@ -9,6 +9,7 @@ from js_train_testing import MLP, blobs, make_optimizer
 
 import js
 from js.training import ArrayLoader, Task, Trainer
+from js.training._loop import Feed
 from js.training._schedule import Schedule, place_stacked
 
 
@@ -40,17 +41,14 @@ def test_k_steps_per_dispatch_equal_k_separate_steps(dropout, unroll):
 
 
 def test_groups_stack_full_groups_and_run_the_rest_singly():
-    trainer = Trainer(1, verbose=False, steps_per_execution=3)
-    trainer._many = object()
+    feed = Feed(None, Schedule(max_epochs=1), k=3, many=object())
     batches = [np.ones((2, 1))] * 4 + [np.ones((1, 1))] + [np.ones((2, 1))] * 2
-    dispatches = list(
-        trainer._dispatches([(b, i) for i, b in enumerate(batches)], Schedule(max_epochs=1))
-    )
+    dispatches = list(feed.dispatches([(b, i) for i, b in enumerate(batches)], 0))
     kinds = [
-        (run.__name__ == "several", np.shape(jax.tree.leaves(batch)[0]), n)
-        for run, batch, n, _ in dispatches
+        (program is not None, np.shape(jax.tree.leaves(batch)[0]), n)
+        for batch, n, _, program in dispatches
     ]
-    assert [state for *_, state in dispatches] == [2, 3, 4, 5, 6]  # each one's last batch
+    assert [dispatch.state for dispatch in dispatches] == [2, 3, 4, 5, 6]  # each one's last
     assert kinds == [
         (True, (3, 2, 1), 3),  # 3 stacked
         (False, (2, 1), 1),

@@ -77,7 +77,9 @@ def test_phases_callbacks_and_run_get_the_same_metrics(capsys):
     assert recorder.metrics == history == [m for _, m in run.logged]
     assert [step for step, _ in run.logged] == [1, 2] and run.closed  # the global step
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 2 and lines[1].startswith("epoch 1  step 2  train/loss 1.0000")
+    assert len(lines) == 2 and lines[1].startswith(
+        "epoch 1  step 2  train/loss 1  train/accuracy 100%"
+    )
 
 
 def test_default_task_trains_a_dropout_classifier(make_task, data):
@@ -327,17 +329,18 @@ def _order(task=None, *, stop_at=None, state=None, **options):
 
 
 def test_hooks_fire_once_each_in_the_documented_order():
-    # a step's validation and log, then on_step_end, then (at the epoch's last step) its end
+    # a step's validation, then on_step_end, then its row to the run (once: it closes no
+    # epoch), or at the epoch's last step its row to the run, then on_step_end, then its end
     order = _order(max_steps=7, val_every_n_steps=3, log_every_n_steps=2)
     assert order.calls == [
         "fit_start",
         "epoch_start 0",
         "step_end 1",
-        "log 2",
         "step_end 2",
+        "log 2",
         "validation_end 3",
-        "log 3",
         "step_end 3",
+        "log 3",
         "validation_end 4",
         "log 4",
         "step_end 4",
@@ -345,8 +348,8 @@ def test_hooks_fire_once_each_in_the_documented_order():
         "epoch_start 1",
         "step_end 5",
         "validation_end 6",
-        "log 6",
         "step_end 6",
+        "log 6",
         "validation_end 7",
         "log 7",
         "step_end 7",
@@ -361,9 +364,8 @@ def test_a_stop_mid_epoch_ends_the_epoch_at_that_step():
         "fit_start",
         "epoch_start 0",
         "step_end 1",
-        "log 2",
         "step_end 2",
-        # the step's row gains the epoch's validation and means, and is logged again
+        # the step's row gains the epoch's validation and means, and is logged once
         "validation_end 2",
         "log 2",
         "epoch_end 2",
@@ -412,8 +414,8 @@ def test_k_steps_per_dispatch_keep_the_order(make_task):
         "fit_start",
         "epoch_start 0",
         "validation_end 2",
-        "log 2",
         "step_end 2",
+        "log 2",
         "validation_end 4",
         "log 4",
         "step_end 4",

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 
 from js._checks import check_int
 
-if TYPE_CHECKING:  # the hooks' argument types; imported only by type checkers (a cycle)
+from ._protocol import TrainerView as Trainer  # the hooks' trainer: any TrainerView
+
+if TYPE_CHECKING:  # the hooks' argument type (no cycle: _task imports no callback)
     from ._task import Task
-    from ._trainer import Trainer
 
 
 def check_mode(owner: str, mode: str) -> None:
@@ -52,33 +53,51 @@ class SaveRequest:
 class Callback:
     """Base class: override the hooks you need; each receives the trainer and the task.
 
-    Hooks, in order, each from one place: ``on_fit_start``; per epoch ``on_epoch_start(trainer,
-    task, epoch)``; after every dispatch of steps (one step, or K with ``steps_per_execution``)
-    first the row of the step it reached when one is due (its validation, then
-    ``on_validation_end(trainer, task, metrics)``, then the run's ``log``), then
-    ``on_step_end(trainer, task, step)`` (``step`` the global step); after the epoch's last step
-    ``on_epoch_end(trainer, task, metrics)``; ``on_train_end`` when training ends without an
-    error; ``on_fit_end`` last, also after an error. Every validation pass (in ``fit`` and
-    ``validate``) runs its batches between ``on_validation_epoch_start(trainer, task)`` and
-    ``on_validation_epoch_end(trainer, task)``. ``checkpoint_objects(trainer, task)`` returns
-    what the callback adds to each ModelCheckpoint save. ``metrics`` is the row's dict of
-    floats, the one the run logs (with ``step`` and ``epoch``). ``trainer.epoch``,
+    The hooks of one ``fit``, in the order they run (each on every callback in the order of
+    ``Trainer(callbacks=...)``, then on those the Trainer's options installed: the profile
+    window, the perf columns, the non-finite guard, ``max_time``, the stop signals):
+
+    =====================================================  ===================================
+    hook                                                   when
+    =====================================================  ===================================
+    ``on_fit_start(trainer, task)``                        once, before the first step
+    ``on_epoch_start(trainer, task, epoch)``               each epoch (a resumed one too)
+    ``on_train_batch_start(trainer, task, batch, steps)``  before each dispatch: one step, or
+                                                           K (``steps_per_execution``) on a
+                                                           stacked batch ``[K, B, ...]``
+    ``on_validation_epoch_start(trainer, task)``           a validation is due at that step:
+    ``on_validation_epoch_end(trainer, task)``             around its batches (also in
+                                                           ``Trainer.validate``)
+    ``on_validation_end(trainer, task, metrics)``          the step's row, with ``val/*``
+    ``on_step_end(trainer, task, step)``                   after the dispatch's row (``step``
+                                                           the global step)
+    ``on_save_request(trainer, task, request)``            at that step boundary, when a save
+                                                           was asked (after the limits' stops)
+    ``on_epoch_end(trainer, task, metrics)``               after the epoch's last step, its row
+                                                           written
+    ``on_save_request(trainer, task, request)``            before ``on_train_end``, for a request
+                                                           made after the last step boundary
+    ``on_train_end(trainer, task)``                        training ended without an error
+    ``on_fit_end(trainer, task)``                          last, also after an error
+    =====================================================  ===================================
+
+    ``metrics`` is the row's dict of floats, the one the run logs (with ``step`` and
+    ``epoch``); a row goes to the history when it is made and to the run and the display
+    once, whole (a row at an epoch's last step with its epoch columns). ``trainer.epoch``,
     ``trainer.global_step`` and ``trainer.transfers`` read ``trainer.position``;
     ``trainer.start_epoch`` and ``trainer.start_step`` are where the fit started,
-    ``trainer.history`` the rows so far. Call ``trainer.stop()`` to end training: from a step or
-    validation hook the epoch ends at that step (its row gains the epoch's columns and is logged
-    again), from ``on_epoch_end`` after the epoch; ``trainer.stop(reason, save=True)`` also
-    asks for a checkpoint of the step it stops at.
-    ``on_save_request(trainer, task, request)`` (a :class:`SaveRequest`) asks for a checkpoint
-    of the current step: the Trainer calls it at the first step boundary (after that step's
-    ``on_step_end``) after a save was requested (``trainer.request_save(reason)``, or a stop
-    that saves: ``max_time``), or before ``on_train_end`` for a request made after the fit's
-    last step boundary (from ``on_epoch_end``); ``ModelCheckpoint(every_n_steps=...)`` saves
-    the step there (unless it just saved it), and ``fit(..., resume=True)`` continues from it
-    bit for bit. Any "save the current step now" goes through it, not only a stop's.
-    A callback with a string ``monitor`` attribute (EarlyStopping, ModelCheckpoint) is checked
-    when ``fit`` starts: a name the Trainer cannot produce (``val/...`` without ``val_data``,
-    a misspelling) fails before the first epoch.
+    ``trainer.history`` the rows so far. ``checkpoint_objects(trainer, task)`` returns what
+    the callback adds to each ModelCheckpoint save.
+
+    Stopping and saving: ``trainer.stop(reason)`` ends training, from a step or validation
+    hook at that step (the epoch ends there), from ``on_epoch_end`` after the epoch;
+    ``trainer.stop(reason, save=True)`` or ``trainer.request_save(reason)`` also asks for a
+    checkpoint of the current step: each callback's ``on_save_request`` gets the
+    :class:`SaveRequest` at the next step boundary, where ``ModelCheckpoint(every_n_steps=...)``
+    saves the step (unless it just did), and ``fit(..., resume=True)`` continues from it bit
+    for bit. A callback with a string ``monitor`` attribute (EarlyStopping, ModelCheckpoint) is
+    checked when ``fit`` starts: a name the Trainer cannot produce (``val/...`` without
+    ``val_data``, a misspelling) fails before the first epoch.
 
     Example:
         >>> class PrintLoss(Callback):
@@ -90,6 +109,9 @@ class Callback:
         pass
 
     def on_epoch_start(self, trainer: Trainer, task: Task, epoch: int) -> None:
+        pass
+
+    def on_train_batch_start(self, trainer: Trainer, task: Task, batch, steps: int) -> None:
         pass
 
     def on_step_end(self, trainer: Trainer, task: Task, step: int) -> None:

@@ -40,11 +40,11 @@ from ._callbacks import (
     monitored,
     step_objects,
 )
+from ._protocol import TrainerView as Trainer  # the hooks' trainer: any TrainerView
 from .data._positions import check_consumed, with_positions
 
-if TYPE_CHECKING:  # the hooks' argument types; imported only by type checkers (a cycle)
+if TYPE_CHECKING:  # the hooks' argument type (no cycle: _task imports no callback)
     from ._task import Task
-    from ._trainer import Trainer
 
 
 def _check_metrics(path: Path) -> None:

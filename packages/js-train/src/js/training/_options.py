@@ -5,11 +5,18 @@ from __future__ import annotations
 import datetime
 import math
 import numbers
+import os
 from collections.abc import Mapping
 
-from js._checks import check_int
+import js
+from js._checks import check_int, is_int
 
 from ._callbacks import Callback, check_monitor
+from ._limits import NonFiniteGuard, StopOnSignal
+from ._lr_scheduling import check_fit
+from ._schedule import check_loader_position
+from ._signals import check_signal_directory
+from ._task import check_task
 
 
 def check_options(max_epochs, options: dict) -> dict:
@@ -136,3 +143,81 @@ def check_on_nonfinite(on_nonfinite) -> str | None:
             "on_nonfinite='stop', or None to train on."
         )
     return on_nonfinite
+
+
+def check_unroll(unroll) -> int | bool:
+    """``Trainer(unroll=...)``: True, False or an int >= 1."""
+    if not isinstance(unroll, bool) and not (is_int(unroll) and unroll >= 1):
+        raise TypeError(
+            f"Trainer unroll must be True, False or an int >= 1 (steps unrolled "
+            f"per loop iteration), got {unroll!r}"
+        )
+    return unroll
+
+
+def check_compilation_cache(compilation_cache):
+    """``Trainer(compilation_cache=...)``: True, False or a directory path."""
+    if not isinstance(compilation_cache, (bool, str, os.PathLike)):
+        raise TypeError(
+            "Trainer compilation_cache must be True, False or a directory path, got "
+            f"{type(compilation_cache).__name__}. Fix: compilation_cache=False to leave "
+            "JAX's cache alone, or a path such as '~/.cache/js/jax'"
+        )
+    return compilation_cache
+
+
+def enable_cache(compilation_cache) -> None:
+    """The persistent compilation cache, before the first step compiles (process-wide)."""
+    if compilation_cache is not False:
+        js.enable_compilation_cache(None if compilation_cache is True else compilation_cache)
+
+
+def check_resume(train_data, data, epoch: int, step: int) -> None:
+    """A mid-epoch ``fit(resume=True)``: the loader restored to the Trainer's epoch, and a
+    grain pipeline's position restored."""
+    check_loader_position(train_data, epoch)
+    if data.grain is not None and data.resume_state is None:
+        raise ValueError(
+            f"fit(resume=True): the Trainer resumes epoch {epoch} mid-way (step {step}), but no "
+            f"position of train_data (a grain {data.grain}) was restored, and it would start "
+            "the epoch over. Fix: load_checkpoint(path, {..., 'trainer': trainer, 'loader': "
+            "trainer.loader_position(train_data)}) with this train_data first."
+        )
+
+
+def check_fit_call(trainer, task, train_data, val_data, start_epoch, resume, grain) -> int:
+    """Everything ``fit`` can refuse before a step runs (``grain``: the train data is a grain
+    pipeline, whose ``iter()`` may start workers, so it is not iterated here); returns
+    ``start_epoch`` checked. Turns on the compilation cache."""
+    check_task(task)
+    start_epoch = check_int("fit", "start_epoch", start_epoch, 0)
+    enable_cache(trainer.compilation_cache)
+    several = trainer.max_epochs is None or trainer.max_epochs - start_epoch > 1
+    if not grain:
+        check_data(train_data, "train_data", several and trainer.max_epochs is not None)
+    if val_data is not None:
+        check_data(val_data, "val_data", several)
+    check_monitors(trainer.callbacks, val_data is not None)
+    if trainer.save_on_signal is not None:
+        check_signal_directory(trainer.save_on_signal, trainer.global_step if resume else 0)
+    scheduler = getattr(task, "lr_scheduler_config", None)
+    if scheduler is not None:
+        check_fit(scheduler, trainer, val_data is not None)
+    return start_epoch
+
+
+def installed_callbacks(profiler, perf, on_nonfinite, max_time, save_on_signal) -> tuple:
+    """The callbacks of the options that stop, save or measure, in the order they run after
+    the user's: the profile window, the perf columns, the non-finite guard, ``max_time``, the
+    stop signals (``save_on_signal``); None or False where an option is off."""
+    guard = NonFiniteGuard() if on_nonfinite == "stop" else None
+    chosen = (profiler, perf, guard, max_time, StopOnSignal(save_on_signal))
+    return tuple(callback for callback in chosen if callback)
+
+
+def check_eval_call(trainer, task, data, name: str) -> None:
+    """``validate``/``predict``: the task and the data checked, the cache on, no reads yet."""
+    check_task(task)
+    enable_cache(trainer.compilation_cache)
+    check_data(data, name, False)
+    trainer.position.transfers = 0

@@ -35,6 +35,9 @@ from jax.typing import DTypeLike
 import js
 from js._checks import is_int
 
+from ._callbacks import Callback
+from ._task import scanned_training_step
+
 # js.jit(task.training_step) per task, so that fit after fit on one task lowers and compiles
 # the analysed program once (JAX keeps its executables per jitted function).
 _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -195,39 +198,45 @@ def peak_device_bytes() -> int | None:
     return max(peaks) if peaks else None
 
 
-class Perf:
-    """A fit's perf columns: the analysis of its programs and the row columns.
+class PerfColumns(Callback):
+    """``Trainer(perf_metrics=True)``: the ``perf/*`` and ``mem/*`` columns of every train row.
 
-    ``observe(task, batch, steps, program)`` after each dispatch analyses the first dispatch
-    of each kind (one step, K steps) and is a single truth test afterwards; ``columns(samples,
-    steps, seconds)`` gives a row's ``perf/*`` and ``mem/*``.
+    The Trainer's constructor installs it (after the user's callbacks). ``on_fit_start``
+    takes the peak (``'measure'``: :func:`measure_peak_flops`, cached); ``on_train_batch_start``
+    analyses the first dispatch of each kind (one step, K steps) and is a single truth test
+    afterwards; the rows ask :meth:`columns` for an interval's columns.
+
+    Args:
+        peak: the peak FLOP/s for ``perf/mfu``, ``'measure'``, or None (no ``perf/mfu``).
+        tokens: tokens per counted sample for ``perf/tokens_per_s``, or None.
+        unroll: the Trainer's ``unroll`` (which K-step program runs).
     """
 
-    def __init__(self, enabled: bool, peak: float | str | None, tokens: int | None):
-        self.enabled, self.peak, self.tokens = enabled, peak, tokens
+    def __init__(self, peak: float | str | None, tokens: int | None, unroll: int | bool = True):
+        self.peak, self.tokens, self.unroll = peak, tokens, unroll
         self.flops_per_step: float | None = None
         self.program_bytes: int | None = None
         self.analysis_s = 0.0  # seconds spent lowering and compiling for the analysis
         self._pending: set[int] = set()
+        self._several = False
         self._peak: float | None = None
         self._failure: Exception | None = None
 
-    def start(self, steps_per_execution: int) -> None:
+    def on_fit_start(self, trainer: Any, task: Any) -> None:
         """A new fit: analyse its first one-step and (K > 1) K-step dispatch; the peak."""
+        k = trainer.steps_per_execution
         self.flops_per_step = self.program_bytes = None
         self.analysis_s, self._failure = 0.0, None
-        self._pending = {1, steps_per_execution} if self.enabled else set()
-        self._several = steps_per_execution > 1
+        self._pending, self._several = {1, k}, k > 1
         if self.peak == "measure":
             self._peak = measure_peak_flops()
         else:
             self._peak = self.peak if isinstance(self.peak, float) else None
 
-    def observe(self, task, batch, steps: int, program) -> None:
-        """Before a dispatch of ``steps`` steps on ``batch`` (of ``task.training_step``, or
-        of ``program``, the K-step one): analyse it when it is the first of its kind, with
-        the state as that first call finds it. The K-step program's own lowering and
-        compilation are JAX's, shared with the call that follows (no second compilation)."""
+    def on_train_batch_start(self, trainer: Any, task: Any, batch: Any, steps: int) -> None:
+        """Before a dispatch of ``steps`` steps on ``batch``: analyse it when it is the first
+        of its kind, with the state as that first call finds it. The K-step program's own
+        lowering and compilation are JAX's, shared with the call that follows."""
         if not self._pending or steps not in self._pending:
             return
         self._pending.discard(steps)
@@ -241,6 +250,7 @@ class Perf:
                 if not self._several:
                     self.program_bytes = program_bytes(compiled)
             if steps > 1:
+                program = scanned_training_step(task, self.unroll)
                 self.program_bytes = program_bytes(program.lower(*args, batch).compile())
         except Exception as error:  # an analysis must never stop a fit
             # said at the first row: a step that fails itself raises its own error first
@@ -250,9 +260,7 @@ class Perf:
 
     def columns(self, samples_per_s: float, steps: int, seconds: float) -> dict[str, float]:
         """A row's ``perf/*`` and ``mem/*`` for an interval of ``steps`` steps in ``seconds``
-        at ``samples_per_s`` (the row's ``time/samples_per_s``); empty when perf is off."""
-        if not self.enabled:
-            return {}
+        at ``samples_per_s`` (the row's ``time/samples_per_s``)."""
         if self._failure is not None:
             error, self._failure = self._failure, None
             warnings.warn(

@@ -24,10 +24,10 @@ import jax
 from js._checks import is_int
 
 from ._callbacks import Callback
+from ._protocol import TrainerView as Trainer  # the hooks' trainer: any TrainerView
 
-if TYPE_CHECKING:  # the hooks' argument types; imported only by type checkers (a cycle)
+if TYPE_CHECKING:  # the hooks' argument type (no cycle: _task imports no callback)
     from ._task import Task
-    from ._trainer import Trainer
 
 DEFAULT_DIRECTORY = Path("runs/profile")
 

@@ -19,22 +19,71 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+# Columns left off the console (the run, the history and the CSV keep them): sample counts,
+# the same rate under a second name, and the loop's input wait.
+_QUIET = ("/count", "/count_epoch", "perf/samples_per_s", "perf/steps_per_s", "time/data_wait_s")
+_SI = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
-def format_metrics(metrics: dict) -> str:
-    """``epoch 3  step 120  train/loss 0.1234  val/accuracy 0.9800 ...`` (a plain line)."""
-    parts = [f"epoch {int(metrics['epoch'])}"] if "epoch" in metrics else []
-    if "step" in metrics:
-        parts.append(f"step {int(metrics['step'])}")
+
+def _si(value: float, unit: str) -> str:
+    """``value`` with an SI prefix and 4 significant digits: ``416.6 MFLOP``, ``7.35 MB``."""
+    for scale, prefix in _SI:
+        if abs(value) >= scale:
+            return f"{value / scale:.4g} {prefix}{unit}"
+    return f"{value:.4g} {unit}"
+
+
+def _seconds(value: float) -> str:
+    if value >= 60:
+        minutes, seconds = divmod(value, 60)
+        return f"{int(minutes)}m{seconds:04.1f}s"
+    return f"{value * 1e3:.3g} ms" if value < 1 else f"{value:.3g} s"
+
+
+def format_value(key: str, value: float) -> str:
+    """One column's value as a person reads it: a loss or a learning rate to 4 significant
+    digits, an accuracy or MFU in percent, times in s (ms, m), rates, FLOPs and bytes with SI
+    prefixes and their unit.
+
+    Example:
+        >>> format_value("perf/flops_per_step", 416585952.0), format_value("mem/program_bytes", 7350056.0)
+        ('416.6 MFLOP', '7.35 MB')
+        >>> format_value("val/accuracy", 0.98125), format_value("time/samples_per_s", 12345.6)
+        ('98.12%', '12.35k samples/s')
+    """  # noqa: E501
+    if key.endswith(("/count", "/count_epoch")):
+        return f"{value:.0f}"
+    if "accuracy" in key or key == "perf/mfu":
+        return f"{100 * value:.4g}%"
+    if key.startswith("time/") and key.endswith("_s") and not key.endswith("per_s"):
+        return _seconds(value)
+    if key == "perf/flops_per_step":
+        return _si(value, "FLOP")
+    if key.startswith("mem/"):
+        return _si(value, "B")
+    if key.endswith("_per_s"):  # time/samples_per_s: 12.35k samples/s
+        what = key.rsplit("/", 1)[-1].removesuffix("_per_s")
+        number = _si(value, "").rstrip()
+        return f"{number.replace(' ', '')} {what}/s"
+    return f"{value:.4g}"
+
+
+def console_columns(metrics: dict) -> dict[str, str]:
+    """The columns of a row a person reads (not the counts, the duplicate rates and the
+    input wait), formatted by :func:`format_value`; ``epoch`` and ``step`` as ints."""
+    shown = {}
     for key, value in metrics.items():
         if key in ("epoch", "step"):
-            continue
-        if key.endswith(("/count", "/count_epoch")):
-            parts.append(f"{key} {value:.0f}")
-        elif key.startswith("time") or key == "lr":
-            parts.append(f"{key} {value:.4g}")
-        else:
-            parts.append(f"{key} {value:.4f}")
-    return "  ".join(parts)
+            shown[key] = f"{int(value)}"
+        elif not key.endswith(_QUIET) and key not in _QUIET:
+            shown[key] = format_value(key, value)
+    return shown
+
+
+def format_metrics(metrics: dict) -> str:
+    """``epoch 3  step 120  train/loss 0.1234  val/accuracy 98.2% ...`` (a plain line of the
+    columns :func:`console_columns` keeps)."""
+    return "  ".join(f"{key} {value}" for key, value in console_columns(metrics).items())
 
 
 def _table(metrics: dict) -> Table:
@@ -44,10 +93,9 @@ def _table(metrics: dict) -> Table:
     )
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for key, value in metrics.items():
+    for key, value in console_columns(metrics).items():
         if key not in ("epoch", "step"):
-            counted = key.endswith(("/count", "/count_epoch"))
-            table.add_row(key, f"{value:.0f}" if counted else f"{value:.4g}")
+            table.add_row(key, value)
     return table
 
 
@@ -62,9 +110,9 @@ class Display:
     Example:
         >>> import io
         >>> display = Display(enabled=None, stream=io.StringIO())  # not a terminal: plain
-        >>> display.metrics({"epoch": 0.0, "step": 4.0, "train/loss": 0.5})
+        >>> display.metrics({"epoch": 0.0, "step": 4.0, "train/loss": 0.5, "train/count": 64.0})
         >>> display.stream.getvalue()
-        'epoch 0  step 4  train/loss 0.5000\\n'
+        'epoch 0  step 4  train/loss 0.5\\n'
     """
 
     def __init__(

@@ -25,10 +25,10 @@ from js._checks import check_bool, check_int
 from js.optim.swa_utils import AveragedModel, get_ema_avg_fn
 
 from ._callbacks import Callback
+from ._protocol import TrainerView as Trainer  # the hooks' trainer: any TrainerView
 
-if TYPE_CHECKING:  # the hooks' argument types; imported only by type checkers (a cycle)
+if TYPE_CHECKING:  # the hooks' argument type (no cycle: _task imports no callback)
     from ._task import Task
-    from ._trainer import Trainer
 
 _OPTIONS = ("avg_fn", "multi_avg_fn")
 
