@@ -17,6 +17,7 @@ only the structure and the static options.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, ClassVar
 
@@ -472,7 +473,7 @@ class Optimizer(js.Object):
 show_signature(Optimizer)
 
 
-class Rule:
+class Rule(ABC):
     """How an optimizer steps, as one object: what the base class compiles and saves.
 
     An :class:`Optimizer` builds its update from ``self.rule()`` (made afresh at each use, so
@@ -491,7 +492,7 @@ class Rule:
     - ``update(params, grads, values)``: pure, one step: trainable parameters, their
       gradients and the values of ``variables()`` in, their new values out.
     - ``adapt(now, flipped)``: eagerly, after ``requires_grad`` changed (``flipped`` names
-      the parameters); the default refuses.
+      the parameters).
     - ``groups``: the optimizer whose ``param_groups`` the state dict saves.
 
     The defaults here are the shell's layout: ``step_count``, the group arrays, then the
@@ -502,17 +503,20 @@ class Rule:
         self.optimizer = optimizer
         self.groups: Optimizer = optimizer
 
-    def key(self) -> Hashable:
-        raise NotImplementedError
+    @abstractmethod
+    def key(self) -> Hashable: ...
 
-    def build(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def build(self) -> None: ...
 
-    def init(self, arrays: list, key: Any) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    def init(self, arrays: list, key: Any) -> Any: ...
 
-    def update(self, params: list, grads: list, values: list) -> tuple[list, list]:
-        raise NotImplementedError
+    @abstractmethod
+    def update(self, params: list, grads: list, values: list) -> tuple[list, list]: ...
+
+    @abstractmethod
+    def adapt(self, now: tuple[bool, ...], flipped: list[str]) -> None: ...
 
     def variables(self) -> list[OptState]:
         o = self.optimizer
@@ -521,13 +525,6 @@ class Rule:
     def items(self) -> list[tuple[str, OptState]]:
         o = self.optimizer
         return list(zip(o._keys, o._state, strict=True))
-
-    def adapt(self, now: tuple[bool, ...], flipped: list[str]) -> None:
-        cls = type(self.optimizer).__name__
-        raise ValueError(
-            f"{cls}.step: requires_grad changed since the optimizer was built: "
-            f"{', '.join(flipped)}. Fix: build the optimizer again after setting requires_grad."
-        )
 
 
 class PerParameter(Rule):
