@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # js-train's Trainer and its option modules, js-train's data rows and batches): the check reports
 # them until those branches merge. Empty this once they have: the test below fails when one of
 # them is no longer reported, so that the list cannot outlive its reason.
-PENDING = ("packages/js-train/src/js/training/_callbacks.py:",)
+PENDING = (
+    "packages/js-train/src/js/training/_callbacks.py:",
+)
 
 
 def test_every_distribution_imports_exactly_what_it_declares():
