@@ -11,6 +11,7 @@ running mean and the position in the cycle are optimizer state, so they are in
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +21,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from js._checks import check_int, sharding_of
 
-from ._optimizer import Custom, Optimizer
+from ._optimizer import Optimizer, Rule
 from ._param_group import OptState, ParamGroup
 from ._program import Program, placed_init
 
@@ -31,7 +32,7 @@ def check_every(every) -> int:
     return check_int("accumulate", "every", every, 1)
 
 
-class Accumulate(Custom, Optimizer):
+class Accumulate(Optimizer):
     """The update of ``optimizer`` on the mean of ``every`` consecutive gradients.
 
     ``step_count`` counts real updates (one per ``every`` calls of :meth:`step`), and a
@@ -45,6 +46,12 @@ class Accumulate(Custom, Optimizer):
     Build it with :func:`accumulate`.
     """
 
+    # Its own state (Accumulating.build), beside the wrapped optimizer's.
+    _acc: Any
+    _acc_keys: tuple[str, ...]
+    _mini_step: OptState
+    _gradient_step: OptState
+
     def __init__(self, optimizer: Optimizer, every: int):  # noqa: D107 - see the class
         # Not Optimizer.__init__: the groups, parameters and their checks are the inner's.
         self.inner = optimizer
@@ -56,23 +63,7 @@ class Accumulate(Custom, Optimizer):
         self._sources, self._search = optimizer._sources, optimizer._search  # how grads are found
         self._dtype = optimizer._dtype
         self._step_count = optimizer._step_count  # real updates: the inner optimizer's count
-        variables = self.params.variables
-        indices = [i for i, t in enumerate(self._trainable) if t]
-        arrays = [variables[i].value for i in indices]
-        program = Program(self, (type(self), tuple(a.shape for a in arrays)))
-        acc = placed_init(program, arrays) if arrays else []
-        self._acc_keys = tuple(f"acc_grads.{self.params.paths[i]}" for i in indices)
-        self._acc = nnx.data(tuple(OptState(a) for a in acc))
-        zeros = [np.zeros((), np.int32), np.zeros((), np.int32)]
-        count = optimizer._step_count.value
-        if isinstance(sharding := sharding_of(count), NamedSharding):
-            mini, done = jax.device_put(zeros, NamedSharding(sharding.mesh, PartitionSpec()))
-        else:
-            mini, done = jax.device_put(zeros)
-        self._mini_step, self._gradient_step = OptState(mini), OptState(done)
-
-    def _init_pure(self, arrays: list, indices) -> list:  # pyright: ignore[reportIncompatibleMethodOverride]
-        return [jnp.zeros(a.shape, jnp.float32) for a in arrays]
+        self.rule().build()
 
     @property
     def param_groups(self) -> list[ParamGroup]:
@@ -84,30 +75,73 @@ class Accumulate(Custom, Optimizer):
         """The wrapped optimizer's ``defaults``."""
         return self.inner.defaults
 
-    def _groups_owner(self) -> Optimizer:
-        return self.inner
+    def rule(self) -> Rule:
+        """An :class:`Accumulating` rule around the wrapped optimizer's rule."""
+        return Accumulating(self, self.inner.rule())
 
-    def _state_items(self) -> list[tuple[str, OptState]]:
-        items = [("mini_step", self._mini_step), ("gradient_step", self._gradient_step)]
-        items += [(f"inner_opt_state.{k}", v) for k, v in self.inner._state_items()]
-        return items + list(zip(self._acc_keys, self._acc, strict=True))
+    def __repr__(self) -> str:
+        return f"Accumulate({self.inner!r}, every={self.every})"
 
-    def _variables(self) -> list[OptState]:
-        return [self._mini_step, self._gradient_step, *self._acc, *self.inner._variables()]
 
-    def _program_key(self) -> Hashable:
-        return (type(self), self.every, self.inner._program_key())
+class Accumulating(Rule):
+    """The rule of :class:`Accumulate`, as ``optax.MultiSteps`` wraps a transform: it holds
+    the wrapped optimizer's rule, adds each step's gradients to a running mean and, on every
+    ``every``-th step, runs the wrapped rule on that mean. Its state: ``mini_step``,
+    ``gradient_step``, the running mean (float32), then the wrapped rule's."""
 
-    def _pure(self, params: list, grads: list, values: list) -> tuple[list, list]:
+    def __init__(self, optimizer: Accumulate, inner: Rule) -> None:
+        super().__init__(optimizer)
+        self.accumulate: Accumulate = optimizer
+        self.inner = inner
+        self.groups = inner.groups  # param_groups are the wrapped optimizer's
+
+    def key(self) -> Hashable:
+        return (type(self.accumulate), self.accumulate.every, self.inner.key())
+
+    def build(self) -> None:
+        """A zero running mean per trainable parameter (float32, on its sharding) and the two
+        counters, replicated beside ``step_count``; the wrapped state is already built."""
+        o = self.accumulate
+        variables = o.params.variables
+        indices = [i for i, t in enumerate(o._trainable) if t]
+        arrays = [variables[i].value for i in indices]
+        program = Program(o, (type(o), tuple(a.shape for a in arrays)))
+        acc = placed_init(program, arrays) if arrays else []
+        o._acc_keys = tuple(f"acc_grads.{o.params.paths[i]}" for i in indices)
+        o._acc = nnx.data(tuple(OptState(a) for a in acc))
+        zeros = [np.zeros((), np.int32), np.zeros((), np.int32)]
+        count = o._step_count.value
+        if isinstance(sharding := sharding_of(count), NamedSharding):
+            mini, done = jax.device_put(zeros, NamedSharding(sharding.mesh, PartitionSpec()))
+        else:
+            mini, done = jax.device_put(zeros)
+        o._mini_step, o._gradient_step = OptState(mini), OptState(done)
+
+    def init(self, arrays: list, key: Any) -> list:
+        return [jnp.zeros(a.shape, jnp.float32) for a in arrays]
+
+    def variables(self) -> list[OptState]:
+        o = self.accumulate
+        return [o._mini_step, o._gradient_step, *o._acc, *self.inner.variables()]
+
+    def items(self) -> list[tuple[str, OptState]]:
+        o = self.accumulate
+        items = [("mini_step", o._mini_step), ("gradient_step", o._gradient_step)]
+        items += [(f"inner_opt_state.{k}", v) for k, v in self.inner.items()]
+        return items + list(zip(o._acc_keys, o._acc, strict=True))
+
+    def update(self, params: list, grads: list, values: list) -> tuple[list, list]:
+        every = self.accumulate.every
+        count = len(self.accumulate._acc)
         mini, done, *rest = values
-        acc, inner = rest[: len(self._acc)], rest[len(self._acc) :]
+        acc, inner = rest[:count], rest[count:]
         # Welford's running mean, as optax.MultiSteps: acc + (g - acc) / (n + 1), in float32
         acc = [a + (g - a) / (mini + 1) for a, g in zip(acc, grads, strict=True)]
-        emit = mini == self.every - 1
+        emit = mini == every - 1
 
         def final(params, acc, inner):
             mean = [a.astype(g.dtype) for a, g in zip(acc, grads, strict=True)]
-            return self.inner._pure(params, mean, inner)
+            return self.inner.update(params, mean, inner)
 
         def keep(params, acc, inner):
             return list(params), list(inner)
@@ -115,17 +149,14 @@ class Accumulate(Custom, Optimizer):
         new_params, new_inner = jax.lax.cond(emit, final, keep, list(params), acc, list(inner))
         new_acc = [jnp.where(emit, jnp.zeros_like(a), a).astype(jnp.float32) for a in acc]
         new_done = jnp.where(emit, done + 1, done)
-        return new_params, [(mini + 1) % self.every, new_done, *new_acc, *new_inner]
+        return new_params, [(mini + 1) % every, new_done, *new_acc, *new_inner]
 
-    def _adapt(self, now: tuple[bool, ...], flipped: list[str]) -> None:
+    def adapt(self, now: tuple[bool, ...], flipped: list[str]) -> None:
         raise ValueError(
             f"Accumulate.step: requires_grad changed since the optimizer was built: "
             f"{', '.join(flipped)}. Fix: build the optimizer and accumulate(...) again after "
             "setting requires_grad."
         )
-
-    def __repr__(self) -> str:
-        return f"Accumulate({self.inner!r}, every={self.every})"
 
 
 def accumulate(optimizer: Optimizer, *, every: int) -> Accumulate:

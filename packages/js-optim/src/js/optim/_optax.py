@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any
 
 import jax
 import optax
@@ -12,7 +13,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 import js
 from js._checks import sharding_of
 
-from ._optimizer import Custom, Optimizer
+from ._optimizer import Optimizer, Rule
 from ._param_group import OptState, hashable
 from ._program import Program, init_program
 
@@ -59,7 +60,7 @@ def _key_name(path) -> str:
     return ".".join(parts)
 
 
-class Optax(Custom, Optimizer):
+class Optax(Optimizer):
     """An optimizer from a raw optax ``GradientTransformation`` (learning rate included).
 
     One parameter group without options (``param_groups[0]`` holds only ``"params"``); the
@@ -87,6 +88,8 @@ class Optax(Custom, Optimizer):
     """
 
     name = "optax"
+    _treedef: Any  # of the transform's state, whose leaves are _state (Transformed.build)
+    _paths: tuple[str, ...]  # the trainable parameters' paths, the keys optax sees
 
     def __init__(
         self,
@@ -103,20 +106,41 @@ class Optax(Custom, Optimizer):
         self._tx = Transform(tx, None if key is None else ("Optax", key))
         super().__init__(params, {})
 
-    def _build_state(self) -> None:
+    def rule(self) -> Rule:
+        """A :class:`Transformed` rule: this optimizer's state and update are ``tx``'s."""
+        return Transformed(self, self._tx)
+
+
+class Transformed(Rule):
+    """The rule of an :class:`Optax` optimizer: it holds the optax transform (with its
+    ``key``) and runs its ``init`` and ``update`` on the trainable parameters as a
+    ``{path: array}`` dict; the state is the transform's, one ``OptState`` per leaf."""
+
+    def __init__(self, optimizer: Optax, tx: Transform) -> None:
+        super().__init__(optimizer)
+        self.optax: Optax = optimizer
+        self.tx = tx
+
+    def key(self) -> Hashable:
+        o = self.optax
+        return (type(o), self.tx, o._treedef, o._trainable)
+
+    def build(self) -> None:
         # optax sees {path: array}: its state keys then name each parameter by its path
         # ('adam.mu.fc.weight'), and a chain's tuple indices stay numbers ('lion.0.mu.w').
-        indices = [i for i, t in enumerate(self._trainable) if t]
-        variables = self.params.variables
+        o = self.optax
+        tx = self.tx.tx
+        indices = [i for i, t in enumerate(o._trainable) if t]
+        variables = o.params.variables
         arrays = [variables[i].value for i in indices]
-        paths = tuple(self.params.paths[i] for i in indices)
+        paths = tuple(o.params.paths[i] for i in indices)
         named = dict(zip(paths, arrays, strict=True))
         shardings = [sharding_of(a) for a in arrays]
         mesh = [s for s in shardings if isinstance(s, NamedSharding)]
         if not arrays or any(s is None for s in shardings):  # none, or traced
-            state = self._tx.tx.init(named)
+            state = tx.init(named)
         elif len(mesh) < len(shardings):
-            state = init_program(Program(self, (type(self), self._tx, paths)), arrays)
+            state = init_program(Program(o, (type(o), self.tx, paths)), arrays)
         else:  # on a mesh: each leaf shaped like its parameter on its sharding, the rest replicated
             replicated = NamedSharding(mesh[0].mesh, PartitionSpec())
             by_path = dict(zip(paths, zip(arrays, mesh, strict=True), strict=True))
@@ -126,32 +150,28 @@ class Optax(Custom, Optimizer):
                 hit = by_path.get(keys[-1]) if keys else None
                 return hit[1] if hit is not None and hit[0].shape == leaf.shape else replicated
 
-            abstract = jax.eval_shape(self._tx.tx.init, named)
+            abstract = jax.eval_shape(tx.init, named)
             out = jax.tree_util.tree_map_with_path(place, abstract)
-            state = jax.jit(self._tx.tx.init, out_shardings=out)(named)
-        leaves, self._treedef = jax.tree_util.tree_flatten_with_path(state)
-        self._paths = paths
-        self._keys = tuple(_key_name(path) for path, _ in leaves)
-        self._slots = self._keys
-        self._state = nnx.data(tuple(OptState(leaf) for _, leaf in leaves))
+            state = jax.jit(tx.init, out_shardings=out)(named)
+        leaves, o._treedef = jax.tree_util.tree_flatten_with_path(state)
+        o._paths = paths
+        o._keys = tuple(_key_name(path) for path, _ in leaves)
+        o._slots = o._keys
+        o._state = nnx.data(tuple(OptState(leaf) for _, leaf in leaves))
 
-    def _init_pure(self, arrays: list, paths: tuple[str, ...]):  # pyright: ignore[reportIncompatibleMethodOverride]
-        return self._tx.tx.init(dict(zip(paths, arrays, strict=True)))
+    def init(self, arrays: list, key: tuple[str, ...]) -> Any:
+        return self.tx.tx.init(dict(zip(key, arrays, strict=True)))
 
-    def _program_key(self) -> Hashable:
-        return (type(self), self._tx, self._treedef, self._trainable)
-
-    def _pure(self, params: list, grads: list, values: list) -> tuple[list, list]:
+    def update(self, params: list, grads: list, values: list) -> tuple[list, list]:
+        o = self.optax
         count, *rest = values
-        state = jax.tree_util.tree_unflatten(self._treedef, rest)
-        named = dict(zip(self._paths, params, strict=True))
-        updates, state = self._tx.tx.update(
-            dict(zip(self._paths, grads, strict=True)), state, named
-        )
+        state = jax.tree_util.tree_unflatten(o._treedef, rest)
+        named = dict(zip(o._paths, params, strict=True))
+        updates, state = self.tx.tx.update(dict(zip(o._paths, grads, strict=True)), state, named)
         new: dict = optax.apply_updates(named, updates)  # pyright: ignore[reportAssignmentType]
-        return [new[path] for path in self._paths], [count + 1, *jax.tree_util.tree_leaves(state)]
+        return [new[path] for path in o._paths], [count + 1, *jax.tree_util.tree_leaves(state)]
 
-    def _adapt(self, now: tuple[bool, ...], flipped: list[str]) -> None:
+    def adapt(self, now: tuple[bool, ...], flipped: list[str]) -> None:
         raise ValueError(
             f"Optax.step: requires_grad changed since the optimizer was built: "
             f"{', '.join(flipped)}; an optax state cannot be resized. Fix: build a new Optax "

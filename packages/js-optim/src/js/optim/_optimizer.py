@@ -17,6 +17,7 @@ only the structure and the static options.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, ClassVar
 
@@ -86,6 +87,11 @@ class Optimizer(js.Object):
       options only (numbers come through ``h``). Results are cast back to the dtypes of the
       parameter and state.
 
+    Below these per-parameter hooks, the whole step is one :class:`Rule` object, from
+    :meth:`rule` (the default runs ``init``/``update`` per parameter): an optimizer whose update
+    is not per parameter (``Optax``, ``Accumulate``) returns its own rule there and overrides
+    no private method of this class.
+
     Args:
         params: ``model.parameters()``, or a list of groups ``{"params": <selection or list
             of (path, Parameter) pairs>, **options}``; a group's missing options come from
@@ -98,6 +104,11 @@ class Optimizer(js.Object):
 
     name: ClassVar[str] = "optimizer"
     static: ClassVar[tuple[str, ...]] = ()
+    # The state ``rule().build()`` makes: one OptState per leaf, its state-dict key, its slot
+    # (``(parameter index, field)`` for the per-parameter rule).
+    _state: Any
+    _keys: tuple[str, ...]
+    _slots: tuple
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -112,7 +123,7 @@ class Optimizer(js.Object):
             or (hasattr(defaults, "init") and hasattr(defaults, "update"))
         ):
             raise TypeError(OLD_FORM.format(name=cls))
-        if type(self).update is Optimizer.update and not isinstance(self, Custom):
+        if type(self).update is Optimizer.update and type(self).rule is Optimizer.rule:
             raise TypeError(
                 f"{cls}: the Optimizer base class has no update rule. Fix: use SGD, Adam, "
                 "AdamW, ..., subclass it with init/update, or js.optim.Optax(params, tx)."
@@ -145,7 +156,7 @@ class Optimizer(js.Object):
         self._host = Host(host_groups, defaults, None)
         self._trainable = tuple(requires_grad(p) for p in selection)
         self._set_scalars(arrays[0] if arrays else None)
-        self._build_state()
+        self.rule().build()
         self._rekey()
         # int32; `+ 1` keeps the dtype, so a compiled step never recompiles. On a mesh it is
         # replicated there, beside the moments.
@@ -186,6 +197,14 @@ class Optimizer(js.Object):
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """One update of one parameter: ``(new_param, new_state)``. Subclasses override it."""
         raise NotImplementedError
+
+    def rule(self) -> Rule:
+        """How a step updates every parameter at once: the one extension point below the
+        per-parameter hooks above. The default, :class:`PerParameter`, runs ``init`` and
+        ``update`` on each parameter; an optimizer whose update is not per parameter returns
+        its own :class:`Rule` (``Optax`` one holding an optax transform, ``Accumulate`` one
+        holding its wrapped optimizer's rule, as ``optax.MultiSteps`` wraps a transform)."""
+        return PerParameter(self)
 
     # -- construction ----------------------------------------------------------------------------
 
@@ -265,13 +284,6 @@ class Optimizer(js.Object):
             scalars["lr"] = float(lr)
         return scalars
 
-    def _build_state(self) -> None:
-        """Per-parameter state of every trainable parameter, on its parameter's sharding."""
-        indices = [i for i, t in enumerate(self._trainable) if t]
-        fresh = dict(zip(indices, self._init_states(indices), strict=True))
-        self._slots, self._keys, state = state_slots(self.name, self.params.paths, fresh, {})
-        self._state = nnx.data(state)
-
     def _init_states(self, indices: list[int]) -> list[dict]:
         variables = self.params.variables
         arrays = [variables[i].value for i in indices]
@@ -284,9 +296,9 @@ class Optimizer(js.Object):
         program = Program(self, (type(self), self._host.key, numbers, tuple(indices)))
         return placed_init(program, arrays)
 
-    def _init_pure(self, arrays: list, indices: tuple[int, ...]) -> list[dict]:
-        groups = [self._host.groups[self._group_of[i]]._values for i in indices]
-        return [dict(self.init(a, g)) for a, g in zip(arrays, groups, strict=True)]
+    def _init_pure(self, arrays: list, key: Any) -> Any:
+        """The pure state initialisation a :class:`Program` compiles: the rule's ``init``."""
+        return self.rule().init(arrays, key)
 
     # -- properties ------------------------------------------------------------------------------
 
@@ -352,11 +364,11 @@ class Optimizer(js.Object):
             variable.value = value
 
     def _program_key(self) -> Hashable:
-        return (type(self), self._host, self._slots)
+        return self.rule().key()
 
     def _variables(self) -> list[OptState]:
         """Every state variable a step reads and writes, in the order of :meth:`_pure`."""
-        return [self._step_count, *(v for group in self._hyper for v in group), *self._state]
+        return self.rule().variables()
 
     def _hyper_values(self, values: list, count) -> tuple[list[dict], list]:
         """The group dicts ``h`` from the flat values (a schedule evaluated at ``count``),
@@ -373,26 +385,8 @@ class Optimizer(js.Object):
         return hypers, values[at:]
 
     def _pure(self, params: list, grads: list, values: list) -> tuple[list, list]:
-        """One update, pure: trainable parameters and gradients, the state values of
-        :meth:`_variables`; returns their new values."""
-        count, *rest = values
-        hypers, state = self._hyper_values(rest, count)
-        step = count + 1
-        per_param: dict[int, dict] = {}
-        for (i, field), value in zip(self._slots, state, strict=True):
-            per_param.setdefault(i, {})[field] = value
-        views = [self._view(group) for group in self._host.groups]
-        trainable = [i for i, t in enumerate(self._trainable) if t]
-        new_params, new_state = [], {}
-        for i, param, grad in zip(trainable, params, grads, strict=True):
-            group = self._group_of[i]
-            old = per_param.get(i, {})
-            new, fields = self.update(param, grad, dict(old), hypers[group], step, views[group])
-            new_params.append(jnp.asarray(new).astype(param.dtype))
-            for field, value in old.items():
-                new_state[i, field] = jnp.asarray(fields[field]).astype(value.dtype)
-        flat = [new_state[slot] for slot in self._slots]
-        return new_params, [step, *rest[: len(rest) - len(state)], *flat]
+        """One update, pure (what a :class:`Program` compiles): the rule's ``update``."""
+        return self.rule().update(params, grads, values)
 
     def _view(self, group: ParamGroup) -> GroupView:
         values = group._values
@@ -432,27 +426,18 @@ class Optimizer(js.Object):
         return traced
 
     def _adapt(self, now: tuple[bool, ...], flipped: list[str]) -> None:
-        """Eagerly, after requires_grad changed: zero state for newly trainable parameters,
-        state dropped for newly frozen ones (a structure change: the next compiled step
-        traces anew)."""
-        kept = zip(self._slots, zip(self._keys, self._state, strict=True), strict=True)
-        new = [i for i, t in enumerate(now) if t and not self._trainable[i]]
-        self._trainable = now
-        fresh = dict(zip(new, self._init_states(new), strict=True))
-        kept = {slot: held for slot, held in kept if now[slot[0]]}
-        self._slots, self._keys, state = state_slots(self.name, self.params.paths, fresh, kept)
-        self._state = nnx.data(state)
-        self._rekey()
+        """Eagerly, after requires_grad changed: the rule's ``adapt``."""
+        self.rule().adapt(now, flipped)
 
     # -- state dicts -----------------------------------------------------------------------------
 
     def _state_items(self) -> list[tuple[str, OptState]]:
         """``(key, variable)`` of the state besides ``step_count`` and the group options."""
-        return list(zip(self._keys, self._state, strict=True))
+        return self.rule().items()
 
     def _groups_owner(self) -> Optimizer:
         """The optimizer whose ``param_groups`` the state dict saves (``Accumulate``'s inner)."""
-        return self
+        return self.rule().groups
 
     def state_dict(self, *, as_numpy: bool = True) -> dict[str, np.ndarray] | dict[str, Any]:
         """Independent NumPy copies of the optimizer state, keyed by stable names.
@@ -488,5 +473,111 @@ class Optimizer(js.Object):
 show_signature(Optimizer)
 
 
-class Custom:
-    """Marks shell subclasses with their own stepping (Optax, Accumulate)."""
+class Rule(ABC):
+    """How an optimizer steps, as one object: what the base class compiles and saves.
+
+    An :class:`Optimizer` builds its update from ``self.rule()`` (made afresh at each use, so
+    it holds nothing a compiled program keys on but through ``key``). The state lives in the
+    optimizer's ``OptState`` variables; a rule says which, in what order, and how a step
+    changes them:
+
+    - ``key()``: hashable; equal keys share one compiled update (structure and static
+      options, never option values).
+    - ``build()``: make the optimizer's state at construction (``Optimizer.__init__``).
+    - ``variables()``: every state variable a step reads and writes, in ``update``'s order.
+    - ``items()``: the state dict's ``(key, variable)`` pairs besides ``step_count`` and the
+      group options.
+    - ``init(arrays, key)``: pure, the state of the parameters ``arrays`` (compiled as a
+      :class:`Program` whose key ends with ``key``).
+    - ``update(params, grads, values)``: pure, one step: trainable parameters, their
+      gradients and the values of ``variables()`` in, their new values out.
+    - ``adapt(now, flipped)``: eagerly, after ``requires_grad`` changed (``flipped`` names
+      the parameters).
+    - ``groups``: the optimizer whose ``param_groups`` the state dict saves.
+
+    The defaults here are the shell's layout: ``step_count``, the group arrays, then the
+    per-parameter variables ``optimizer._state`` keyed ``optimizer._keys``.
+    """
+
+    def __init__(self, optimizer: Optimizer) -> None:
+        self.optimizer = optimizer
+        self.groups: Optimizer = optimizer
+
+    @abstractmethod
+    def key(self) -> Hashable: ...
+
+    @abstractmethod
+    def build(self) -> None: ...
+
+    @abstractmethod
+    def init(self, arrays: list, key: Any) -> Any: ...
+
+    @abstractmethod
+    def update(self, params: list, grads: list, values: list) -> tuple[list, list]: ...
+
+    @abstractmethod
+    def adapt(self, now: tuple[bool, ...], flipped: list[str]) -> None: ...
+
+    def variables(self) -> list[OptState]:
+        o = self.optimizer
+        return [o._step_count, *(v for group in o._hyper for v in group), *o._state]
+
+    def items(self) -> list[tuple[str, OptState]]:
+        o = self.optimizer
+        return list(zip(o._keys, o._state, strict=True))
+
+
+class PerParameter(Rule):
+    """The default rule: the optimizer's ``init`` and ``update`` on each trainable parameter,
+    its state one ``OptState`` per field and parameter (``'<name>.<field>.<path>'``)."""
+
+    def key(self) -> Hashable:
+        o = self.optimizer
+        return (type(o), o._host, o._slots)
+
+    def build(self) -> None:
+        """Per-parameter state of every trainable parameter, on its parameter's sharding."""
+        o = self.optimizer
+        indices = [i for i, t in enumerate(o._trainable) if t]
+        fresh = dict(zip(indices, o._init_states(indices), strict=True))
+        o._slots, o._keys, state = state_slots(o.name, o.params.paths, fresh, {})
+        o._state = nnx.data(state)
+
+    def init(self, arrays: list, key: tuple[int, ...]) -> list[dict]:
+        o = self.optimizer
+        groups = [o._host.groups[o._group_of[i]]._values for i in key]
+        return [dict(o.init(a, g)) for a, g in zip(arrays, groups, strict=True)]
+
+    def update(self, params: list, grads: list, values: list) -> tuple[list, list]:
+        o = self.optimizer
+        count, *rest = values
+        hypers, state = o._hyper_values(rest, count)
+        step = count + 1
+        per_param: dict[int, dict] = {}
+        for (i, field), value in zip(o._slots, state, strict=True):
+            per_param.setdefault(i, {})[field] = value
+        views = [o._view(group) for group in o._host.groups]
+        trainable = [i for i, t in enumerate(o._trainable) if t]
+        new_params, new_state = [], {}
+        for i, param, grad in zip(trainable, params, grads, strict=True):
+            group = o._group_of[i]
+            old = per_param.get(i, {})
+            new, fields = o.update(param, grad, dict(old), hypers[group], step, views[group])
+            new_params.append(jnp.asarray(new).astype(param.dtype))
+            for field, value in old.items():
+                new_state[i, field] = jnp.asarray(fields[field]).astype(value.dtype)
+        flat = [new_state[slot] for slot in o._slots]
+        return new_params, [step, *rest[: len(rest) - len(state)], *flat]
+
+    def adapt(self, now: tuple[bool, ...], flipped: list[str]) -> None:
+        """Zero state for newly trainable parameters, state dropped for newly frozen ones (a
+        structure change: the next compiled step traces anew)."""
+        o = self.optimizer
+        kept = zip(o._slots, zip(o._keys, o._state, strict=True), strict=True)
+        new = [i for i, t in enumerate(now) if t and not o._trainable[i]]
+        o._trainable = now
+        fresh = dict(zip(new, o._init_states(new), strict=True))
+        kept = {slot: held for slot, held in kept if now[slot[0]]}
+        o._slots, o._keys, state = state_slots(o.name, o.params.paths, fresh, kept)
+        o._state = nnx.data(state)
+        o._rekey()

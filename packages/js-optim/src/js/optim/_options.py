@@ -165,7 +165,7 @@ def store_options(owner: OptionOwner, candidates: list[dict]) -> None:
 
 
 class Saved(Protocol):
-    """What a state dict reads and writes of an optimizer (the base class and the wrappers)."""
+    """What a state dict reads and writes of an optimizer (the base class, from its rule)."""
 
     _step_count: Any  # the OptState of step_count
 

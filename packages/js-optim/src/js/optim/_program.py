@@ -22,7 +22,7 @@ from js._checks import sharding_of
 
 class Programmed(Protocol):
     """What a :class:`Program` runs: an optimizer's pure update and state initialisation (the
-    base ``Optimizer`` and the wrappers provide them; this module needs nothing else of them)."""
+    base ``Optimizer`` provides them, from its rule; this module needs nothing else of it)."""
 
     def _pure(self, params: list, grads: list, values: list, /) -> tuple[list, list]: ...
 
