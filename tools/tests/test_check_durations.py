@@ -91,6 +91,14 @@ def test_a_slow_unmarked_test_is_named_with_its_time_and_the_fix(tmp_path, run):
     assert out.startswith("check_durations: FAILED with 1 problem(s)")
 
 
+def test_report_only_lists_the_same_problems_and_exits_0(tmp_path, run):
+    write(tmp_path, "js-nn", test("t.py::slowpoke", call=6.5, setup=1.0))
+    code, out, err = run(tmp_path, "--report-only")
+    assert code == 0
+    assert err.startswith("check_durations: OVER BUDGET (reported only): t.py::slowpoke took 7.5 s")
+    assert out.startswith("check_durations: OVER BUDGET (reported only) with 1 problem(s)")
+
+
 def test_a_module_fixture_counts_to_the_test_whose_setup_ran_it(tmp_path):
     slow_setup = test("m.py::first", call=0.1, setup=5.5)
     problems, _ = check({"s": {"tests": [slow_setup, test("m.py::second", 0.1)]}})

@@ -190,7 +190,10 @@ def test_under_jit():
     q, k, v = (jnp.asarray(_normal(2, 4, 6, 8)) for _ in range(3))
     fn = jax.jit(F.scaled_dot_product_attention, static_argnames=("is_causal",))
     np.testing.assert_allclose(
-        fn(q, k, v, is_causal=True), F.scaled_dot_product_attention(q, k, v, is_causal=True), 1e-6
+        fn(q, k, v, is_causal=True),
+        F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        rtol=1e-6,
+        atol=1e-7,  # compiled and eager round differently: 6e-8 on an AMD EPYC
     )
 
 
