@@ -13,8 +13,8 @@ import pytest
 
 JOBS = Path(__file__).parent / "jobs"  # the child-process scripts
 PACKAGES = Path(__file__).resolve().parents[2]
-# js-nn's suite installs js-core and js-nn only: so do the children
-SRC = [str(PACKAGES / name / "src") for name in ("js-core", "js-nn")]
+# js-nn's suite installs js-core, js-losses (its dependency) and js-nn only: so do the children
+SRC = [str(PACKAGES / name / "src") for name in ("js-core", "js-losses", "js-nn")]
 
 
 def run(devices: int, *args, timeout=240) -> list[str]:

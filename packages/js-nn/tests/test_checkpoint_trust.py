@@ -20,8 +20,8 @@ from js.nn.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from js.nn.checkpoint.digest import device_digests, host_digest
 
 PACKAGES = Path(__file__).resolve().parents[2]
-# js-nn's suite installs js-core and js-nn only: so do the children
-SRC = [str(PACKAGES / name / "src") for name in ("js-core", "js-nn")]
+# js-nn's suite installs js-core, js-losses (its dependency) and js-nn only: so do the children
+SRC = [str(PACKAGES / name / "src") for name in ("js-core", "js-losses", "js-nn")]
 
 
 class MLP(js.Module):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import pickle
 import subprocess
 import sys
+import tempfile
 import zipfile
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -234,16 +236,25 @@ def test_unwritable_targets_are_named_before_anything_is_written(tmp_path):
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["dir", "file"]
 
 
-@pytest.mark.skipif(not Path("/sys/kernel").is_dir(), reason="needs Linux's sysfs")
-def test_a_directory_no_one_can_write_names_the_target_not_the_temporary_file():
-    """It named the hidden ``/dir/.name.safetensors.qofe4un1.partial``. sysfs refuses new files
-    even to root (a read-only directory does not stop root)."""
-    target = Path("/sys/kernel/w.safetensors")
+def test_a_directory_no_one_can_write_names_the_target_not_the_temporary_file(
+    tmp_path, monkeypatch
+):
+    """It named the hidden ``/dir/.name.safetensors.qofe4un1.partial``. The operating
+    system's refusal of the temporary file (EACCES) is raised in its place, so the test runs
+    anywhere: root writes into a read-only directory, and sysfs, which refuses even root, is
+    mounted read-only (EROFS) in a container."""
+
+    def refused(*, prefix, suffix, **where):  # tempfile.mkstemp, refused as the OS refuses
+        name = os.path.join(where["dir"], f"{prefix}qofe4un1{suffix}")
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), name)
+
+    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    target = tmp_path / "w.safetensors"
     with pytest.raises(PermissionError) as caught:
         nn.save_weights({"w": np.zeros(2, np.float32)}, target)
     assert str(caught.value) == (
         f"[Errno 13] save_weights: could not write {target}: Permission denied. Fix: choose a "
-        "directory you can write, or make /sys/kernel writable"
+        f"directory you can write, or make {tmp_path} writable"
     )
     assert caught.value.errno == 13 and caught.value.__cause__ is None
 

@@ -41,8 +41,7 @@ from typing import Any
 import jax
 from flax import nnx
 
-from ._jax import EVAL_TRACE as EVAL_TRACE  # which trace jax records now (_module.py)
-from ._jax import TRACE_CTX as TRACE_CTX
+from ._jax import TRACE_CTX
 from ._stateful import is_stateful
 
 _RECORDER: contextvars.ContextVar[_Recorder | None] = contextvars.ContextVar(

@@ -16,7 +16,7 @@ try:
     from jax._src.core import eval_trace as _eval_trace
     from jax._src.core import trace_ctx as _trace_ctx
 
-    # bound here, not by the import: an ``import ... as`` alias is not exported to _hooks.py
+    # bound here, not by the import: an ``import ... as`` alias is not exported (_hooks, _module)
     EVAL_TRACE, TRACE_CTX = _eval_trace, _trace_ctx
 except ImportError:  # pragma: no cover  (a jax outside the pin: always "tracing", no nesting check)
 

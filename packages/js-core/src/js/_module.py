@@ -13,7 +13,7 @@ from jax.typing import ArrayLike
 from . import _hooks
 from ._checks import compare_state, load_error, tie_state
 from ._flax import is_flax_attribute
-from ._hooks import EVAL_TRACE, TRACE_CTX
+from ._jax import EVAL_TRACE, TRACE_CTX  # which trace jax records now
 from ._signature import ConstructorSignature
 from ._stateful import instance_test
 from ._variables import (
