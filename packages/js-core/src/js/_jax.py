@@ -12,18 +12,11 @@ from __future__ import annotations
 
 # Which trace jax is recording now: a js.Module call records hooks only while tracing (the
 # eager trace is the one jax runs outside any transformation). jax offers no public test.
-try:
-    from jax._src.core import eval_trace as _eval_trace
-    from jax._src.core import trace_ctx as _trace_ctx
+from jax._src.core import eval_trace as _eval_trace  # noqa: E402
+from jax._src.core import trace_ctx as _trace_ctx  # noqa: E402
 
-    # bound here, not by the import: an ``import ... as`` alias is not exported (_hooks, _module)
-    EVAL_TRACE, TRACE_CTX = _eval_trace, _trace_ctx
-except ImportError:  # pragma: no cover  (a jax outside the pin: always "tracing", no nesting check)
-
-    class _Unknown:
-        trace = None
-
-    TRACE_CTX, EVAL_TRACE = _Unknown(), object()
+# bound here, not by the import: an ``import ... as`` alias is not exported (_hooks, _module)
+EVAL_TRACE, TRACE_CTX = _eval_trace, _trace_ctx
 
 # The registry of cluster environments jax.distributed.initialize() detects (SLURM, Open MPI,
 # Kubernetes, ...): js.training.detect_cluster asks the same classes, in the same order, without
