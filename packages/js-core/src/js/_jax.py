@@ -12,8 +12,8 @@ from __future__ import annotations
 
 # Which trace jax is recording now: a js.Module call records hooks only while tracing (the
 # eager trace is the one jax runs outside any transformation). jax offers no public test.
-from jax._src.core import eval_trace as _eval_trace  # noqa: E402
-from jax._src.core import trace_ctx as _trace_ctx  # noqa: E402
+from jax._src.core import eval_trace as _eval_trace
+from jax._src.core import trace_ctx as _trace_ctx
 
 # bound here, not by the import: an ``import ... as`` alias is not exported (_hooks, _module)
 EVAL_TRACE, TRACE_CTX = _eval_trace, _trace_ctx
