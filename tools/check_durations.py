@@ -1,6 +1,6 @@
 """The test suite's time budget: the last step of ``hatch run test:all`` (and ``test:full``).
 
-Usage: python tools/check_durations.py [PATH ...] [--no-scale]
+Usage: python tools/check_durations.py [PATH ...] [--no-scale] [--report-only]
        python tools/check_durations.py --clear [DIR]
 
 Reads the JSON files that tools/pytest_durations.py wrote for each suite (default: every
@@ -19,7 +19,9 @@ for an idle machine. A loaded one stretches every test alike, so each suite's li
 multiplied by its load factor: the median, over its tests, of the 1-minute load average per
 CPU read after each test, and never below 1 (an idle machine, or one busy with the suite
 alone, gets the limits as written). ``--no-scale`` checks against the limits as written.
-``--clear`` deletes the JSON files (test:all's first step: no stale suite is counted).
+``--report-only`` prints the same report and problems but exits 0 (test:all's last step, until
+the default run fits). ``--clear`` deletes the JSON files (test:all's first step: no stale
+suite is counted).
 
 The numbers live here and in docs/contributing.md (a test checks that the two agree).
 """
@@ -91,7 +93,7 @@ def check(records: dict[str, dict], scaled: bool = True) -> tuple[list[str], lis
     for suite, record in records.items():
         factor = load_factor(record["tests"], scaled)
         limit = TEST_LIMIT_S * factor
-        total = 0.0
+        count, total = 0, 0.0
         for test in record["tests"]:
             markers, nodeid, seconds = set(test.get("markers", [])), test["nodeid"], own_time(test)
             children = starts_python(test)
@@ -104,7 +106,7 @@ def check(records: dict[str, dict], scaled: bool = True) -> tuple[list[str], lis
                 )
             if "slow" in markers:
                 continue
-            total += seconds
+            count, total = count + 1, total + seconds
             default.append((seconds, nodeid, factor))
             if "process" in markers:
                 process.append((seconds, nodeid, factor))
@@ -117,8 +119,8 @@ def check(records: dict[str, dict], scaled: bool = True) -> tuple[list[str], lis
                     f"against the {PROCESS_BUDGET_S:g} s budget)"
                 )
         report.append(
-            f"  {suite}: {len([t for t in record['tests'] if 'slow' not in t.get('markers', [])])}"
-            f" default-run tests, {total:.0f} s of test time, load factor {factor:.2f}"
+            f"  {suite}: {count} default-run tests, {total:.0f} s of test time, "
+            f"load factor {factor:.2f}"
         )
     spent = sum(seconds / factor for seconds, _, factor in process)
     report.append(

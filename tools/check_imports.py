@@ -196,14 +196,18 @@ def private_part(imp: Import) -> list[str]:
 
 
 def seam_problems(
-    root: Path, dist: str, imports: list[Import], table: dict[str, Seam], seen: set
+    root: Path,
+    dist: str,
+    required: set[str],
+    imports: list[Import],
+    table: dict[str, Seam],
+    seen: set,
 ) -> list[str]:
     """Imports of another js distribution's private modules that the table does not list for
     ``dist``, and of third-party private modules outside PRIVATE_HOME. Every (seam, user)
-    imported is added to ``seen``. An import of a js distribution that ``dist`` may not import
-    at all is reported as that, not here."""
+    imported is added to ``seen``. An import of a js distribution that ``dist`` does not
+    declare in ``required`` is reported as that, not here."""
     problems = []
-    allowed = {normalize(_NAME.match(d).group()) for d in _dependencies(root, dist)}
     for imp in imports:
         if imp.kind == "REQUIRES" or imp.module == COMPUTED_NAME:
             continue
@@ -211,7 +215,7 @@ def seam_problems(
             target = provider(imp.module)
         except KeyError:
             continue
-        if target is None or target == dist or target in LAYERS and target not in allowed:
+        if target is None or target == dist or target in LAYERS and target not in required:
             continue
         for module in private_part(imp):
             if target not in LAYERS:
@@ -253,12 +257,6 @@ def stale_seam_problems(table: dict[str, Seam], seen: set) -> list[str]:
     return problems
 
 
-def _dependencies(root: Path, dist: str) -> list[str]:
-    return tomllib.loads((root / "packages" / dist / "pyproject.toml").read_text())["project"].get(
-        "dependencies", []
-    )
-
-
 def declared(pyproject: Path) -> tuple[set[str], set[str]]:
     """``(dependencies, optional dependencies)`` of a pyproject, as normalized names."""
     project = tomllib.loads(pyproject.read_text())["project"]
@@ -282,9 +280,7 @@ def _layer_problems(dist: str, required: set[str], where: str) -> list[str]:
     ]
 
 
-def dist_problems(
-    root: Path, package: Path, table: dict[str, Seam] | None = None, seen: set | None = None
-) -> list[str]:
+def dist_problems(root: Path, package: Path, table: dict[str, Seam], seen: set) -> list[str]:
     """Every problem in one distribution ``packages/<dist>``: its declarations, its circles,
     and its private imports of siblings against the seams ``table`` (which ``seen`` collects)."""
     dist = package.name
@@ -336,7 +332,7 @@ def dist_problems(
             for dep in sorted(unused)
         ]
         problems += circle_problems(root, src, dist, imports)
-    problems += seam_problems(root, dist, imports, table or {}, set() if seen is None else seen)
+    problems += seam_problems(root, dist, required, imports, table, seen)
     return problems
 
 

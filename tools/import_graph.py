@@ -76,12 +76,10 @@ def module_name(file: Path, src: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _absolute(node: ast.ImportFrom, package: str | None) -> str | None:
-    """The absolute module of a ``from`` import (None for a relative one outside a package)."""
+def _absolute(node: ast.ImportFrom, package: str) -> str | None:
+    """The absolute module of a ``from`` import."""
     if node.level == 0:
         return node.module
-    if package is None:
-        return None
     base = package.split(".")[: len(package.split(".")) - node.level + 1]
     return ".".join(base + ([node.module] if node.module else []))
 
@@ -92,15 +90,13 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def imports_of(file: Path, src: Path | None = None) -> list[Import]:
-    """Every import in ``file``; relative ones are made absolute when ``src`` (the source
-    folder ``file`` lies under) is given, and skipped otherwise."""
+def imports_of(file: Path, src: Path) -> list[Import]:
+    """Every import in ``file``, relative ones made absolute (``src`` is the source folder
+    ``file`` lies under)."""
     tree = ast.parse(file.read_text(), str(file))
     found: list[Import] = _required(file, tree) if file.name == "_version.py" else []
-    package = None
-    if src is not None:
-        name = module_name(file, src)
-        package = name if file.name == "__init__.py" else name.rpartition(".")[0]
+    name = module_name(file, src)
+    package = name if file.name == "__init__.py" else name.rpartition(".")[0]
 
     def visit(node: ast.AST, guarded: bool, kind: str) -> None:
         if isinstance(node, ast.Try):

@@ -131,17 +131,20 @@ def test_a_data_loader_itself_is_saved_and_restored_as_the_loader_entry(tmp_path
     """save_checkpoint and load_checkpoint take the DataLoader (not loader_position) beside
     the trainer: the resumed fit goes on at the batch an uninterrupted run trains next."""
     x, y = blobs()
+    # no perf columns: their analysis compiles the step once more in every fit (most of this
+    # test's time), and nothing here reads them
+    quiet = {"verbose": False, "perf_metrics": False}
     straight = make_task()
-    expected = Trainer(1, log_every_n_steps=1, verbose=False).fit(straight, _data_loader(x, y))
+    expected = Trainer(1, log_every_n_steps=1, **quiet).fit(straight, _data_loader(x, y))
 
-    task, data, first = make_task(), _data_loader(x, y), Trainer(1, max_steps=4, verbose=False)
+    task, data, first = make_task(), _data_loader(x, y), Trainer(1, max_steps=4, **quiet)
     first.fit(task, data)
     save_checkpoint(tmp_path, {**task.checkpoint_objects(), "trainer": first, "loader": data})
 
     task, data, trainer = (
         make_task(seed=7),
         _data_loader(x, y),
-        Trainer(1, log_every_n_steps=1, verbose=False),
+        Trainer(1, log_every_n_steps=1, **quiet),
     )
     objects = {**task.checkpoint_objects(), "trainer": trainer, "loader": data}
     restored = load_checkpoint(tmp_path, objects, "last")
