@@ -12,9 +12,9 @@ Sections, each in this one process (``--cores N`` pins it to N cores first):
   with ``Trainer(perf_metrics=True)`` and with ``perf_metrics=False``, alternating within each
   of ``--rounds`` rounds, each a fresh model and Trainer. Steps per second come from the rows'
   ``time/epoch_s`` of every epoch after the first (the first compiles, and pays the perf
-  analysis: one more compilation of the step, reported apart as ``analysis_s``). The ratio
-  on / off of the medians is the per-step cost of the columns; ``transfers`` (device reads)
-  must be equal.
+  analysis: the step's programs lowered again from JAX's caches, reported apart as
+  ``analysis_s``). The ratio on / off of the medians is the per-step cost of the columns;
+  ``transfers`` (device reads) must be equal.
 - ``mfu``: the digits CNN of ``docs/examples/digits.py`` (``_digits.DigitsCNN``, Adam, batch
   64) trained for ``--epochs`` epochs with ``peak_flops='measure'``: the last epoch's
   ``perf/flops_per_step``, ``perf/steps_per_s`` and ``perf/mfu`` against

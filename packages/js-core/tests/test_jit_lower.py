@@ -136,3 +136,28 @@ def test_lower_follows_a_switch_to_the_writing_kind():
     assert int(counter.calls.value) == 0  # lowering ran nothing
     count_long(counter, jnp.ones(3))
     assert int(counter.calls.value) == 1
+
+
+def test_programs_run_records_the_calls_made_outside_a_trace():
+    inner = js.jit(lambda x: x + 1.0)
+    outer = js.jit(lambda x: inner(x) * 2.0)  # inner's call there is part of outer's program
+    x = jnp.ones(3)
+    inner(x)  # no block open: not recorded anywhere
+    with js.programs_run() as ran:
+        with js.programs_run() as nested:
+            outer(x)
+        inner(x)
+    inner(x)  # closed: not recorded
+    assert [call[0] for call in ran] == [outer, inner]
+    assert [call[0] for call in nested] == [outer]
+    assert ran[0][1][0] is x and ran[0][2] == {}
+    function, args, kwargs = ran[1]
+    flops = function.lower(*args, **kwargs).compile().cost_analysis()["flops"]
+    assert flops == 3.0
+    assert js._jit._WATCHERS == []
+
+
+def test_programs_run_closes_after_an_error():
+    with pytest.raises(ValueError, match="inside"), js.programs_run():
+        raise ValueError("inside")
+    assert js._jit._WATCHERS == []

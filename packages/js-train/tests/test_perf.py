@@ -1,8 +1,5 @@
 """The perf/* and mem/* columns of the Trainer's rows, and measure_peak_flops."""
 
-import gc
-import weakref
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,7 +8,7 @@ from js_train_testing import MLP, FixedTask, blobs, make_optimizer
 
 import js
 from js.training import ArrayLoader, CSVRun, Task, Trainer, measure_peak_flops, steps
-from js.training._perf import _PEAKS, _PROGRAMS
+from js.training._perf import _PEAKS
 from js.training._task import scanned_training_step
 
 BATCH = 16
@@ -93,15 +90,19 @@ def test_flops_and_memory_are_the_training_steps_own(fits):
     assert {row["mem/program_bytes"] for row in history} == {_memory_sum(own)}
 
 
-def test_several_steps_per_execution_still_report_one_steps_flops(fits):
+def test_several_steps_per_execution_report_the_k_step_programs_flops_per_step(fits):
     _, history = fits["several"]
     task = _task()
-    one_step = _own_step().cost_analysis()["flops"]
-    assert {row["perf/flops_per_step"] for row in history} == {one_step}
-    # mem/: the K-step program's, the one that runs most (JAX's own analysis of it)
+    # the K-step program (unroll=True: every step counted) that ran, its FLOPs over K: one
+    # step's own plus its share of the scan's slicing and stacking (no second trace for one)
     stacked = jax.tree.map(lambda a: jnp.stack([a, a]), _first_batch())
     many = scanned_training_step(task, True).lower(task.model, task.optimizer, None, stacked)
-    assert {row["mem/program_bytes"] for row in history} == {_memory_sum(many.compile())}
+    many = many.compile()
+    assert {row["perf/flops_per_step"] for row in history} == {many.cost_analysis()["flops"] / 2}
+    one_step = _own_step().cost_analysis()["flops"]
+    assert history[0]["perf/flops_per_step"] == pytest.approx(one_step, rel=0.05)
+    # mem/: the K-step program's, the one that runs most (JAX's own analysis of it)
+    assert {row["mem/program_bytes"] for row in history} == {_memory_sum(many)}
 
 
 def test_mfu_and_tokens_follow_the_rows_numbers(fits):
@@ -152,15 +153,49 @@ def test_measured_peak_is_a_cached_positive_rate():
     )
 
 
-def test_the_analysed_program_does_not_keep_its_task_alive():
+class CountingTask(Task):
+    """The plain classification step, counting its Python calls."""
+
+    calls = 0
+
+    def training_step(self, model, optimizer, rngs, batch):
+        type(self).calls += 1
+        return super().training_step(model, optimizer, rngs, batch)
+
+    def validation_step(self, model, batch):
+        return super().validation_step(model, batch)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_the_perf_columns_call_the_step_no_more_often(k):
     x, y = blobs()
-    task, trainer = _task(), Trainer(max_steps=1, verbose=False, progress=False)
-    trainer.fit(task, ArrayLoader(x, y, batch_size=BATCH))
-    assert task in _PROGRAMS  # kept for the next fit of this task
-    task_ref = weakref.ref(task)
-    del task
-    gc.collect()
-    assert task_ref() is None  # and gone with it
+
+    def calls(perf: bool) -> int:
+        CountingTask.calls = 0
+        model = MLP(p=0.0, rngs=js.Rngs(params=0))
+        trainer = Trainer(2, perf_metrics=perf, steps_per_execution=k, verbose=False)
+        history = trainer.fit(
+            CountingTask(model, make_optimizer(model)), ArrayLoader(x, y, batch_size=16)
+        )
+        assert ("perf/flops_per_step" in history[-1]) is perf
+        return CountingTask.calls
+
+    assert calls(True) == calls(False) > 0
+
+
+def test_the_analysis_reuses_the_calls_trace_and_compilation():
+    traced = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda name, *_, **__: traced.append(name) if name.startswith("/jax/core/compile") else 0
+    )
+    task = _task()
+    with js.programs_run() as ran:
+        task.training_step(task.model, task.optimizer, None, _first_batch())
+    before = len(traced)
+    [(function, args, kwargs)] = ran
+    compiled = function.lower(*args, **kwargs).compile()
+    assert len(traced) == before  # no trace, no lowering, no compilation
+    assert compiled.cost_analysis()["flops"] == _own_step().cost_analysis()["flops"]
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ import jax.random as random  # noqa: E402  (js.random is JAX's random namespace)
 from ._autodiff import grad, value_and_grad  # noqa: E402
 from ._cache import disable_compilation_cache, enable_compilation_cache  # noqa: E402
 from ._export import export  # noqa: E402
-from ._jit import jit  # noqa: E402
+from ._jit import jit, programs_run  # noqa: E402
 from ._missing import DISTRIBUTIONS as _DISTRIBUTIONS  # noqa: E402
 from ._missing import install_hint_finder as _install_hint_finder  # noqa: E402
 from ._module import IncompatibleKeys, Module, ModuleDict, ModuleList  # noqa: E402
@@ -57,6 +57,7 @@ __all__ = [
     "jit",
     "merge",
     "placed_like",
+    "programs_run",
     "random",
     "remat",
     "scan_steps",

@@ -27,16 +27,17 @@ JAX's ``Lowered`` of the program a call would run.
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import inspect
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import jax
 from flax import nnx
 
-from . import _hooks
+from . import _hooks, _jax
 from ._capture import check_no_captured_state
 from ._flax import get_raw, set_raw, static_attributes
 from ._stateful import CallLayout, Static, lay_out, read, split_call
@@ -45,6 +46,9 @@ from ._variables import STRUCTURE_EPOCH, _Tracked
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+# The lists of the open programs_run() blocks: a call appends to each while one is open.
+_WATCHERS: list[list[tuple[Any, tuple, dict]]] = []
 
 # Runs an iterator to its end in C (the write-back's map of setters): one deque, reused.
 _drain = collections.deque(maxlen=0).extend
@@ -334,6 +338,9 @@ class CompiledFunction(Generic[P, R]):
             args, kwargs, self._static_argnums, self._static_argnames
         )
         binding = self._binding(key, objects, dyn_args, dyn_kwargs)
+        if _WATCHERS and _jax.TRACE_CTX.trace is _jax.EVAL_TRACE:  # a programs_run() block
+            for watcher in _WATCHERS:
+                watcher.append((self, args, kwargs))
         epoch = binding.epoch
         if binding.run is not binding.program.run:  # the first call, or a switch of kind
             binding.attach(binding.program.run)
@@ -413,6 +420,39 @@ class CompiledFunction(Generic[P, R]):
         binding.refs = tuple(weakref.ref(obj, forget) for obj in objects)
         bindings[key] = binding
         return binding
+
+
+@contextlib.contextmanager
+def programs_run() -> Iterator[list[tuple[CompiledFunction, tuple, dict]]]:
+    """Record the ``js.jit`` calls made while the block is open.
+
+    Yields a list that each call run outside any trace appends to, in order, as
+    ``(function, args, kwargs)``: the :class:`CompiledFunction` and the arguments it was called
+    with (a call traced inside another program is part of that program, not recorded).
+    ``function.lower(*args, **kwargs)`` after the block gives the program that call ran, from
+    JAX's caches, without tracing the Python function again: ``.compile()`` on it gives
+    ``cost_analysis()`` and ``memory_analysis()`` (``js.training``'s ``perf/*`` columns come
+    from there). Its stateful arguments lower with their current arrays (same shapes and
+    dtypes as at the call); an array argument the call donated can no longer be lowered.
+    Blocks nest; each sees every call made while it is open. With no block open a call pays
+    one truth test.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> import js
+        >>> double = js.jit(lambda x: 2 * x)
+        >>> with js.programs_run() as ran:
+        ...     _ = double(jnp.ones(3))
+        >>> function, args, kwargs = ran[0]
+        >>> function.lower(*args, **kwargs).compile().cost_analysis()["flops"]
+        3.0
+    """
+    ran: list[tuple[CompiledFunction, tuple, dict]] = []
+    _WATCHERS.append(ran)
+    try:
+        yield ran
+    finally:
+        del _WATCHERS[next(i for i, w in enumerate(_WATCHERS) if w is ran)]  # not ==
 
 
 @overload

@@ -5,26 +5,30 @@ host (the window's sample count, its steps and its wall time):
 
 - ``perf/samples_per_s``, ``perf/steps_per_s`` and, with ``tokens_per_sample``,
   ``perf/tokens_per_s``;
-- ``perf/flops_per_step``: ``cost_analysis()['flops']`` of one training step's compiled
-  program, ``js.jit(task.training_step)`` lowered once per fit with the first batch's shapes
-  (whatever ``steps_per_execution``: XLA's cost analysis counts a ``lax.scan`` loop's body once,
-  so a K-step program's figure is not K steps' FLOPs unless it is fully unrolled);
+- ``perf/flops_per_step``: ``cost_analysis()['flops']`` of the programs the fit's first
+  dispatch ran: with one step per dispatch, the ``js.jit`` programs ``task.training_step``
+  called, summed when it called several (a step that calls none, one run eagerly, has no
+  figure: a warning says so); with ``steps_per_execution`` K above 1 and ``unroll=True``, the
+  K-step program's figure over K (a fully unrolled program counts every step; XLA's cost
+  analysis counts a rolled ``lax.scan`` loop's body once, so with another ``unroll`` the
+  figure comes from the fit's first one-step dispatch, if any);
 - ``perf/mfu``: ``flops_per_step * steps_per_s / peak_flops`` (the model FLOPs utilisation);
 - ``mem/program_bytes``: the compiled program's ``memory_analysis()``, ``argument + output +
-  temp - alias`` bytes (the K-step program's with ``steps_per_execution`` above 1: the one that
-  runs most);
+  temp - alias`` bytes (the largest of a step's programs; the K-step program's with
+  ``steps_per_execution`` above 1: the one that runs most);
 - ``mem/peak_device_bytes``: the largest ``peak_bytes_in_use`` of the local devices'
   ``memory_stats()``, where the backend reports it (GPU, TPU; not the CPU).
 
-Nothing here reads a device array: the program is lowered and compiled on the host, and
-``memory_stats()`` is a host call made at report rows only.
+Nothing here reads a device array or runs ``training_step`` again: :func:`js.programs_run`
+records the compiled calls of the first dispatch of each kind, and lowering them again with the
+same arguments takes JAX's cached trace and executable (no second trace, no second
+compilation). ``memory_stats()`` is a host call made at report rows only.
 """
 
 from __future__ import annotations
 
 import time
 import warnings
-import weakref
 from typing import Any
 
 import jax
@@ -36,11 +40,7 @@ import js
 from js._checks import is_int
 
 from ._callbacks import Callback
-from ._task import scanned_training_step
 
-# js.jit(task.training_step) per task, so that fit after fit on one task lowers and compiles
-# the analysed program once (JAX keeps its executables per jitted function).
-_PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # measure_peak_flops's results: (platform, device id, dtype, n) -> FLOP/s.
 _PEAKS: dict[tuple, float] = {}
 
@@ -164,30 +164,6 @@ def flops(compiled: Any) -> float | None:
     return None if value is None or value < 0 else float(value)
 
 
-def one_step_program(task) -> Any:
-    """``js.jit(task.training_step)``, kept per task while its configuration is unchanged."""
-    config = tuple(
-        (name, id(value))
-        for name, value in sorted(getattr(task, "__dict__", {}).items())
-        if name not in ("model", "optimizer", "rngs")
-    )
-    key = (type(task).training_step, config)
-    try:
-        cached = _PROGRAMS.get(task)
-    except TypeError:  # a task that cannot be weakly referenced: a new program per fit
-        return js.jit(task.training_step)
-    if cached is None or cached[0] != key:
-        ref = weakref.ref(task)  # the program must not keep its task (the cache's key) alive
-
-        def training_step(model, optimizer, rngs, batch):
-            owner = ref()
-            assert owner is not None  # lowered only while its task is being fitted
-            return owner.training_step(model, optimizer, rngs, batch)
-
-        cached = _PROGRAMS[task] = (key, js.jit(training_step))
-    return cached[1]
-
-
 def peak_device_bytes() -> int | None:
     """The largest ``peak_bytes_in_use`` over the local devices, None where not reported."""
     peaks = []
@@ -202,14 +178,16 @@ class PerfColumns(Callback):
     """``Trainer(perf_metrics=True)``: the ``perf/*`` and ``mem/*`` columns of every train row.
 
     The Trainer's constructor installs it (after the user's callbacks). ``on_fit_start``
-    takes the peak (``'measure'``: :func:`measure_peak_flops`, cached); ``on_train_batch_start``
-    analyses the first dispatch of each kind (one step, K steps) and is a single truth test
-    afterwards; the rows ask :meth:`columns` for an interval's columns.
+    takes the peak (``'measure'``: :func:`measure_peak_flops`, cached);
+    ``on_train_batch_start`` opens :func:`js.programs_run` around the first dispatch of each
+    kind (one step, K steps), and the dispatch's row (or ``on_step_end``) analyses what it
+    recorded; every other dispatch costs a single truth test. The rows ask :meth:`columns`
+    for an interval's columns.
 
     Args:
         peak: the peak FLOP/s for ``perf/mfu``, ``'measure'``, or None (no ``perf/mfu``).
         tokens: tokens per counted sample for ``perf/tokens_per_s``, or None.
-        unroll: the Trainer's ``unroll`` (which K-step program runs).
+        unroll: the Trainer's ``unroll`` (how the K-step program counts its steps).
     """
 
     def __init__(self, peak: float | str | None, tokens: int | None, unroll: int | bool = True):
@@ -221,10 +199,12 @@ class PerfColumns(Callback):
         self._several = False
         self._peak: float | None = None
         self._failure: Exception | None = None
+        self._watch: Any = None  # (the open programs_run block, its list, its steps)
 
     def on_fit_start(self, trainer: Any, task: Any) -> None:
         """A new fit: analyse its first one-step and (K > 1) K-step dispatch; the peak."""
         k = trainer.steps_per_execution
+        self._close()
         self.flops_per_step = self.program_bytes = None
         self.analysis_s, self._failure = 0.0, None
         self._pending, self._several = {1, k}, k > 1
@@ -234,24 +214,57 @@ class PerfColumns(Callback):
             self._peak = self.peak if isinstance(self.peak, float) else None
 
     def on_train_batch_start(self, trainer: Any, task: Any, batch: Any, steps: int) -> None:
-        """Before a dispatch of ``steps`` steps on ``batch``: analyse it when it is the first
-        of its kind, with the state as that first call finds it. The K-step program's own
-        lowering and compilation are JAX's, shared with the call that follows."""
+        """Before a dispatch of ``steps`` steps: record its compiled calls when it is the
+        first of its kind (analysed once it has run)."""
         if not self._pending or steps not in self._pending:
             return
         self._pending.discard(steps)
+        block = js.programs_run()
+        self._watch = (block, block.__enter__(), steps)
+
+    def on_step_end(self, trainer: Any, task: Any, step: int) -> None:
+        """After a dispatch's row: analyse the dispatch recorded, if no row did."""
+        self._analyse()
+
+    def on_fit_end(self, trainer: Any, task: Any) -> None:
+        """Close a recording left open by a step that raised."""
+        self._close()
+
+    def _close(self) -> list:
+        """End the open recording; its calls (empty when none was open)."""
+        if self._watch is None:
+            return []
+        (block, ran, _), self._watch = self._watch, None
+        block.__exit__(None, None, None)
+        return ran
+
+    def _analyse(self) -> None:
+        """Lower and compile the recorded dispatch's calls again: JAX's caches give back the
+        trace and the executable the calls made, so nothing is traced or compiled twice."""
+        if self._watch is None:
+            return
+        steps = self._watch[2]
+        ran = self._close()
         started = time.perf_counter()
         try:
-            args = (task.model, task.optimizer, task.rngs)
-            if steps == 1 or self.flops_per_step is None:
-                one = batch if steps == 1 else jax.tree.map(lambda a: a[0], batch)
-                compiled = one_step_program(task).lower(*args, one).compile()
-                self.flops_per_step = flops(compiled)
-                if not self._several:
-                    self.program_bytes = program_bytes(compiled)
-            if steps > 1:
-                program = scanned_training_step(task, self.unroll)
-                self.program_bytes = program_bytes(program.lower(*args, batch).compile())
+            if not ran:
+                raise RuntimeError(
+                    "training_step called no js.jit program (it ran eagerly); decorate the "
+                    "step's update with js.jit to get its cost analysis"
+                )
+            compiled = [function.lower(*args, **kwargs).compile() for function, args, kwargs in ran]
+            counted = [flops(program) for program in compiled]
+            total = None if None in counted else float(sum(counted))  # type: ignore[arg-type]
+            sizes = [size for size in map(program_bytes, compiled) if size is not None]
+            if steps == 1:
+                if self.flops_per_step is None:
+                    self.flops_per_step = total
+                if not self._several and sizes:
+                    self.program_bytes = max(sizes)
+            else:
+                if self.flops_per_step is None and self.unroll is True and total is not None:
+                    self.flops_per_step = total / steps
+                self.program_bytes = max(sizes) if sizes else None
         except Exception as error:  # an analysis must never stop a fit
             # said at the first row: a step that fails itself raises its own error first
             self._pending.clear()
@@ -261,11 +274,12 @@ class PerfColumns(Callback):
     def columns(self, samples_per_s: float, steps: int, seconds: float) -> dict[str, float]:
         """A row's ``perf/*`` and ``mem/*`` for an interval of ``steps`` steps in ``seconds``
         at ``samples_per_s`` (the row's ``time/samples_per_s``)."""
+        self._analyse()  # a row right after the recorded dispatch
         if self._failure is not None:
             error, self._failure = self._failure, None
             warnings.warn(
-                f"Trainer perf_metrics: could not lower and compile the training step for "
-                f"its cost analysis ({type(error).__name__}: {error}); perf/flops_per_step, "
+                f"Trainer perf_metrics: could not analyse the training step's compiled "
+                f"programs ({type(error).__name__}: {error}); perf/flops_per_step, "
                 "perf/mfu and mem/program_bytes are left out of this fit's rows.",
                 RuntimeWarning,
                 stacklevel=2,
