@@ -98,15 +98,18 @@ def test_the_printed_row_is_for_a_person_and_the_run_keeps_every_column(tmp_path
     line = format_metrics(DIGITS_ROW)
     assert line == (
         "epoch 4  step 125  train/loss 0.04123  train/accuracy 98.88%  val/loss 0.09235  "
-        "val/accuracy 97.46%  time/epoch_s 1.23 s  time/samples_per_s 1.296k samples/s  "
-        "perf/flops_per_step 416.6 MFLOP  mem/program_bytes 7.35 MB"
+        "val/accuracy 97.46%  time/epoch 1.23 s  time/samples 1.296k/s  "
+        "perf/flops 416.6M/step  mem/program 7.35 MB"
     )
     assert format_value("time/epoch_s", 0.0123) == "12.3 ms"
     assert format_value("time/epoch_s", 125.3) == "2m05.3s"
     assert format_value("perf/mfu", 0.4125) == "41.25%"
     assert format_value("mem/peak_device_bytes", 3.2e9) == "3.2 GB"
-    assert format_value("perf/tokens_per_s", 1.5e6) == "1.5M tokens/s"
+    assert format_value("perf/tokens_per_s", 1.5e6) == "1.5M/s"
     assert format_value("lr", 0.000312345) == "0.0003123"
+    # a name drops the unit its value shows: never said twice
+    shown = format_metrics({"perf/tokens_per_s": 1.5e6, "mem/peak_device_bytes": 3.2e9})
+    assert shown == "perf/tokens 1.5M/s  mem/peak_device 3.2 GB"
     run = CSVRun(tmp_path)  # the run keeps every column at full precision
     run.log(DIGITS_ROW, step=125)
     header, values = run.path.read_text().splitlines()

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 
 import js
 
+from ._callbacks import Callback
 from ._limits import Limit, StopOnSignal, saved_note
 from ._lr_scheduling import lr_columns, scheduler_room, step_scheduler
 from ._perf import PerfColumns
@@ -139,12 +140,15 @@ class Feed:
                 step += 1
                 yield Dispatch(place(batch, self.mesh, self.axis, prefetched=prefetched), 1, state)
 
+        if self.many is None:  # one step per dispatch: nothing to group
+            yield from singly(batches)
+            return
         group = []
         for pair in batches:
             group.append(pair)
             room = self.schedule.room(Position(step=step))
             room = min(room, scheduler_room(self.scheduler, step))  # an lr step ends a group
-            if self.many is None or room < self.k:
+            if room < self.k:
                 yield from singly(group)
                 group = []
             elif len(group) == self.k:
@@ -163,16 +167,28 @@ class Feed:
 
 class Hooks:
     """The callbacks' hooks, each called on every callback in order (the user's, then those
-    the constructor installed), and the step boundary."""
+    the constructor installed), and the step boundary.
+
+    A hook's methods are looked up once per fit, leaving out the :class:`Callback` base's
+    empty ones: a step runs only the hooks some callback defines."""
 
     def __init__(self, trainer, callbacks: tuple) -> None:
         self.trainer, self.callbacks = trainer, callbacks
         self.limits = [callback for callback in callbacks if isinstance(callback, Limit)]
         self.signals = next(c for c in callbacks if isinstance(c, StopOnSignal))
+        self._methods: dict[str, list[Callable]] = {}
 
     def __call__(self, name: str, *args) -> None:
-        for callback in self.callbacks:
-            getattr(callback, name)(self.trainer, *args)
+        methods = self._methods.get(name)
+        if methods is None:
+            empty = getattr(Callback, name)
+            methods = self._methods[name] = [
+                method
+                for method in (getattr(callback, name) for callback in self.callbacks)
+                if getattr(method, "__func__", None) is not empty
+            ]
+        for method in methods:
+            method(self.trainer, *args)
 
     def start(self, task) -> None:
         """``on_fit_start`` of each callback in order; when one raises, ``on_fit_end`` of

@@ -40,49 +40,82 @@ def _seconds(value: float) -> str:
     return f"{value * 1e3:.3g} ms" if value < 1 else f"{value:.3g} s"
 
 
+def _rate(per: str) -> Callable[[float], str]:
+    return lambda value: f"{_si(value, '').rstrip().replace(' ', '')}/{per}"
+
+
+# A column's unit, as its name ends and as the console shows its value: the console drops the
+# suffix from the name (``time/epoch_s 0.842`` prints as ``time/epoch 842 ms``), so a printed
+# unit is never said twice. The first match counts (``_per_s`` before ``_s``).
+_UNITS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
+    ("", "_per_s", _rate("s")),  # time/samples_per_s: time/samples 12.35k/s
+    ("", "_per_step", _rate("step")),  # perf/flops_per_step: perf/flops 416.6M/step
+    ("time/", "_s", _seconds),  # time/epoch_s: time/epoch 842 ms
+    ("mem/", "_bytes", lambda value: _si(value, "B")),  # mem/program_bytes: mem/program 7.35 MB
+)
+
+
+def _unit(key: str) -> tuple[str, Callable[[float], str]] | None:
+    """The unit suffix of ``key`` and how its value shows that unit, or None."""
+    for prefix, suffix, show in _UNITS:
+        if key.startswith(prefix) and key.endswith(suffix):
+            return suffix, show
+    return None
+
+
+def console_name(key: str) -> str:
+    """``key`` as the console prints it: without the unit suffix its value shows
+    (:func:`format_value`); the run and the history keep the full name.
+
+    Example:
+        >>> console_name("time/epoch_s"), console_name("time/samples_per_s")
+        ('time/epoch', 'time/samples')
+        >>> console_name("mem/program_bytes"), console_name("train/loss")
+        ('mem/program', 'train/loss')
+    """
+    unit = _unit(key)
+    return key if unit is None else key.removesuffix(unit[0])
+
+
 def format_value(key: str, value: float) -> str:
     """One column's value as a person reads it: a loss or a learning rate to 4 significant
-    digits, an accuracy or MFU in percent, times in s (ms, m), rates, FLOPs and bytes with SI
-    prefixes and their unit.
+    digits, an accuracy or MFU in percent, and a column whose name ends with a unit (``_s``,
+    ``_per_s``, ``_per_step``, ``_bytes``) with that unit and an SI prefix.
 
     Example:
         >>> format_value("perf/flops_per_step", 416585952.0), format_value("mem/program_bytes", 7350056.0)
-        ('416.6 MFLOP', '7.35 MB')
+        ('416.6M/step', '7.35 MB')
         >>> format_value("val/accuracy", 0.98125), format_value("time/samples_per_s", 12345.6)
-        ('98.12%', '12.35k samples/s')
+        ('98.12%', '12.35k/s')
     """  # noqa: E501
     if key.endswith(("/count", "/count_epoch")):
         return f"{value:.0f}"
     if "accuracy" in key or key == "perf/mfu":
         return f"{100 * value:.4g}%"
-    if key.startswith("time/") and key.endswith("_s") and not key.endswith("per_s"):
-        return _seconds(value)
-    if key == "perf/flops_per_step":
-        return _si(value, "FLOP")
+    unit = _unit(key)
+    if unit is not None:
+        return unit[1](value)
     if key.startswith("mem/"):
         return _si(value, "B")
-    if key.endswith("_per_s"):  # time/samples_per_s: 12.35k samples/s
-        what = key.rsplit("/", 1)[-1].removesuffix("_per_s")
-        number = _si(value, "").rstrip()
-        return f"{number.replace(' ', '')} {what}/s"
     return f"{value:.4g}"
 
 
 def console_columns(metrics: dict) -> dict[str, str]:
     """The columns of a row a person reads (not the counts, the duplicate rates and the
-    input wait), formatted by :func:`format_value`; ``epoch`` and ``step`` as ints."""
+    input wait), named by :func:`console_name` and formatted by :func:`format_value`;
+    ``epoch`` and ``step`` as ints."""
     shown = {}
     for key, value in metrics.items():
         if key in ("epoch", "step"):
             shown[key] = f"{int(value)}"
         elif not key.endswith(_QUIET) and key not in _QUIET:
-            shown[key] = format_value(key, value)
+            shown[console_name(key)] = format_value(key, value)
     return shown
 
 
 def format_metrics(metrics: dict) -> str:
-    """``epoch 3  step 120  train/loss 0.1234  val/accuracy 98.2% ...`` (a plain line of the
-    columns :func:`console_columns` keeps)."""
+    """``epoch 3  step 120  train/loss 0.1234  val/accuracy 98.2%  time/epoch 842 ms ...`` (a
+    plain line of the columns :func:`console_columns` keeps)."""
     return "  ".join(f"{key} {value}" for key, value in console_columns(metrics).items())
 
 

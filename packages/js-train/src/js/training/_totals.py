@@ -67,7 +67,7 @@ def rates(host: dict, prefix: str) -> dict[str, float]:
 
 def throughput(perf, samples: float, steps: int, seconds: float) -> dict[str, float]:
     """``time/samples_per_s`` of an interval (``samples`` in ``steps`` steps, ``seconds``
-    of wall time) and, given the fit's :class:`~._perf.Perf`, its ``perf/*`` and ``mem/*``
+    of wall time) and, given the fit's :class:`~._perf.PerfColumns`, its ``perf/*`` and ``mem/*``
     columns: one rate, under both names."""
     rate = float(samples) / max(seconds, 1e-9)
     row = {"time/samples_per_s": rate}
@@ -177,7 +177,7 @@ class Totals:
 
     def window(self, position, task, perf=None) -> dict[str, float]:
         """``train/*``, ``time/samples_per_s`` and ``lr`` of the steps since the last read
-        (and the ``perf/*``, ``mem/*`` columns of ``perf``, a :class:`~._perf.Perf`)."""
+        (and the ``perf/*``, ``mem/*`` columns of ``perf``, a :class:`~._perf.PerfColumns`)."""
         last_step, last_host, last_time = self._read[0], self._read[1], self._read[3]
         if last_step is None:  # the window starts where the clock did
             last_step = position.epoch_start_step if self._clock_step is None else self._clock_step
@@ -192,7 +192,7 @@ class Totals:
 
     def epoch_summary(self, position, task, perf=None) -> dict[str, float]:
         """The epoch's ``train/*``, ``time/epoch_s``, ``time/samples_per_s`` (and ``lr``, and
-        the ``perf/*``, ``mem/*`` columns of ``perf``, a :class:`~._perf.Perf`)."""
+        the ``perf/*``, ``mem/*`` columns of ``perf``, a :class:`~._perf.PerfColumns`)."""
         host, lr = self.read(position, task)
         row = rates(host, "train")
         elapsed = time.perf_counter() - self.started
