@@ -148,10 +148,7 @@ class Optimizer(js.Object):
             for index, (indices, values) in enumerate(groups)
         ]
         self._group_of = tuple(
-            index
-            for i in range(len(selection))
-            for index, (idx, _) in enumerate(groups)
-            if i in idx
+            index for _, index in sorted((i, g) for g, (idx, _) in enumerate(groups) for i in idx)
         )
         self._host = Host(host_groups, defaults, None)
         self._trainable = tuple(requires_grad(p) for p in selection)
