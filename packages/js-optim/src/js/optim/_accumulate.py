@@ -53,17 +53,41 @@ class Accumulate(Optimizer):
     _gradient_step: OptState
 
     def __init__(self, optimizer: Optimizer, every: int):  # noqa: D107 - see the class
-        # Not Optimizer.__init__: the groups, parameters and their checks are the inner's.
+        # Not Optimizer.__init__: the groups, parameters and their checks are the inner's (the
+        # properties below read them there).
         self.inner = optimizer
         self.every = every
         self.inner_name = type(optimizer).__name__
         self.params = optimizer.params
-        self._built = optimizer._built
-        self._trainable = optimizer._trainable
-        self._sources, self._search = optimizer._sources, optimizer._search  # how grads are found
-        self._dtype = optimizer._dtype
-        self._step_count = optimizer._step_count  # real updates: the inner optimizer's count
         self.rule().build()
+
+    # What the base class's step and state dict read of an optimizer, from the wrapped one: its
+    # parameters as built, how its gradients are found, its dtype and its step count (the real
+    # updates). requires_grad cannot change here (Accumulating.adapt refuses it).
+
+    @property
+    def _built(self) -> tuple:
+        return self.inner._built
+
+    @property
+    def _trainable(self) -> tuple[bool, ...]:
+        return self.inner._trainable
+
+    @property
+    def _sources(self) -> tuple[str | None, ...]:
+        return self.inner._sources
+
+    @property
+    def _search(self) -> bool:
+        return self.inner._search
+
+    @property
+    def _dtype(self) -> np.dtype:
+        return self.inner._dtype
+
+    @property
+    def _step_count(self) -> OptState:
+        return self.inner._step_count
 
     @property
     def param_groups(self) -> list[ParamGroup]:

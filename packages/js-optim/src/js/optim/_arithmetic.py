@@ -47,6 +47,21 @@ def l2(grad: jax.Array, param: jax.Array, h: Scalars) -> jax.Array:
     return grad + h["weight_decay"] * param
 
 
+def decayed(param: jax.Array, grad: jax.Array, h: Scalars, decoupled: bool) -> tuple:
+    """``(param, grad)`` after weight decay: AdamW's ``param * (1 - lr * weight_decay)``
+    (``decoupled_weight_decay=True``), or else the L2 penalty added to the gradient."""
+    if decoupled:
+        return param * (1 - h["lr"] * h["weight_decay"]), grad
+    return param, l2(grad, param, h)
+
+
+def adam_moments(state: State, grad: jax.Array, h: Scalars) -> tuple[jax.Array, jax.Array]:
+    """``(exp_avg, exp_avg_sq)`` of torch's single-tensor NAdam and RAdam: the first moment by
+    ``lerp``, the second ``exp_avg_sq * b2 + (1 - b2) * g * g`` (Adam's own order differs)."""
+    exp_avg = lerp(state["exp_avg"], grad, h["one_minus_b1"])
+    return exp_avg, state["exp_avg_sq"] * h["b2"] + h["one_minus_b2"] * grad * grad
+
+
 def rho_minus_k(t: jax.Array, neg_log_b2: jax.Array) -> jax.Array:
     """``rho_t - K`` of RAdam (see ``RAdam.scalars``), as ``t * (2/u - 2/expm1(u))`` with
     ``u = -t log(b2)``: a series below u = 1, where the difference cancels in float32."""

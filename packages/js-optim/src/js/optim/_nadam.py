@@ -14,10 +14,10 @@ from js._checks import check_bool, check_number, check_pair
 from ._arithmetic import (
     Scalars,
     State,
+    adam_moments,
     as_float,
     bias_correction,
-    l2,
-    lerp,
+    decayed,
     log_or_inf,
 )
 from ._optimizer import Optimizer
@@ -129,15 +129,11 @@ class NAdam(Optimizer):
         grad = -grad if group["maximize"] else grad
         t = as_float(step)
         bias_correction2 = bias_correction(h["log_b2"], t)
-        if group["decoupled_weight_decay"]:
-            p, g = param * (1 - h["lr"] * h["weight_decay"]), grad
-        else:
-            p, g = param, l2(grad, param, h)
+        p, g = decayed(param, grad, h, group["decoupled_weight_decay"])
         mu = h["b1"] * (1 - 0.5 * jnp.exp(t * h["psi_log"]))
         mu_next = h["b1"] * (1 - 0.5 * jnp.exp((t + 1) * h["psi_log"]))
         mu_product = state["mu_product"] * mu
-        exp_avg = lerp(state["exp_avg"], g, h["one_minus_b1"])
-        exp_avg_sq = state["exp_avg_sq"] * h["b2"] + h["one_minus_b2"] * g * g
+        exp_avg, exp_avg_sq = adam_moments(state, g, h)
         denom = jnp.sqrt(exp_avg_sq / bias_correction2) + h["eps"]
         lr = h["lr"]
         p = p + (-lr * (1 - mu) / (1 - mu_product)) * g / denom

@@ -148,10 +148,7 @@ class Optimizer(js.Object):
             for index, (indices, values) in enumerate(groups)
         ]
         self._group_of = tuple(
-            index
-            for i in range(len(selection))
-            for index, (idx, _) in enumerate(groups)
-            if i in idx
+            index for _, index in sorted((i, g) for g, (idx, _) in enumerate(groups) for i in idx)
         )
         self._host = Host(host_groups, defaults, None)
         self._trainable = tuple(requires_grad(p) for p in selection)
@@ -350,25 +347,19 @@ class Optimizer(js.Object):
         variables = self.params.variables
         trainable = [i for i, t in enumerate(self._trainable) if t]
         params = [variables[i].value for i in trainable]
-        state = self._variables()
+        rule = self.rule()
+        state = rule.variables()  # every state variable the update reads and writes, in order
         values = [variable.value for variable in state]
         if traced:
-            new_params, new_values = self._pure(params, matched, values)
+            new_params, new_values = rule.update(params, matched, values)
         else:
             new_params, new_values = update_program(
-                Program(self, self._program_key()), params, matched, values
+                Program(self, rule.key()), params, matched, values
             )
         for i, value in zip(trainable, new_params, strict=True):
             variables[i].value = value
         for variable, value in zip(state, new_values, strict=True):
             variable.value = value
-
-    def _program_key(self) -> Hashable:
-        return self.rule().key()
-
-    def _variables(self) -> list[OptState]:
-        """Every state variable a step reads and writes, in the order of :meth:`_pure`."""
-        return self.rule().variables()
 
     def _hyper_values(self, values: list, count) -> tuple[list[dict], list]:
         """The group dicts ``h`` from the flat values (a schedule evaluated at ``count``),
@@ -422,12 +413,8 @@ class Optimizer(js.Object):
         traced = check_parameters(cls, self._built, self.params)
         now = tuple(requires_grad(p) for p in self.params)
         if now != self._trainable:
-            self._adapt(now, flipped(cls, self.params.paths, self._trainable, now, traced))
+            self.rule().adapt(now, flipped(cls, self.params.paths, self._trainable, now, traced))
         return traced
-
-    def _adapt(self, now: tuple[bool, ...], flipped: list[str]) -> None:
-        """Eagerly, after requires_grad changed: the rule's ``adapt``."""
-        self.rule().adapt(now, flipped)
 
     # -- state dicts -----------------------------------------------------------------------------
 

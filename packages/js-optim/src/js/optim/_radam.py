@@ -14,10 +14,10 @@ from js._checks import check_bool, check_number, check_pair
 from ._arithmetic import (
     Scalars,
     State,
+    adam_moments,
     as_float,
     bias_correction,
-    l2,
-    lerp,
+    decayed,
     log_or_inf,
     rho_minus_k,
 )
@@ -131,12 +131,8 @@ class RAdam(Optimizer):
         """One step of one parameter (torch's ``_single_tensor_radam``)."""
         grad = -grad if group["maximize"] else grad
         t = as_float(step)
-        if group["decoupled_weight_decay"]:
-            p, g = param * (1 - h["lr"] * h["weight_decay"]), grad
-        else:
-            p, g = param, l2(grad, param, h)
-        exp_avg = lerp(state["exp_avg"], g, h["one_minus_b1"])
-        exp_avg_sq = state["exp_avg_sq"] * h["b2"] + h["one_minus_b2"] * g * g
+        p, g = decayed(param, grad, h, group["decoupled_weight_decay"])
+        exp_avg, exp_avg_sq = adam_moments(state, g, h)
         corrected = exp_avg / bias_correction(h["log_b1"], t)
         rho_t = h["rho_k"] + rho_minus_k(t, h["neg_log_b2"])
         rectified = (h["rectify"] > 0) & (rho_t > 5)

@@ -61,10 +61,6 @@ def _number(owner: str, name: str, value: Any, low: float | None = None) -> floa
     return value
 
 
-def _int(owner: str, name: str, value: Any, low: int) -> int:
-    return check_int(owner, name, value, low)
-
-
 def _per_group(name: str, groups: list, value: Any) -> list:
     """``value`` per group: a list/tuple of one per group, or one value for all (torch's
     ``_format_param``)."""
@@ -123,7 +119,7 @@ class LRScheduler:
     def __init__(self, optimizer: Any, last_epoch: int = -1) -> None:
         owner = type(self).__name__
         groups = _groups(owner, optimizer)
-        last_epoch = _int(owner, "last_epoch", last_epoch, -1)
+        last_epoch = check_int(owner, "last_epoch", last_epoch, -1)
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in groups:

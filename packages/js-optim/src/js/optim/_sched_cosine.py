@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from js._checks import check_int
+
 from ._sched_base import (
     LRScheduler,
-    _int,
     _lrs,
     _number,
 )
@@ -37,7 +38,7 @@ class CosineAnnealingLR(LRScheduler):
     def __init__(
         self, optimizer: Any, T_max: int, eta_min: float = 0.0, last_epoch: int = -1
     ) -> None:
-        self.T_max = _int("CosineAnnealingLR", "T_max", T_max, 1)
+        self.T_max = check_int("CosineAnnealingLR", "T_max", T_max, 1)
         self.eta_min = _number("CosineAnnealingLR", "eta_min", eta_min)
         super().__init__(optimizer, last_epoch)
 

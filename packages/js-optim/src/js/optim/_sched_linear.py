@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from js._checks import check_number
+from js._checks import check_int, check_number
 
 from ._sched_base import (
     LRScheduler,
-    _int,
     _lrs,
 )
 
@@ -43,7 +42,7 @@ class LinearLR(LRScheduler):
         check_number("LinearLR", "start_factor", start_factor, 0, 1, open_low=True)
         check_number("LinearLR", "end_factor", end_factor, 0, 1)
         self.start_factor, self.end_factor = start_factor, end_factor
-        self.total_iters = _int("LinearLR", "total_iters", total_iters, 0)
+        self.total_iters = check_int("LinearLR", "total_iters", total_iters, 0)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:

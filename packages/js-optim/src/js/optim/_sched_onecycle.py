@@ -7,13 +7,12 @@ import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from js._checks import check_number
+from js._checks import check_int, check_number
 
 from ._optimizer import Optimizer
 from ._sched_base import (
     LRScheduler,
     _groups,
-    _int,
     _per_group,
 )
 
@@ -72,10 +71,12 @@ class OneCycleLR(LRScheduler):
         groups = _groups("OneCycleLR", optimizer)
         self.optimizer = optimizer
         if total_steps is not None:
-            self.total_steps = _int("OneCycleLR", "total_steps", total_steps, 1)
+            self.total_steps = check_int("OneCycleLR", "total_steps", total_steps, 1)
         elif epochs is not None and steps_per_epoch is not None:
-            epochs = _int("OneCycleLR", "epochs", epochs, 1)
-            self.total_steps = epochs * _int("OneCycleLR", "steps_per_epoch", steps_per_epoch, 1)
+            epochs = check_int("OneCycleLR", "epochs", epochs, 1)
+            self.total_steps = epochs * check_int(
+                "OneCycleLR", "steps_per_epoch", steps_per_epoch, 1
+            )
         else:
             raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
         pct_start = check_number("OneCycleLR", "pct_start", pct_start, 0, 1)

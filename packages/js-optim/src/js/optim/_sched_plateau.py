@@ -8,14 +8,13 @@ import math
 import warnings
 from typing import Any, Literal, SupportsFloat
 
-from js._checks import check_number
+from js._checks import check_int, check_number
 
 from ._sched_base import (
     EPOCH_DEPRECATION_WARNING,
     LRScheduler,
     _check_float_lr,
     _groups,
-    _int,
     _lrs,
     _number,
 )
@@ -73,8 +72,8 @@ class ReduceLROnPlateau(LRScheduler):
         else:
             self.default_min_lr = _number(owner, "min_lr", min_lr)
             self.min_lrs = [min_lr] * len(groups)
-        self.patience = _int(owner, "patience", patience, 0)
-        self.cooldown = _int(owner, "cooldown", cooldown, 0)
+        self.patience = check_int(owner, "patience", patience, 0)
+        self.cooldown = check_int(owner, "cooldown", cooldown, 0)
         self.eps = _number(owner, "eps", eps)
         self.last_epoch = 0
         self._last_lr = _lrs(optimizer)

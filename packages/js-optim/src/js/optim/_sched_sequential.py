@@ -7,10 +7,11 @@ import copy
 from bisect import bisect_right
 from typing import Any
 
+from js._checks import check_int
+
 from ._sched_base import (
     LRScheduler,
     _groups,
-    _int,
     _state,
 )
 from ._sched_plateau import ReduceLROnPlateau
@@ -80,8 +81,8 @@ class SequentialLR(LRScheduler):
                 f"{len(schedulers)} and the number of milestones to be equal to {len(milestones)}"
             )
         for value in milestones:
-            _int(name, "every milestone", value, 0)
-        last_epoch = _int(name, "last_epoch", last_epoch, -1)
+            check_int(name, "every milestone", value, 0)
+        last_epoch = check_int(name, "last_epoch", last_epoch, -1)
         self._schedulers = list(schedulers)
         self._milestones = milestones
         self.last_epoch = last_epoch + 1

@@ -8,9 +8,10 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from js._checks import check_int
+
 from ._sched_base import (
     LRScheduler,
-    _int,
     _lrs,
     _number,
 )
@@ -35,7 +36,7 @@ class StepLR(LRScheduler):
     def __init__(
         self, optimizer: Any, step_size: int, gamma: float = 0.1, last_epoch: int = -1
     ) -> None:
-        self.step_size = _int("StepLR", "step_size", step_size, 1)
+        self.step_size = check_int("StepLR", "step_size", step_size, 1)
         self.gamma = _number("StepLR", "gamma", gamma)
         super().__init__(optimizer, last_epoch)
 
@@ -75,7 +76,7 @@ class MultiStepLR(LRScheduler):
             raise TypeError(f"MultiStepLR: milestones must be a list of ints, got {milestones!r}")
         milestones = list(milestones)
         for value in milestones:
-            _int("MultiStepLR", "every milestone", value, 0)
+            check_int("MultiStepLR", "every milestone", value, 0)
         self.milestones = Counter(int(m) for m in milestones)
         self.gamma = _number("MultiStepLR", "gamma", gamma)
         super().__init__(optimizer, last_epoch)
