@@ -1,5 +1,8 @@
 """The perf/* and mem/* columns of the Trainer's rows, and measure_peak_flops."""
 
+import gc
+import weakref
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,7 +11,7 @@ from js_train_testing import MLP, FixedTask, blobs, make_optimizer
 
 import js
 from js.training import ArrayLoader, CSVRun, Task, Trainer, measure_peak_flops, steps
-from js.training._perf import _PEAKS
+from js.training._perf import _PEAKS, _PROGRAMS
 from js.training._task import scanned_training_step
 
 BATCH = 16
@@ -140,6 +143,38 @@ def test_a_step_that_cannot_be_traced_warns_and_keeps_training():
     with pytest.warns(RuntimeWarning, match="perf/flops_per_step"):
         history = Trainer(1, verbose=False).fit(HostStep(), [(x, x)])
     assert "perf/samples_per_s" in history[0] and "perf/flops_per_step" not in history[0]
+
+
+def test_an_eager_step_is_traced_once_more_for_its_figure_and_not_kept_alive():
+    class Eager(FixedTask):  # calls no js.jit program: nothing compiled to reuse
+        calls = 0
+
+        def training_step(self, model, optimizer, rngs, batch):
+            type(self).calls += 1
+            return super().training_step(model, optimizer, rngs, batch)
+
+    x = np.ones(4, np.float32)
+    task = Eager()
+    history = Trainer(1, verbose=False).fit(task, [(x, x), (x, x)])
+    assert Eager.calls == 3  # two steps and the one trace of the analysis
+    assert all(row["perf/flops_per_step"] > 0 for row in history)
+    assert task in _PROGRAMS  # kept for the next fit of this task
+    task_ref = weakref.ref(task)
+    del task
+    gc.collect()
+    assert task_ref() is None  # and gone with it
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_a_validation_inside_the_first_dispatch_leaves_its_figure_alone(k):
+    # the first dispatch reaches a validation (eval mode, programs of its own) before its
+    # row: the step's programs are analysed before it, in the train mode they ran in
+    model = MLP(p=0.2, rngs=js.Rngs(params=0))
+    task = Task(model, make_optimizer(model), rngs=js.Rngs(dropout=1))
+    x, y = blobs(n=4 * BATCH)
+    trainer = Trainer(1, verbose=False, steps_per_execution=k, val_every_n_steps=k)
+    history = trainer.fit(task, ArrayLoader(x, y, batch_size=BATCH), [(x[:BATCH], y[:BATCH])])
+    assert history[-1]["perf/flops_per_step"] > 0 and history[-1]["mem/program_bytes"] > 0
 
 
 def test_measured_peak_is_a_cached_positive_rate():

@@ -7,11 +7,11 @@ host (the window's sample count, its steps and its wall time):
   ``perf/tokens_per_s``;
 - ``perf/flops_per_step``: ``cost_analysis()['flops']`` of the programs the fit's first
   dispatch ran: with one step per dispatch, the ``js.jit`` programs ``task.training_step``
-  called, summed when it called several (a step that calls none, one run eagerly, has no
-  figure: a warning says so); with ``steps_per_execution`` K above 1 and ``unroll=True``, the
-  K-step program's figure over K (a fully unrolled program counts every step; XLA's cost
-  analysis counts a rolled ``lax.scan`` loop's body once, so with another ``unroll`` the
-  figure comes from the fit's first one-step dispatch, if any);
+  called, summed when it called several (a step that calls none, one run eagerly, is traced
+  once more as ``js.jit(task.training_step)`` for its figure); with ``steps_per_execution``
+  K above 1 and ``unroll=True``, the K-step program's figure over K (a fully unrolled program
+  counts every step; XLA's cost analysis counts a rolled ``lax.scan`` loop's body once, so
+  with another ``unroll`` the figure comes from the fit's first one-step dispatch, if any);
 - ``perf/mfu``: ``flops_per_step * steps_per_s / peak_flops`` (the model FLOPs utilisation);
 - ``mem/program_bytes``: the compiled program's ``memory_analysis()``, ``argument + output +
   temp - alias`` bytes (the largest of a step's programs; the K-step program's with
@@ -19,16 +19,18 @@ host (the window's sample count, its steps and its wall time):
 - ``mem/peak_device_bytes``: the largest ``peak_bytes_in_use`` of the local devices'
   ``memory_stats()``, where the backend reports it (GPU, TPU; not the CPU).
 
-Nothing here reads a device array or runs ``training_step`` again: :func:`js.programs_run`
-records the compiled calls of the first dispatch of each kind, and lowering them again with the
-same arguments takes JAX's cached trace and executable (no second trace, no second
-compilation). ``memory_stats()`` is a host call made at report rows only.
+Nothing here reads a device array or runs a compiled ``training_step`` again:
+:func:`js.programs_run` records the compiled calls of the first dispatch of each kind, and
+lowering them again with the same arguments takes JAX's cached trace and executable (no second
+trace, no second compilation). Only an eager step, which compiled nothing, is traced once more
+for its analysis. ``memory_stats()`` is a host call made at report rows only.
 """
 
 from __future__ import annotations
 
 import time
 import warnings
+import weakref
 from typing import Any
 
 import jax
@@ -41,6 +43,8 @@ from js._checks import is_int
 
 from ._callbacks import Callback
 
+# one_step_program's programs: task -> (its step and configuration, js.jit of its step).
+_PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # measure_peak_flops's results: (platform, device id, dtype, n) -> FLOP/s.
 _PEAKS: dict[tuple, float] = {}
 
@@ -164,6 +168,36 @@ def flops(compiled: Any) -> float | None:
     return None if value is None or value < 0 else float(value)
 
 
+def one_step_program(task) -> Any:
+    """``js.jit(task.training_step)``, kept per task while its configuration is unchanged."""
+    config = tuple(
+        (name, id(value))
+        for name, value in sorted(getattr(task, "__dict__", {}).items())
+        if name not in ("model", "optimizer", "rngs")
+    )
+    key = (type(task).training_step, config)
+    try:
+        cached = _PROGRAMS.get(task)
+    except TypeError:  # a task that cannot be weakly referenced: a new program per fit
+        return js.jit(task.training_step)
+    if cached is None or cached[0] != key:
+        ref = weakref.ref(task)  # the program must not keep its task (the cache's key) alive
+
+        def training_step(model, optimizer, rngs, batch):
+            owner = ref()
+            assert owner is not None  # lowered only while its task is being fitted
+            return owner.training_step(model, optimizer, rngs, batch)
+
+        cached = _PROGRAMS[task] = (key, js.jit(training_step))
+    return cached[1]
+
+
+def training_modes(model: Any) -> list[tuple[Any, bool]]:
+    """Each module of ``model`` and its ``training`` flag (none for a model without modules)."""
+    modules = getattr(model, "modules", None)
+    return [(module, module.training) for module in modules()] if callable(modules) else []
+
+
 def peak_device_bytes() -> int | None:
     """The largest ``peak_bytes_in_use`` over the local devices, None where not reported."""
     peaks = []
@@ -199,7 +233,7 @@ class PerfColumns(Callback):
         self._several = False
         self._peak: float | None = None
         self._failure: Exception | None = None
-        self._watch: Any = None  # (the open programs_run block, its list, its steps)
+        self._watch: Any = None  # (programs_run block, its list, steps, task, batch, modes)
 
     def on_fit_start(self, trainer: Any, task: Any) -> None:
         """A new fit: analyse its first one-step and (K > 1) K-step dispatch; the peak."""
@@ -220,11 +254,28 @@ class PerfColumns(Callback):
             return
         self._pending.discard(steps)
         block = js.programs_run()
-        self._watch = (block, block.__enter__(), steps)
+        modes = training_modes(task.model)
+        self._watch = (block, block.__enter__(), steps, task, batch, modes)
 
     def on_step_end(self, trainer: Any, task: Any, step: int) -> None:
         """After a dispatch's row: analyse the dispatch recorded, if no row did."""
         self._analyse()
+
+    def on_validation_epoch_start(self, trainer: Any, task: Any) -> None:
+        """Before a validation the dispatch reached: analyse it now, before the validation's
+        own programs run, in the train mode the dispatch ran in (the Trainer has just switched
+        the model to eval mode; a program lowered in another mode would be traced again).
+        Only each module's ``training`` flag is put back and restored, not ``set_phase``."""
+        if self._watch is None:
+            return
+        now = training_modes(task.model)
+        for module, mode in self._watch[5]:  # as the dispatch ran
+            module.training = mode
+        try:
+            self._analyse()
+        finally:
+            for module, mode in now:
+                module.training = mode
 
     def on_fit_end(self, trainer: Any, task: Any) -> None:
         """Close a recording left open by a step that raised."""
@@ -234,7 +285,7 @@ class PerfColumns(Callback):
         """End the open recording; its calls (empty when none was open)."""
         if self._watch is None:
             return []
-        (block, ran, _), self._watch = self._watch, None
+        (block, ran, *_), self._watch = self._watch, None
         block.__exit__(None, None, None)
         return ran
 
@@ -243,16 +294,15 @@ class PerfColumns(Callback):
         trace and the executable the calls made, so nothing is traced or compiled twice."""
         if self._watch is None:
             return
-        steps = self._watch[2]
+        _, _, steps, task, batch, _ = self._watch
         ran = self._close()
         started = time.perf_counter()
         try:
-            if not ran:
-                raise RuntimeError(
-                    "training_step called no js.jit program (it ran eagerly); decorate the "
-                    "step's update with js.jit to get its cost analysis"
-                )
-            compiled = [function.lower(*args, **kwargs).compile() for function, args, kwargs in ran]
+            if ran:
+                compiled = [function.lower(*a, **kw).compile() for function, a, kw in ran]
+            else:  # an eager step (the K-step program is always compiled): traced once more
+                args = (task.model, task.optimizer, task.rngs)
+                compiled = [one_step_program(task).lower(*args, batch).compile()]
             counted = [flops(program) for program in compiled]
             total = None if None in counted else float(sum(counted))  # type: ignore[arg-type]
             sizes = [size for size in map(program_bytes, compiled) if size is not None]
