@@ -194,8 +194,9 @@ def one_step_program(task) -> Any:
 
 def training_modes(model: Any) -> list[tuple[Any, bool]]:
     """Each module of ``model`` and its ``training`` flag (none for a model without modules)."""
-    modules = getattr(model, "modules", None)
-    return [(module, module.training) for module in modules()] if callable(modules) else []
+    if not isinstance(model, js.Module):
+        return []
+    return [(module, module.training) for module in model.modules()]
 
 
 def peak_device_bytes() -> int | None:
