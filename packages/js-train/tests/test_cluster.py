@@ -156,7 +156,10 @@ def reports(process: subprocess.Popen) -> list[dict]:
     return [json.loads(line) for line in lines if line.startswith("{")]
 
 
-TWO_DEVICES = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+# two devices each, compiled as the suite compiles (tools/pytest_xla.py)
+TWO_DEVICES = {
+    "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
+}
 
 
 @pytest.mark.process

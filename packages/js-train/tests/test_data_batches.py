@@ -145,7 +145,8 @@ def start_job(*args: str, processes: int = 2) -> subprocess.Popen:
     ``processes=1``, one process of 4 devices on its own."""
     env = {**os.environ, "JS_COMPILATION_CACHE": "0"}
     if processes == 1:
-        env.update(JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
+        flags = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4"
+        env.update(JAX_PLATFORMS="cpu", XLA_FLAGS=flags)  # compiled as the launched ones are
         command = [sys.executable, "data_parallel_job.py", *args]
     else:
         command = [sys.executable, "-m", "js.training.launch", "--processes", str(processes)]

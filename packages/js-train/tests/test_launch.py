@@ -37,9 +37,9 @@ def losses_of(output: str) -> dict:
 @pytest.mark.process
 def test_two_processes_of_four_devices_train_like_one_process_of_eight():
     job = launch("--processes", "2", "--devices-per-process", "4", "launch_job.py")
-    env = dict(
-        os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=8"
-    )
+    # compiled as the launched processes are: the launcher keeps this process's other flags
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8"
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags)
     alone = subprocess.Popen(
         [sys.executable, "launch_job.py"],
         cwd=JOBS,

@@ -201,7 +201,7 @@ def test_prefetch_on_a_2_device_mesh_trains_the_same_steps(tmp_path):
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(HERE), *SRC]),
-        "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2",
         "JAX_PLATFORMS": "cpu",
     }
     done = subprocess.run(

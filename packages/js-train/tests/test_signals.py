@@ -50,7 +50,9 @@ def assert_same(expected: dict, got: dict) -> None:
 
 def child(*args: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONUNBUFFERED="1", JAX_PLATFORMS="cpu", JS_COMPILATION_CACHE="0")
-    env.pop("XLA_FLAGS", None)  # one CPU device, as in this process's straight run
+    # one CPU device and this process's compile flags (tools/pytest_xla.py), as in its straight run
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f]
+    env["XLA_FLAGS"] = " ".join(flags)
     return subprocess.Popen(
         [sys.executable, str(JOBS / "signal_job.py"), *args],
         cwd=JOBS,
