@@ -68,10 +68,10 @@ def test_digits_trains_checkpoints_and_resumes(tmp_path, step_examples):
     out_dir = tmp_path / "run"
     out = run("digits.py", "--out", str(out_dir))  # --fast: 2 epochs
     assert re.search(
-        # the printed row is for a person: 4 significant digits, no counts, units
+        # the printed row is for a person: 4 significant digits, no counts, each unit once
         r"^epoch 0  step 20  train/loss \d\.\d+  train/accuracy \d+(\.\d+)?%  val/loss "
-        r".*  time/samples_per_s \S+ samples/s  perf/flops_per_step \S+ [kMG]FLOP  "
-        r"mem/program_bytes \S+ [kMG]B$",
+        r".*  time/epoch \S+ m?s  time/samples \S+/s  perf/flops \S+[kMG]/step  "
+        r"mem/program \S+ [kMG]B$",
         out,
         re.M,
     )
