@@ -97,7 +97,8 @@ import numpy as np
 import js, js.nn as nn
 from digits_model import DigitsCNN, logits_of
 
-for absent in ("js-train", "js-optim", "js-losses", "torch"):
+# js-losses comes with js-nn (js.nn.functional's losses are js.losses'), nothing else of js
+for absent in ("js-train", "js-optim", "torch"):
     try:
         version(absent)
     except PackageNotFoundError:
