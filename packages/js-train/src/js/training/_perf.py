@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 import warnings
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -199,6 +199,18 @@ def training_modes(model: Any) -> list[tuple[Any, bool]]:
     return [(module, module.training) for module in model.modules()]
 
 
+class Recording(NamedTuple):
+    """The first dispatch of a kind, while it runs: the open :func:`js.programs_run` block and
+    its list, the dispatch's step count, task and batch, and the training modes it ran in."""
+
+    block: Any
+    ran: list
+    steps: int
+    task: Any
+    batch: Any
+    modes: list[tuple[Any, bool]]
+
+
 def peak_device_bytes() -> int | None:
     """The largest ``peak_bytes_in_use`` over the local devices, None where not reported."""
     peaks = []
@@ -234,7 +246,7 @@ class PerfColumns(Callback):
         self._several = False
         self._peak: float | None = None
         self._failure: Exception | None = None
-        self._watch: Any = None  # (programs_run block, its list, steps, task, batch, modes)
+        self._watch: Recording | None = None
 
     def on_fit_start(self, trainer: Any, task: Any) -> None:
         """A new fit: analyse its first one-step and (K > 1) K-step dispatch; the peak."""
@@ -255,8 +267,9 @@ class PerfColumns(Callback):
             return
         self._pending.discard(steps)
         block = js.programs_run()
-        modes = training_modes(task.model)
-        self._watch = (block, block.__enter__(), steps, task, batch, modes)
+        self._watch = Recording(
+            block, block.__enter__(), steps, task, batch, training_modes(task.model)
+        )
 
     def on_step_end(self, trainer: Any, task: Any, step: int) -> None:
         """After a dispatch's row: analyse the dispatch recorded, if no row did."""
@@ -270,7 +283,7 @@ class PerfColumns(Callback):
         if self._watch is None:
             return
         now = training_modes(task.model)
-        for module, mode in self._watch[5]:  # as the dispatch ran
+        for module, mode in self._watch.modes:  # as the dispatch ran
             module.training = mode
         try:
             self._analyse()
@@ -286,16 +299,16 @@ class PerfColumns(Callback):
         """End the open recording; its calls (empty when none was open)."""
         if self._watch is None:
             return []
-        (block, ran, *_), self._watch = self._watch, None
-        block.__exit__(None, None, None)
-        return ran
+        watch, self._watch = self._watch, None
+        watch.block.__exit__(None, None, None)
+        return watch.ran
 
     def _analyse(self) -> None:
         """Lower and compile the recorded dispatch's calls again: JAX's caches give back the
         trace and the executable the calls made, so nothing is traced or compiled twice."""
         if self._watch is None:
             return
-        _, _, steps, task, batch, _ = self._watch
+        steps, task, batch = self._watch.steps, self._watch.task, self._watch.batch
         ran = self._close()
         started = time.perf_counter()
         try:
