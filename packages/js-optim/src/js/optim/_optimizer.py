@@ -260,7 +260,7 @@ class Optimizer(js.Object):
         return tuple(shapes)
 
     def _set_scalars(self, like) -> None:
-        """The group arrays (scalars + a float lr), made from the host values."""
+        """Each group's numbers (scalars + a float lr) as one vector OptState (put_scalars)."""
         names, variables, fields = [], [], []
         for group in self._host.groups:
             values = group._values
@@ -367,8 +367,9 @@ class Optimizer(js.Object):
         hypers, at = [], 0
         for index, group in enumerate(self._host.groups):
             names = self._scalar_names[index]
-            h = dict(zip(names, values[at : at + len(names)], strict=True))
-            at += len(names)
+            vector = values[at] if names else None  # the group's numbers: put_scalars
+            h = {name: vector[i] for i, name in enumerate(names)}
+            at += 1 if names else 0
             lr = group._values.get("lr")
             if callable(lr):
                 h["lr"] = jnp.asarray(lr(count), self._dtype)

@@ -32,7 +32,7 @@ class OptionOwner(Protocol):
     params: js.ParameterSelection
     _host: Host
     _dtype: np.dtype
-    _hyper: Any  # per group, the OptState of each scalar
+    _hyper: Any  # per group, a tuple holding the OptState of its numbers (one vector) or ()
     _scalar_names: tuple[tuple[str, ...], ...]
     _fields: tuple[tuple[str, ...], ...]
 

@@ -79,14 +79,20 @@ def default_float() -> np.dtype:
 
 
 def put_scalars(values: list[float], like: jax.Array | None, dtype) -> list[jax.Array]:
-    """Host numbers as 0-d device arrays: replicated on ``like``'s mesh when it is sharded by
-    name, else uncommitted on the default device (a compiled step moves them beside the
-    parameters). One transfer for the lot, nothing compiled."""
-    host = [np.asarray(v, dtype) for v in values]
+    """A group's host numbers as one device vector, in a list (empty when there are none):
+    replicated on ``like``'s mesh when it is sharded by name, else uncommitted on the default
+    device (a compiled step moves it beside the parameters). One transfer, nothing compiled.
+
+    One vector, not one 0-d array per number: each array is one more argument for every
+    compiled step to pass (Adam's 8 numbers cost the tiny-MLP step about 6 us a call as 8
+    arrays; docs/benchmarks.md, "js.jit per call")."""
+    if not values:
+        return []
+    host = np.asarray(values, dtype)
     sharding = sharding_of(like) if like is not None else None
     if isinstance(sharding, NamedSharding):
-        return jax.device_put(host, NamedSharding(sharding.mesh, PartitionSpec()))
-    return jax.device_put(host)
+        return [jax.device_put(host, NamedSharding(sharding.mesh, PartitionSpec()))]
+    return [jax.device_put(host)]
 
 
 def check_lr(lr) -> None:
