@@ -134,3 +134,8 @@ def test_regression(name, options, reduction):
         lambda x: getattr(F, name)(x, torch.tensor(target), reduction=reduction, **options),
         PRED,
     )
+
+
+def test_torch_computes_on_one_thread_in_the_suites():
+    # tools/pytest_torch.py, which pytest.ini loads: torch's second thread spun beside XLA's
+    assert torch.get_num_threads() == 1

@@ -28,6 +28,14 @@ from js_train_testing import MLP, blobs, make_optimizer  # noqa: E402
 collect_ignore = ["jobs"]
 
 
+def pytest_collection_finish(session):
+    """torch's first optimizer imports ``torch._dynamo`` (3-6 s): import it at collection, when
+    the test modules imported torch, so that no test counts it as its own time. (torch's one
+    thread is tools/pytest_torch.py's, for every suite.)"""
+    if "torch" in sys.modules:
+        import torch._dynamo  # noqa: F401
+
+
 @pytest.fixture
 def data():
     return blobs()

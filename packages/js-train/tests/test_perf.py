@@ -59,13 +59,20 @@ PEAK, BLOCK = 1e9, 64
 
 @pytest.fixture(scope="module")
 def fits(tmp_path_factory):
-    """The same fit with the perf columns (a given peak, tokens, a CSV run), without them,
-    and with two steps per execution and the measured peak: fitted once for the module."""
+    """The same fit with the perf columns (a given peak, tokens, a CSV run) and without them:
+    fitted once for the module."""
     folder = tmp_path_factory.mktemp("perf")
     on = _fit(peak_flops=PEAK, tokens_per_sample=BLOCK, run=CSVRun(folder))
     off = _fit(perf_metrics=False)
-    several = _fit(steps_per_execution=2, log_every_n_steps=None, peak_flops="measure")
-    return {"on": on, "off": off, "several": several, "csv": folder / "metrics.csv"}
+    return {"on": on, "off": off, "csv": folder / "metrics.csv"}
+
+
+@pytest.fixture(scope="module")
+def several():
+    """The fit with two steps per execution and the measured peak, fitted once for the module.
+    Apart from ``fits``, so that no one test sets up every fit and the peak's measurement (a
+    2048 matmul, run six times); the first test to use it has little work of its own."""
+    return _fit(steps_per_execution=2, log_every_n_steps=None, peak_flops="measure")
 
 
 def test_every_train_row_has_the_columns(fits):
@@ -93,8 +100,17 @@ def test_flops_and_memory_are_the_training_steps_own(fits):
     assert {row["mem/program_bytes"] for row in history} == {_memory_sum(own)}
 
 
-def test_several_steps_per_execution_report_the_k_step_programs_flops_per_step(fits):
-    _, history = fits["several"]
+def test_peak_flops_measure_uses_the_measured_peak(several):
+    _, history = several
+    peak = measure_peak_flops()  # measured by the fit, cached: the same number
+    for row in history:
+        expected = row["perf/flops_per_step"] * row["perf/steps_per_s"] / peak
+        assert row["perf/mfu"] == pytest.approx(expected, rel=1e-12)
+        assert "perf/tokens_per_s" not in row  # no tokens_per_sample
+
+
+def test_several_steps_per_execution_report_the_k_step_programs_flops_per_step(several):
+    _, history = several
     task = _task()
     # the K-step program (unroll=True: every step counted) that ran, its FLOPs over K: one
     # step's own plus its share of the scan's slicing and stacking (no second trace for one)
@@ -114,15 +130,6 @@ def test_mfu_and_tokens_follow_the_rows_numbers(fits):
         expected = row["perf/flops_per_step"] * row["perf/steps_per_s"] / PEAK
         assert row["perf/mfu"] == pytest.approx(expected, rel=1e-12)
         assert row["perf/tokens_per_s"] == pytest.approx(row["perf/samples_per_s"] * BLOCK)
-
-
-def test_peak_flops_measure_uses_the_measured_peak(fits):
-    _, history = fits["several"]
-    peak = measure_peak_flops()  # measured by the fit, cached: the same number
-    for row in history:
-        expected = row["perf/flops_per_step"] * row["perf/steps_per_s"] / peak
-        assert row["perf/mfu"] == pytest.approx(expected, rel=1e-12)
-        assert "perf/tokens_per_s" not in row  # no tokens_per_sample
 
 
 def test_perf_columns_cost_no_device_read_and_change_no_number(fits):

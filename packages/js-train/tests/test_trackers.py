@@ -14,6 +14,12 @@ import pytest
 
 from js.training import ArrayLoader, MLflowRun, Trainer, WandbRun
 
+try:  # mlflow's import takes about 4 s: paid here, at collection, not by the first MLflow test
+    import mlflow.entities  # noqa: F401
+    import mlflow.tracking  # noqa: F401
+except ImportError:  # the MLflow tests skip themselves (importorskip)
+    pass
+
 
 def fit(make_task, data, run):
     x, y = data
