@@ -1,5 +1,7 @@
 """``python -m tools.bench [--smoke] [--out DIR] [--cores N]``: run every workload, write the table.
 
+``--only NAME`` (repeatable) runs the workloads whose name contains any of the NAMEs.
+
 Writes ``DIR/benchmarks-table.md``, ``DIR/benchmarks.png`` and ``DIR/benchmarks.json``
 (default ``docs/``; ``--smoke`` defaults to a temporary directory so that it never overwrites
 the published run). XLA and torch get the same cores: all this process may use, or the first N
@@ -132,7 +134,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny shapes, one round")
     parser.add_argument("--out", type=Path, default=None, help="output directory (docs/)")
-    parser.add_argument("--only", default=None, help="run workloads whose name contains this")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=None,
+        help="run workloads whose name contains this (repeat it for several)",
+    )
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds")
     parser.add_argument(
         "--cores",
@@ -148,10 +155,11 @@ def main(argv=None) -> int:
         _cores.pin(["--cores", str(args.cores)])
     _cores.match_torch()
     rounds = args.rounds or size["rounds"]
+    only = [pattern.lower() for pattern in args.only or []]
     started = time.perf_counter()
     results, first = [], {}
     for name, build in workloads(size):
-        if args.only and args.only.lower() not in name.lower():
+        if only and not any(pattern in name.lower() for pattern in only):
             continue
         print(f"-- {name}", file=sys.stderr, flush=True)
         variants = build()
@@ -163,11 +171,11 @@ def main(argv=None) -> int:
     from . import _checkpoint, _lstm  # checkpoints: save/load time and peak RSS, a table of its own
 
     lstm_compile = []
-    if not args.only or args.only.lower() in "lstm":
+    if not only or any(pattern in "lstm" for pattern in only):
         lstm_compile = _lstm.compile_times(size["lstm"][0], size["lstm"][2], size["lstm_T"])
     checkpoints = (
         []
-        if args.only and args.only.lower() not in "checkpoint"
+        if only and not any(pattern in "checkpoint" for pattern in only)
         else _checkpoint.run(_checkpoint.SIZES["smoke" if args.smoke else "full"])
     )
     info = machine()
@@ -191,7 +199,7 @@ def main(argv=None) -> int:
         )
     )
     _report.chart(results, out / "benchmarks.png", info)
-    problems = check_losses(results, first) if not args.only else []
+    problems = check_losses(results, first) if not only else []
     for problem in problems:
         print("MISMATCH", problem, file=sys.stderr)
     return 1 if problems else 0

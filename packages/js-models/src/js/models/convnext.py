@@ -306,8 +306,9 @@ class ConvNeXtModel(TimmModel):
             >>> import jax.numpy as jnp, js
             >>> config = ConvNeXtConfig(architecture="convnext_atto", num_classes=0, model_args={
             ...     "depths": [1, 1, 1, 1], "dims": [8, 8, 8, 8]})
-            >>> ConvNeXtModel(config, rngs=js.Rngs(params=0)).eval()(
-            ...     jnp.ones((2, 3, 32, 32))).shape
+            >>> model = ConvNeXtModel(config, rngs=js.Rngs(params=0)).eval()
+            >>> forward = js.jit(lambda model, pixels: model(pixels))  # one compiled program
+            >>> forward(model, jnp.ones((2, 3, 32, 32))).shape
             (2, 8)
         """
         return self.forward_head(self.forward_features(pixel_values))

@@ -296,8 +296,9 @@ class ResNetModel(TimmModel):
             >>> import jax.numpy as jnp, js
             >>> config = ResNetConfig(architecture="resnet18", num_classes=10, model_args={
             ...     "layers": [1, 1, 1, 1], "channels": [8, 8, 8, 8]})
-            >>> ResNetModel(config, rngs=js.Rngs(params=0)).eval()(
-            ...     jnp.ones((2, 3, 32, 32))).shape
+            >>> model = ResNetModel(config, rngs=js.Rngs(params=0)).eval()
+            >>> forward = js.jit(lambda model, pixels: model(pixels))  # one compiled program
+            >>> forward(model, jnp.ones((2, 3, 32, 32))).shape
             (2, 10)
         """
         return self.forward_head(self.forward_features(pixel_values))
