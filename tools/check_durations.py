@@ -19,8 +19,8 @@ for an idle machine. A loaded one stretches every test alike, so each suite's li
 multiplied by its load factor: the median, over its tests, of the 1-minute load average per
 CPU read after each test, and never below 1 (an idle machine, or one busy with the suite
 alone, gets the limits as written). ``--no-scale`` checks against the limits as written.
-``--report-only`` prints the same report and problems but exits 0 (test:all's last step, until
-the default run fits). ``--clear`` deletes the JSON files (test:all's first step: no stale
+``--report-only`` prints the same report and problems but exits 0 (to read the report of a
+partial run). ``--clear`` deletes the JSON files (test:all's first step: no stale
 suite is counted).
 
 The numbers live here and in docs/contributing.md (a test checks that the two agree).
@@ -149,7 +149,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--report-only",
         action="store_true",
-        help="print the problems and the report but exit 0 (test:all until its suite fits)",
+        help="print the problems and the report but exit 0",
     )
     args = parser.parse_args(argv)
     paths = args.paths or [DEFAULT_DIR]
