@@ -87,6 +87,16 @@ def test_forward_mode_works(fused_backward):
     plus, minus = model(x + eps * dx), model(x - eps * dx)
     np.testing.assert_allclose(dseq, (plus[0] - minus[0]) / (2 * eps), atol=2e-3)
     np.testing.assert_allclose(dc, (plus[1][1] - minus[1][1]) / (2 * eps), atol=2e-3)
+
+
+# jacfwd and hessian take the scan path jax.jvp takes in test_forward_mode_works (default run);
+# hessian's nested case (a JVP tracer under a linearize tracer) is test_forward_mode_detection's.
+# Eagerly they compile 56 programs beyond the jvp's (most of the 12 s test_forward_mode_works
+# took with them), so they run in the full tier.
+@pytest.mark.slow
+@pytest.mark.parametrize("fused_backward", [True, False])
+def test_jacfwd_and_hessian_work(fused_backward):
+    model, x = _make(fused_backward=fused_backward), _x()
     # jacfwd with respect to the parameters, and hessian (forward over reverse)
     graphdef, params = js.split(model)
     jac = jax.jacfwd(lambda p: js.merge(graphdef, p)(x[:1, :3])[1][0].sum())(params)

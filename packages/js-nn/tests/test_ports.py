@@ -148,6 +148,10 @@ def _reset(pair):
     return model, t_model
 
 
+# ~9 s on an idle 2-core machine (compiling the training step): full tier only. ResNet-18's
+# training step against torch's stays in the default run through js-train's
+# test_ports_lockstep.py::test_resnet18_adam_lockstep (these helpers, Adam in lockstep).
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_resnet18_matches_pytorch(resnet_pair, mode):
     model, t_model = _reset(resnet_pair)
@@ -497,6 +501,7 @@ def test_transformer_classifier_matches_pytorch(mode):
 
 
 @NESTED
+@pytest.mark.slow  # ~6 s idle; the classifier's outputs and gradients: the test above
 def test_transformer_classifier_fast_path_and_dropout_shapes():
     model, t_model = _classifier_pair(dropout=0.3)
     tokens, pad = _padded_tokens(1)
@@ -540,15 +545,16 @@ def test_report_port_differences(capsys):
                 print(f"{port:<22} {what:<32} {value:.2e}")
 
 
+# The 1-D pools run the 2-D ones' code (js.nn._pool_ops.max_pool and avg_pool for any rank):
+# the full tier's.
 @pytest.mark.parametrize(
     "layer, shape",
     [
-        (nn.MaxPool2d(3, 2, 1), (2, 3, 8, 8)),
-        (nn.AvgPool2d(3, 2, 1), (2, 3, 8, 8)),
-        (nn.MaxPool1d(3, 2, 1), (2, 3, 8)),
-        (nn.AvgPool1d(3, 2, 1), (2, 3, 8)),
+        pytest.param(nn.MaxPool2d(3, 2, 1), (2, 3, 8, 8), id="MaxPool2d"),
+        pytest.param(nn.AvgPool2d(3, 2, 1), (2, 3, 8, 8), id="AvgPool2d"),
+        pytest.param(nn.MaxPool1d(3, 2, 1), (2, 3, 8), id="MaxPool1d", marks=pytest.mark.slow),
+        pytest.param(nn.AvgPool1d(3, 2, 1), (2, 3, 8), id="AvgPool1d", marks=pytest.mark.slow),
     ],
-    ids=["MaxPool2d", "AvgPool2d", "MaxPool1d", "AvgPool1d"],
 )
 def test_padded_pools_differentiate_under_jit(layer, shape):
     # The ResNet stem found it: reduce_window with a traced init value has no gradient.

@@ -166,9 +166,11 @@ def _check_against_torch(cls, kwargs, layers, batch_first, lengths=None):
         (RNN, {"nonlinearity": "relu"}, 2, False),
         (LSTM, {}, 2, True),
         (LSTM, {"fused_backward": False}, 2, False),
-        (LSTM, {}, 1, False),
+        # LSTM's and GRU's one time-major layer: each cell's two layers and the time-major
+        # layout are above, every combination in the full tier's test below
+        pytest.param(LSTM, {}, 1, False, marks=pytest.mark.slow),
         (GRU, {}, 2, True),
-        (GRU, {}, 1, False),
+        pytest.param(GRU, {}, 1, False, marks=pytest.mark.slow),
     ],
 )
 def test_matches_pytorch(cls, kwargs, layers, batch_first):
@@ -254,7 +256,9 @@ def test_load_weights_torch_layout_loads_a_torch_file_strictly(tmp_path):
 # -- dropout, js.jit, the fused LSTM backward, refusals ---------------------------------------
 
 
-@pytest.mark.parametrize("cls", [RNN, LSTM])
+# The dropout between layers is one code path for every cell: LSTM's (h, c) here, RNN's in the
+# full tier.
+@pytest.mark.parametrize("cls", [pytest.param(RNN, marks=pytest.mark.slow), LSTM])
 def test_dropout_acts_on_the_concatenated_output_between_layers(cls):
     model = cls(IN, H, 2, dropout=1.0, bidirectional=True, rngs=js.Rngs(params=0))
     x, state = _x(), _state(cls, 2)
@@ -288,7 +292,9 @@ def test_dropout_half_differs_from_evaluation_and_follows_the_key():
     np.testing.assert_allclose(h_a[:2], h_e[:2], atol=1e-6)  # layer 0 sees no dropout
 
 
-@pytest.mark.parametrize("cls", [LSTM, GRU])
+# GRU under js.jit with lengths: test_recurrent_options.py's
+# test_gru_under_jit_with_lengths_matches_eager; both directions under js.jit: the LSTM case.
+@pytest.mark.parametrize("cls", [LSTM, pytest.param(GRU, marks=pytest.mark.slow)])
 def test_jit_matches_eager_with_and_without_lengths(cls):
     model = cls(IN, H, 2, batch_first=False, bidirectional=True, rngs=js.Rngs(params=0))
     x, state = _input(False), _state(cls, 2)

@@ -103,6 +103,7 @@ def test_one_loop_and_a_program_that_does_not_grow_with_depth():
     assert len(texts[12, True]) < len(texts[12, False]) / 2
 
 
+@pytest.mark.slow  # ~6 s idle (the unrolled 12-block step); remat's one-loop program: above
 def test_remat_halves_the_temporary_memory_of_a_12_block_step():
     x = _x((4, 64, 32))
     mask = _mask(64)
