@@ -367,9 +367,11 @@ class Optimizer(js.Object):
         hypers, at = [], 0
         for index, group in enumerate(self._host.groups):
             names = self._scalar_names[index]
-            vector = values[at] if names else None  # the group's numbers: put_scalars
-            h = {name: vector[i] for i, name in enumerate(names)}
-            at += 1 if names else 0
+            h = {}
+            if names:  # the group's numbers, one vector (put_scalars)
+                vector = values[at]
+                h = {name: vector[i] for i, name in enumerate(names)}
+                at += 1
             lr = group._values.get("lr")
             if callable(lr):
                 h["lr"] = jnp.asarray(lr(count), self._dtype)
