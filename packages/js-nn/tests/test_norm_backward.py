@@ -60,6 +60,7 @@ def test_running_statistics_are_unchanged_by_the_kernel():
     np.testing.assert_allclose(var, 0.5 + 0.5 * jnp.var(x, axes), rtol=1e-6)
 
 
+@pytest.mark.slow  # ~5 s idle, 8.7 s beside another suite; the fused backward: tests above
 def test_forward_mode_takes_the_autodiff_path():
     x, w, b, g = _arrays((4, 3, 5))
     fn = lambda x: F.batch_norm(x, None, None, w, b, training=True)[0]  # noqa: E731

@@ -60,7 +60,10 @@ def _mask(n=8):
     return jnp.tril(jnp.ones((n, n), bool))[None, None]
 
 
-@pytest.mark.parametrize("remat", [pytest.param(False, marks=pytest.mark.slow), True])
+# Both in the full tier (~6 s each idle, 9 s beside another suite): the default run keeps the
+# stack's per-layer values (test_buffers_are_threaded_per_layer) and its one-loop program.
+@pytest.mark.slow
+@pytest.mark.parametrize("remat", [False, True])
 def test_names_values_and_gradients_equal_the_unrolled_list(remat):
     unrolled = Net(p=0.1, rngs=js.Rngs(params=0))
     scanned = Net(p=0.1, rngs=js.Rngs(params=1), scanned=True, remat=remat)
