@@ -69,6 +69,40 @@ def test_first_train_call_does_not_recompile(data):
     assert "training" in vars(js.ModuleList())
 
 
+@pytest.mark.parametrize("placed", ["batch", "one weight"])
+def test_state_beside_a_committed_input_compiles_once(data, placed):
+    # jax.jit returns committed arrays when any input is committed, and being committed is part
+    # of its program key: uncommitted state would come back committed and compile a second time.
+    model = MLP(rngs=js.Rngs(params=0))
+    opt = SGD(model.parameters(), 0.1)
+    device = jax.devices()[0]
+    x, y = data
+    if placed == "batch":
+        x, y = jax.device_put((x, y), device)
+    else:
+        model.layers[0].bias.value = jax.device_put(model.layers[0].bias.value, device)
+    compiled = []
+
+    def on_event(event, seconds, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(event)
+
+    @js.jit
+    def step(model, opt, x, y):
+        loss, grads = js.value_and_grad(mse)(model, x, y)
+        opt.step(grads)
+        return loss
+
+    jax.monitoring.register_event_duration_secs_listener(on_event)
+    try:
+        losses = [float(step(model, opt, x, y)) for _ in range(3)]
+    finally:
+        jax.monitoring.unregister_event_duration_listener(on_event)
+    assert len(compiled) == 1
+    assert losses[2] < losses[0]
+    assert all(p.value.committed for p in model.parameters())
+
+
 def test_structural_edit_between_calls_takes_effect(data):
     rngs = js.Rngs(params=0)
     model = MLP(rngs=rngs)

@@ -62,6 +62,33 @@ def _all_tracked(objects: tuple) -> bool:
     return True
 
 
+def _commit_state(variables: list, dyn_args, dyn_kwargs) -> None:
+    """Place uncommitted state arrays where the call's committed inputs are, once, at binding.
+
+    ``jax.jit`` returns committed arrays when any input is committed, and an input's being
+    committed is part of the key of its compiled programs. State made on the default device
+    (uncommitted) beside a batch or a weight put on a device (committed) would come back
+    committed, and the second call, whose inputs differ from the first's in that alone, would
+    compile the same program again. Committing that state to the same device before the first
+    call makes the first call's inputs what every later call's are. State on a mesh has its
+    placement (``CallLayout.placement``) and is left alone, as is a call with nothing committed.
+    """
+    arrays = read(variables)
+    loose = [i for i, a in enumerate(arrays) if _concrete(a) and not a.committed]
+    if not loose:
+        return
+    inputs = (*arrays, *jax.tree.leaves((dyn_args, dyn_kwargs)))
+    placed = next((a for a in inputs if _concrete(a) and a.committed), None)
+    if placed is None or not isinstance(placed.sharding, jax.sharding.SingleDeviceSharding):
+        return
+    committed = jax.device_put([arrays[i] for i in loose], placed.sharding)
+    _drain(map(set_raw, [variables[i] for i in loose], committed))
+
+
+def _concrete(value) -> bool:
+    return isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer)
+
+
 def _stateful_paths(tree) -> list[str]:
     leaves = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_stateful)[0]
     return [jax.tree_util.keystr(path) for path, leaf in leaves if _is_stateful(leaf)]
@@ -402,6 +429,8 @@ class CompiledFunction(Generic[P, R]):
             ) from None
         if program is None:
             program = Program(self._fn, layout, self._donate)
+        if layout.placement is None:
+            _commit_state(variables, dyn_args, dyn_kwargs)
         if program.run is None:
             program.decide(read(variables), dyn_args, dyn_kwargs)
         self._programs[layout] = program
