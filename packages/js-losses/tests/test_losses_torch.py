@@ -1,5 +1,7 @@
 """Values and gradients against torch.nn.functional, to 1e-6, for every shared option."""
 
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -139,3 +141,5 @@ def test_regression(name, options, reduction):
 def test_torch_computes_on_one_thread_in_the_suites():
     # tools/pytest_torch.py, which pytest.ini loads: torch's second thread spun beside XLA's
     assert torch.get_num_threads() == 1
+    # and torch's lazily imported shape module (sympy, ~3 s) was imported at collection
+    assert "torch.fx.experimental.symbolic_shapes" in sys.modules

@@ -35,7 +35,8 @@ def _grads(model, x, state, lengths=None):
     def loss(params, x, state):
         return _weighted(js.merge(graphdef, params)(x, state, lengths))
 
-    g_params, g_x, g_state = jax.grad(loss, argnums=(0, 1, 2))(params, x, state)
+    # One program: eager, each op around the scans would compile on its own (4 s for three).
+    g_params, g_x, g_state = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(params, x, state)
     return {**flatten_state(g_params), "x": g_x, "h0": g_state[0], "c0": g_state[1]}
 
 
