@@ -66,8 +66,8 @@ def test_a_suite_within_its_budget_passes_and_lists_its_slowest_tests(tmp_path):
         test("a.py::long", 60.0, markers=["slow", "process"], children=["python3"]),  # full tier
         test("a.py::job", 20.0, markers=["process"], children=["python3", "python3"]),
     )
-    problems, report = check({"js-core": check_durations.read(tmp_path / "js-core.json")})
-    assert problems == []
+    problems, overruns, report = check({"js-core": check_durations.read(tmp_path / "js-core.json")})
+    assert problems == overruns == []
     assert "  js-core: 3 default-run tests, 25 s of test time, load factor 1.00" in report
     assert f"  process tests: 1, 20 s of the {PROCESS_BUDGET_S:g} s budget (load-scaled)" in report
     assert report[-3:] == [
@@ -96,13 +96,30 @@ def test_report_only_lists_the_same_problems_and_exits_0(tmp_path, run):
     code, out, err = run(tmp_path, "--report-only")
     assert code == 0
     assert err.startswith("check_durations: OVER BUDGET (reported only): t.py::slowpoke took 7.5 s")
-    assert out.startswith("check_durations: OVER BUDGET (reported only) with 1 problem(s)")
+    assert out.startswith("check_durations: OVER BUDGET (1 reported)")
+
+
+def test_full_reports_the_time_budgets_and_fails_on_an_unmarked_child(tmp_path, run):
+    # test:full: default tests ran beside the slow tier's jobs, so their times are reported
+    write(tmp_path, "js-nn", test("t.py::slowpoke", call=6.5, setup=1.0))
+    code, out, err = run(tmp_path, "--full")
+    assert code == 0
+    assert err.startswith(
+        "check_durations: OVER BUDGET (reported: test:full runs the default tests beside the "
+        "slow tier): t.py::slowpoke took 7.5 s"
+    )
+    assert out.startswith("check_durations: OVER BUDGET (1 reported) (docs/contributing.md)")
+    write(tmp_path, "tools", test("x.py::child", 0.5, markers=["slow"], children=["python3"]))
+    code, out, err = run(tmp_path, "--full")
+    assert code == 1
+    assert "check_durations: FAILED: x.py::child started 1 child Python process(es)" in err
+    assert out.startswith("check_durations: FAILED with 1 problem(s); OVER BUDGET (1 reported)")
 
 
 def test_a_module_fixture_counts_to_the_test_whose_setup_ran_it(tmp_path):
     slow_setup = test("m.py::first", call=0.1, setup=5.5)
-    problems, _ = check({"s": {"tests": [slow_setup, test("m.py::second", 0.1)]}})
-    assert [p.split(" took ")[0] for p in problems] == ["m.py::first"]
+    _, overruns, _ = check({"s": {"tests": [slow_setup, test("m.py::second", 0.1)]}})
+    assert [p.split(" took ")[0] for p in overruns] == ["m.py::first"]
 
 
 def test_a_test_starting_python_unmarked_is_refused_even_when_fast(tmp_path, run):
