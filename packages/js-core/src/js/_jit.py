@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import jax
+import jax.core  # jax.core.Tracer: pyright knows a submodule only once imported
 from flax import nnx
 
 from . import _hooks, _jax
