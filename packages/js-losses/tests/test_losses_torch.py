@@ -143,3 +143,35 @@ def test_torch_computes_on_one_thread_in_the_suites():
     assert torch.get_num_threads() == 1
     # and torch's lazily imported shape module (sympy, ~3 s) was imported at collection
     assert "torch.fx.experimental.symbolic_shapes" in sys.modules
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("ignore_index", [-100, -1, 2])
+def test_cross_entropy_ignore_index_is_torchs(reduction, ignore_index):
+    labels = np.where(np.arange(6) % 3 == 0, ignore_index, LABELS)
+    keyword = {} if ignore_index == -100 else {"ignore_index": ignore_index}  # -100: the default
+    for options in CE_OPTIONS:
+        t_options = {k: torch.tensor(v) if k == "weight" else v for k, v in options.items()}
+        compare(
+            lambda x, o=options: L.cross_entropy(
+                x, jnp.asarray(labels), reduction=reduction, **keyword, **o
+            ),
+            lambda x, o=t_options: F.cross_entropy(
+                x, torch.tensor(labels), reduction=reduction, **keyword, **o
+            ),
+            LOGITS,
+        )
+
+
+def test_cross_entropy_ignore_index_beside_a_mask_and_none():
+    labels = jnp.asarray(np.where(np.arange(6) % 3 == 0, -1, LABELS))
+    mask = jnp.asarray(np.arange(6) != 1)
+    both = L.cross_entropy(LOGITS, labels, ignore_index=-1, mask=mask, reduction="none")
+    kept = (np.arange(6) % 3 != 0) & (np.arange(6) != 1)
+    assert np.all(np.asarray(both)[~kept] == 0)
+    alone = L.cross_entropy(LOGITS[kept], labels[kept], reduction="none")
+    np.testing.assert_allclose(np.asarray(both)[kept], alone, rtol=1e-6)
+    # None: -1 is an out-of-range label again (NaN, where torch raises)
+    assert np.isnan(float(L.cross_entropy(LOGITS, labels, ignore_index=None)))
+    with pytest.raises(TypeError, match="cross_entropy: ignore_index must be an int, got 1.5"):
+        L.cross_entropy(LOGITS, labels, ignore_index=1.5)

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from js._checks import check_probability
+from js._checks import check_int, check_probability
 
 from ._reduce import check_mask, check_reduction, masked_inputs, prepare_pair, reduce
 
@@ -78,6 +78,7 @@ def cross_entropy(
     mask: ArrayLike | None = None,
     weight: ArrayLike | None = None,
     label_smoothing: float = 0.0,
+    ignore_index: int | None = -100,
 ) -> jax.Array:
     """Cross-entropy between raw ``logits`` and integer class labels, as PyTorch computes it.
 
@@ -87,10 +88,11 @@ def cross_entropy(
         loss = (1 - e) * w[t] * -p[t]  +  e * sum_c(w[c] * -p[c]) / C
 
     ``'mean'`` divides the sum by the summed ``w[t]`` of the kept elements (PyTorch's weighted
-    mean; the kept count without ``weight``). Differences from PyTorch: the class axis is
-    *last* by default (``axis=1`` gives PyTorch's layout); ``mask`` replaces ``ignore_index``
-    (``mask = target != ignore_index``) and an all-masked batch gives 0, not NaN; probability
-    targets are not accepted. Labels in ``[0, C)`` are a data precondition: where PyTorch
+    mean; the kept count without ``weight``). An element is kept when its label is not
+    ``ignore_index`` (PyTorch's keyword and default, -100) and, if given, ``mask`` is True
+    there. Differences from PyTorch: the class axis is *last* by default (``axis=1`` gives
+    PyTorch's layout); a batch with no element kept gives 0, not NaN; probability targets are
+    not accepted. Labels in ``[0, C)`` are a data precondition: where PyTorch
     raises for a label outside it (negative, or ``>= C``), a kept element gets a NaN loss and
     NaN gradients instead (a check cannot raise inside compiled code), so the reduced loss is
     NaN; negative labels never wrap around to a class. A masked label may be anything.
@@ -102,6 +104,8 @@ def cross_entropy(
         axis: the class axis of ``logits`` (default -1).
         reduction: ``'none'`` | ``'sum'`` | ``'mean'`` (default).
         mask: optional boolean array of ``target``'s shape; False elements are excluded.
+        ignore_index: a label whose elements are excluded, as ``mask=target != ignore_index``
+            (default -100, as PyTorch; None: no label is ignored).
         weight: optional per-class weights ``[C]``.
         label_smoothing: in ``[0, 1]``; mixes the target with the uniform distribution.
 
@@ -120,6 +124,9 @@ def cross_entropy(
     logits, target = _class_logits(logits, target, axis)
     weight = _class_weight(weight, logits.shape[-1], logits.dtype)
     mask = check_mask("cross_entropy", mask, target.shape)
+    if ignore_index is not None:
+        kept = target != check_int("cross_entropy", "ignore_index", ignore_index, minimum=None)
+        mask = kept if mask is None else mask & kept
     (logits,) = masked_inputs(mask, logits)  # a masked NaN/inf row gets a zero gradient
     num_classes = logits.shape[-1]
     # JAX indexing would wrap -C..-1 onto a real class and fill or clamp >= C; PyTorch raises.
