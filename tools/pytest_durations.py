@@ -8,8 +8,10 @@ tools/run_suite.py and the test steps of hatch.toml load it::
 Without ``--durations-json`` it records nothing. For every test it writes its node id, its
 outcome, the seconds of its setup, call and teardown phases (pytest's own timings: a
 module-scoped fixture is set up in the setup phase of the first test that uses it, and torn
-down in the teardown of the last), its markers, the machine's load while it ran (the 1-minute
-load average over the number of CPUs, read after the test) and the child processes it started:
+down in the teardown of the last), the CPU seconds its process used over the three phases (all
+its threads, user and system: ``time.process_time``; a child's are not counted), its markers,
+the machine's load while it ran (the 1-minute load average over the number of CPUs, read after
+the test) and the child processes it started:
 the program name of each ``subprocess`` child and ``multiprocessing`` spawn, and ``fork`` for
 each ``os.fork``. A test's children are those started between its setup and its teardown, from
 any thread.
@@ -87,6 +89,7 @@ class _Recorder:
         self.path = path
         self.tests: dict[str, dict] = {}
         self.started = time.time()
+        self.cpu_started = 0.0
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem) -> None:
@@ -99,6 +102,7 @@ class _Recorder:
             "call": 0.0,
             "teardown": 0.0,
         }
+        self.cpu_started = time.process_time()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         test = self.tests.get(report.nodeid)
@@ -108,6 +112,7 @@ class _Recorder:
         if report.outcome != "passed" and test["outcome"] == "passed":
             test["outcome"] = report.outcome
         if report.when == "teardown":
+            test["cpu"] = round(time.process_time() - self.cpu_started, 3)
             test["load"] = round(os.getloadavg()[0] / (os.cpu_count() or 1), 2)
             test["children"] = _children.pop(report.nodeid, [])
             _current[0] = None

@@ -17,8 +17,8 @@ import check_durations  # noqa: E402
 from check_durations import PROCESS_BUDGET_S, TEST_LIMIT_S, check, main  # noqa: E402
 
 
-def test(nodeid, call=0.1, markers=(), children=(), load=0.5, setup=0.0, teardown=0.0):
-    return {
+def test(nodeid, call=0.1, markers=(), children=(), load=0.5, setup=0.0, teardown=0.0, cpu=None):
+    record = {
         "nodeid": nodeid,
         "markers": list(markers),
         "outcome": "passed",
@@ -28,9 +28,16 @@ def test(nodeid, call=0.1, markers=(), children=(), load=0.5, setup=0.0, teardow
         "load": load,
         "children": list(children),
     }
+    return record if cpu is None else record | {"cpu": cpu}
 
 
 test.__test__ = False  # a record builder, not a test
+
+FIX = (
+    "Fix: make it faster (a smaller configuration, a module-scoped fixture), or mark it "
+    "@pytest.mark.slow (it then runs in `hatch run test:full` only); or, if it starts child "
+    f"processes, mark it @pytest.mark.process (counted against the {PROCESS_BUDGET_S:g} s budget)"
+)
 
 
 def write(folder: Path, suite: str, *tests: dict) -> Path:
@@ -89,6 +96,22 @@ def test_a_slow_unmarked_test_is_named_with_its_time_and_the_fix(tmp_path, run):
         f"@pytest.mark.process (counted against the {PROCESS_BUDGET_S:g} s budget)"
     ]
     assert out.startswith("check_durations: FAILED with 1 problem(s)")
+
+
+def test_cpu_time_is_the_measure_where_it_was_recorded(tmp_path, run):
+    # 7.8 s wall beside another suite, 3 s of its own computing: within the limit
+    write(tmp_path, "js-models", test("m.py::busy", call=7.8, cpu=3.0, load=1.6))
+    write(tmp_path, "js-nn", test("n.py::heavy", call=5.6, cpu=5.5, load=2.0))
+    write(tmp_path, "js-train", test("t.py::sleepy", call=6.0, cpu=0.2))
+    code, out, err = run(tmp_path)
+    assert code == 1
+    assert err.splitlines() == [
+        "check_durations: FAILED: n.py::heavy computed for 5.5 s of CPU (5.6 s wall: setup 0.0 "
+        "+ call 5.6 + teardown 0.0), over the 5 s a default-run test may take. " + FIX,
+        "check_durations: FAILED: t.py::sleepy waited 5.8 s (wall 6.0 s, CPU 0.2 s), over the "
+        "5 s a default-run test may take. " + FIX,
+    ]
+    assert "  js-models: 1 default-run tests, 8 s of test time, load factor 1.60" in out
 
 
 def test_report_only_lists_the_same_problems_and_exits_0(tmp_path, run):
@@ -197,6 +220,11 @@ def test_first(slow_fixture):
 def test_second(slow_fixture):
     pass
 
+def test_busy():
+    end = time.process_time() + 0.2
+    while time.process_time() < end:
+        pass
+
 @pytest.mark.slow
 def test_child():
     subprocess.run(["true"], check=True)
@@ -215,8 +243,9 @@ def test_the_plugin_records_phases_markers_and_children(tmp_path):
     args += ["-c", str(tmp_path / "pytest.ini"), "-p", "no:cacheprovider"]
     assert pytest.main(args) == 0
     tests = {t["nodeid"].split("::")[-1]: t for t in json.loads(out.read_text())["tests"]}
-    assert list(tests) == ["test_first", "test_second", "test_child"]
+    assert list(tests) == ["test_first", "test_second", "test_busy", "test_child"]
     assert tests["test_first"]["setup"] >= 0.3 > tests["test_second"]["setup"]
+    assert tests["test_first"]["cpu"] < 0.2 <= tests["test_busy"]["cpu"]  # a sleep is no CPU
     assert tests["test_child"]["markers"] == ["slow"]
     assert tests["test_child"]["children"] == ["true", "fork"]
     assert tests["test_first"]["children"] == [] and tests["test_first"]["load"] >= 0
