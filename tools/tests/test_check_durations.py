@@ -98,16 +98,19 @@ def test_a_slow_unmarked_test_is_named_with_its_time_and_the_fix(tmp_path, run):
     assert out.startswith("check_durations: FAILED with 1 problem(s)")
 
 
-def test_cpu_time_is_the_measure_where_it_was_recorded(tmp_path, run):
-    # 7.8 s wall beside another suite, 3 s of its own computing: within the limit
+def test_a_test_is_over_when_its_cpu_and_wall_times_both_are_or_when_it_waited(tmp_path, run):
+    # 7.8 s wall beside another suite, 3 s of its own computing: stretched, within the limit
     write(tmp_path, "js-models", test("m.py::busy", call=7.8, cpu=3.0, load=1.6))
-    write(tmp_path, "js-nn", test("n.py::heavy", call=5.6, cpu=5.5, load=2.0))
+    # 6.5 s of CPU (threads) in 6.8 s of wall at a load of 1.54: within the scaled wall limit
+    write(tmp_path, "docs", test("d.py::threads", call=6.8, cpu=6.5, load=1.54))
+    write(tmp_path, "js-nn", test("n.py::heavy", call=11.0, cpu=10.5, load=2.0))
     write(tmp_path, "js-train", test("t.py::sleepy", call=6.0, cpu=0.2))
     code, out, err = run(tmp_path)
     assert code == 1
     assert err.splitlines() == [
-        "check_durations: FAILED: n.py::heavy computed for 5.5 s of CPU (5.6 s wall: setup 0.0 "
-        "+ call 5.6 + teardown 0.0), over the 5 s a default-run test may take. " + FIX,
+        "check_durations: FAILED: n.py::heavy took 11.0 s (setup 0.0 + call 11.0 + teardown "
+        "0.0, 10.5 s of CPU), over the 5 s a default-run test may take (x2.00 for the "
+        "machine's load). " + FIX,
         "check_durations: FAILED: t.py::sleepy waited 5.8 s (wall 6.0 s, CPU 0.2 s), over the "
         "5 s a default-run test may take. " + FIX,
     ]
