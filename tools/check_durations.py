@@ -24,12 +24,13 @@ spinning ones too: a documentation page used 6.5 s of CPU in 6.8 s of wall time,
 factor of 1.54). So a test is over only when both say so. The load factor is the median,
 over its tests, of the 1-minute load average per CPU read after each test, and never below 1
 (an idle machine, or one busy with the suite alone, gets the limits as written).
-``--no-scale`` checks against the limits as written. ``--full`` is for a run that included the slow tier (``test:full``): there the default-run tests
-ran beside the slow tier's multi-process jobs, which load the machine in bursts the 1-minute
-load average does not follow (a 1.4 s test took 9 s), so their times say little about the
-default run. The two time budgets are then reported, not enforced; an unmarked child process
-still fails. ``--report-only`` prints the same report and problems but exits 0 (to read the
-report of a partial run). ``--clear`` deletes the JSON files (test:all's first step: no stale
+``--no-scale`` checks against the limits as written. ``--full`` is for a run that included
+the slow tier (``test:full``): there the default-run tests ran beside the slow tier's
+multi-process jobs, which load the machine in bursts the 1-minute load average does not
+follow (a 1.4 s test took 9 s), so their times say little about the default run. The two
+time budgets are then reported, not enforced; an unmarked child process still fails.
+``--report-only`` prints the same report and problems but exits 0 (to read the report of a
+partial run). ``--clear`` deletes the JSON files (test:all's first step: no stale
 suite is counted).
 
 The numbers live here and in docs/contributing.md (a test checks that the two agree).
