@@ -176,11 +176,11 @@ def main(argv=None) -> int:
     from . import _checkpoint, _lstm  # checkpoints: save/load time and peak RSS, a table of its own
 
     lstm_compile = []
-    if not only or any(pattern in "lstm" for pattern in only):
+    if selected("lstm"):
         lstm_compile = _lstm.compile_times(size["lstm"][0], size["lstm"][2], size["lstm_T"])
     checkpoints = (
         []
-        if only and not any(pattern in "checkpoint" for pattern in only)
+        if not selected("checkpoint")
         else _checkpoint.run(_checkpoint.SIZES["smoke" if args.smoke else "full"])
     )
     info = machine()

@@ -35,11 +35,11 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import jax
-import jax.core  # jax.core.Tracer: pyright knows a submodule only once imported
 from flax import nnx
 
 from . import _hooks, _jax
 from ._capture import check_no_captured_state
+from ._checks import sharding_of
 from ._flax import get_raw, set_raw, static_attributes
 from ._stateful import CallLayout, Static, lay_out, read, split_call
 from ._stateful import is_stateful as _is_stateful
@@ -74,20 +74,16 @@ def _commit_state(variables: list, dyn_args, dyn_kwargs) -> None:
     call makes the first call's inputs what every later call's are. State on a mesh has its
     placement (``CallLayout.placement``) and is left alone, as is a call with nothing committed.
     """
-    arrays = read(variables)
-    loose = [i for i, a in enumerate(arrays) if _concrete(a) and not a.committed]
+    arrays = read(variables)  # sharding_of: None for a tracer or a value that is no jax.Array
+    loose = [i for i, a in enumerate(arrays) if sharding_of(a) is not None and not a.committed]
     if not loose:
         return
     inputs = (*arrays, *jax.tree.leaves((dyn_args, dyn_kwargs)))
-    placed = next((a for a in inputs if _concrete(a) and a.committed), None)
+    placed = next((a for a in inputs if sharding_of(a) is not None and a.committed), None)
     if placed is None or not isinstance(placed.sharding, jax.sharding.SingleDeviceSharding):
         return
     committed = jax.device_put([arrays[i] for i in loose], placed.sharding)
     _drain(map(set_raw, [variables[i] for i in loose], committed))
-
-
-def _concrete(value) -> bool:
-    return isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer)
 
 
 def _stateful_paths(tree) -> list[str]:
