@@ -47,6 +47,38 @@ def test_the_normal_quantile_is_accurate_to_float64():
     np.testing.assert_allclose(_random.ndtri(p), want, rtol=2e-9)
 
 
+def _whole_array_normal(key, size, mean, std):
+    """The sampler's formula over the whole array at once, as js-nn 0.1 computed it."""
+    seed = np.random.SeedSequence(np.asarray(jax.random.key_data(key), np.uint32).tolist())
+    p = ((np.random.PCG64(seed).random_raw(size) >> np.uint64(11)) + 0.5) * 2.0**-53
+
+    def polyval(coefficients, x):
+        result = np.zeros_like(x)
+        for c in coefficients:
+            result = result * x + c
+        return result
+
+    tail = np.minimum(p, 1.0 - p)
+    q = np.sqrt(-2.0 * np.log(np.where(tail < _random._P_LOW, tail, 0.5)))
+    low = polyval(_random._C, q) / (polyval(_random._D, q) * q + 1.0)
+    r = (p - 0.5) ** 2
+    central = (p - 0.5) * polyval(_random._A, r) / (polyval(_random._B, r) * r + 1.0)
+    return mean + std * np.where(tail < _random._P_LOW, np.where(p < 0.5, low, -low), central)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_the_blocked_sampler_gives_the_whole_array_formulas_bits(dtype):
+    # blocks of 2**15 numbers, on several threads past 8 blocks: the same bits as before
+    key, size = jax.random.key(7), 9 * 2**15 + 5
+    want = _whole_array_normal(key, size, 0.1, 0.02).astype(np.dtype(dtype))
+    got = np.asarray(_random.normal(key, (size,), 0.1, 0.02, dtype))
+    assert got.tobytes() == want.tobytes()
+    seed = np.random.SeedSequence(np.asarray(jax.random.key_data(key), np.uint32).tolist())
+    unit = (np.random.PCG64(seed).random_raw(size) >> np.uint64(11)) * 2.0**-53
+    want = (-0.3 + (0.6 - -0.3) * unit).astype(np.dtype(dtype))
+    assert np.asarray(_random.uniform(key, (size,), -0.3, 0.6, dtype)).tobytes() == want.tobytes()
+
+
 def test_kaiming_and_xavier_follow_torch_formulas():
     fan_in, fan_out = 100 * 3, 400 * 3
     cases = [
