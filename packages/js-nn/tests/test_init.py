@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import statistics
@@ -66,10 +67,14 @@ def _whole_array_normal(key, size, mean, std):
     return mean + std * np.where(tail < _random._P_LOW, np.where(p < 0.5, low, -low), central)
 
 
+@pytest.mark.parametrize("cores", [1, 3])
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
-def test_the_blocked_sampler_gives_the_whole_array_formulas_bits(dtype):
-    # blocks of 2**15 numbers, on several threads past 8 blocks: the same bits as before
-    key, size = jax.random.key(7), 9 * 2**15 + 5
+def test_the_blocked_sampler_gives_the_whole_array_formulas_bits(dtype, cores, monkeypatch):
+    # blocks of 2**15 numbers; with 3 cores three threads each draw a stretch of the stream
+    # from their own advanced copy of the generator: the same bits as the whole array at once
+    monkeypatch.setattr(_random, "_cores", lambda: cores)
+    monkeypatch.setattr(_random, "_pool", functools.cache(_random._pool.__wrapped__))
+    key, size = jax.random.key(7), 13 * 2**15 + 5
     want = _whole_array_normal(key, size, 0.1, 0.02).astype(np.dtype(dtype))
     got = np.asarray(_random.normal(key, (size,), 0.1, 0.02, dtype))
     assert got.tobytes() == want.tobytes()
@@ -77,6 +82,8 @@ def test_the_blocked_sampler_gives_the_whole_array_formulas_bits(dtype):
     unit = (np.random.PCG64(seed).random_raw(size) >> np.uint64(11)) * 2.0**-53
     want = (-0.3 + (0.6 - -0.3) * unit).astype(np.dtype(dtype))
     assert np.asarray(_random.uniform(key, (size,), -0.3, 0.6, dtype)).tobytes() == want.tobytes()
+    standard = _random.standard_normal(key, (size,))
+    assert standard.tobytes() == _whole_array_normal(key, size, 0.0, 1.0).tobytes()
 
 
 def test_kaiming_and_xavier_follow_torch_formulas():

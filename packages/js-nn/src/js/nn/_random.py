@@ -65,22 +65,20 @@ def _generator(key) -> np.random.PCG64:
     )
 
 
-def _raw_words(key, size: int) -> np.ndarray:
-    """``size`` uint64 words from a PCG64 generator seeded with the key's data."""
-    return _generator(key).random_raw(size)
-
-
-# Values are computed in blocks of this many: the dozen passes of the quantile's formula then
-# run over arrays that stay in the CPU's cache (about 25 ns a number, against 170 ns over a
-# whole 40M-number embedding), and a block's arithmetic releases the GIL, so blocks run on
-# several threads. Each number's operations are the same as over the whole array: same bits.
+# Numbers are drawn and computed in blocks of this many: the dozen passes of the quantile's
+# formula then run over arrays that stay in the CPU's cache (about 15 ns a number, against 170
+# ns over a whole 40M-number embedding), and NumPy releases the GIL for each pass, so a long
+# draw runs on one thread per core. Each thread takes a stretch of blocks and its own copy of
+# the generator, advanced to the stretch's first word (PCG64's ``advance`` jumps in O(log n)):
+# every number comes from the same word, through the same operations, as over the whole array.
 _BLOCK = 1 << 15
 
 
 def _polyval(coefficients, x: np.ndarray, out: np.ndarray) -> np.ndarray:
     """Horner's rule into ``out``: ``((c0 * x + c1) * x + c2) ...``, in place."""
-    out.fill(coefficients[0])
-    for c in coefficients[1:]:
+    np.multiply(x, coefficients[0], out=out)  # the same product as c0 * x, one pass fewer
+    np.add(out, coefficients[1], out=out)
+    for c in coefficients[2:]:
         np.multiply(out, x, out=out)
         np.add(out, c, out=out)
     return out
@@ -109,29 +107,20 @@ def ndtri(p: np.ndarray) -> np.ndarray:
     """The standard normal quantile ``Phi^-1(p)`` for ``p`` in (0, 1), float64."""
     p = np.asarray(p, np.float64)
     out = np.empty_like(p)
-    flat, into = p.reshape(-1), out.reshape(-1)
-    _blocks(flat.size, lambda lo, hi: _ndtri_into(flat[lo:hi], into[lo:hi]))
+    _ndtri_into(p.reshape(-1), out.reshape(-1))
     return out
-
-
-def _blocks(size: int, work) -> None:
-    """Call ``work(lo, hi)`` for each block of ``range(size)``, on several threads if large."""
-    bounds = [(lo, min(lo + _BLOCK, size)) for lo in range(0, size, _BLOCK)]
-    if len(bounds) < 8:
-        for lo, hi in bounds:
-            work(lo, hi)
-        return
-    list(_pool().map(lambda bound: work(*bound), bounds))
 
 
 @functools.cache
 def _pool() -> concurrent.futures.ThreadPoolExecutor:
     """One thread per core this process may use (as torch's initialisation uses them)."""
+    return concurrent.futures.ThreadPoolExecutor(_cores(), "js-init")
+
+
+def _cores() -> int:
     if hasattr(os, "sched_getaffinity"):
-        cores = len(os.sched_getaffinity(0))
-    else:
-        cores = os.cpu_count() or 1
-    return concurrent.futures.ThreadPoolExecutor(cores, "js-init")
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 # A forked child has none of its parent's threads: it builds its own pool on first use.
@@ -144,17 +133,36 @@ def _open_unit(words: np.ndarray) -> np.ndarray:
     return ((words >> np.uint64(11)) + 0.5) * 2.0**-53
 
 
-def _to_device(values: np.ndarray, dtype, sharding) -> jax.Array:
-    # jax.device_put compiles nothing (jnp.asarray does); casting here keeps float32 under x64.
-    return jax.device_put(np.asarray(values, np.float64).astype(np.dtype(dtype)), sharding)
+def _computed(key, shape: Shape, dtype, values) -> np.ndarray:
+    """``values(words)`` (float64) over the key's ``prod(shape)`` words, cast into ``dtype``.
 
+    The words are PCG64's, seeded with the key's data; ``values`` sees them a block at a time
+    and must compute each number from its own word alone (every formula here does).
+    """
+    size = math.prod(shape)
+    out = np.empty(size, np.dtype(dtype))
+    first = _generator(key)
+    state = first.state  # read before any thread draws from ``first``
 
-def _drawn(key, shape: Shape, dtype, sharding, values) -> jax.Array:
-    """``values(words) -> float64`` over a key's words, block by block, cast into ``dtype``."""
-    words = _raw_words(key, math.prod(shape))
-    out = np.empty(words.size, np.dtype(dtype))
-    _blocks(words.size, lambda lo, hi: out.__setitem__(slice(lo, hi), values(words[lo:hi])))
-    return jax.device_put(out.reshape(shape), sharding)
+    def stretch(lo: int, hi: int) -> None:
+        generator = first
+        if lo:
+            generator = np.random.PCG64()
+            generator.state = state
+            generator.advance(lo)
+        for at in range(lo, hi, _BLOCK):
+            end = min(at + _BLOCK, hi)
+            out[at:end] = values(generator.random_raw(end - at))
+
+    blocks = -(-size // _BLOCK)
+    threads = min(_cores(), blocks // 4)  # below 4 blocks a thread, one thread does it
+    if threads < 2:
+        stretch(0, size)
+    else:
+        per = -(-blocks // threads) * _BLOCK
+        bounds = [(lo, min(lo + per, size)) for lo in range(0, size, per)]
+        list(_pool().map(lambda bound: stretch(*bound), bounds))
+    return out.reshape(shape)
 
 
 def uniform(key, shape: Shape, low: float, high: float, dtype=jnp.float32, sharding=None):
@@ -165,25 +173,28 @@ def uniform(key, shape: Shape, low: float, high: float, dtype=jnp.float32, shard
     def values(words):
         return low + (high - low) * ((words >> np.uint64(11)) * 2.0**-53)  # [0, 1)
 
-    return _drawn(key, shape, dtype, sharding, values)
+    return jax.device_put(_computed(key, shape, dtype, values), sharding)
+
+
+def _normal_values(mean: float, std: float):
+    def values(words):
+        unit = _open_unit(words)
+        _ndtri_into(unit, unit)  # in place: each block reads p before it writes out
+        return mean + std * unit
+
+    return values
 
 
 def normal(key, shape: Shape, mean=0.0, std=1.0, dtype=jnp.float32, sharding=None):
     """``N(mean, std^2)`` of ``shape`` and ``dtype`` from a JAX key (inverse-CDF method)."""
     if _is_traced(key):
         return mean + std * jax.random.normal(key, shape, dtype)
-
-    def values(words):
-        unit = _open_unit(words)
-        _ndtri_into(unit, unit)  # in place: each block reads p before it writes out
-        return mean + std * unit
-
-    return _drawn(key, shape, dtype, sharding, values)
+    return jax.device_put(_computed(key, shape, dtype, _normal_values(mean, std)), sharding)
 
 
 def standard_normal(key, shape: Shape) -> np.ndarray:
     """``N(0, 1)`` float64 NumPy values of ``shape`` from a concrete JAX key."""
-    return ndtri(_open_unit(_raw_words(key, math.prod(shape)))).reshape(shape)
+    return _computed(key, shape, np.float64, _normal_values(0.0, 1.0))
 
 
 def _phi(x: float) -> float:
@@ -197,9 +208,13 @@ def truncated_normal(key, shape: Shape, mean, std, a, b, dtype=jnp.float32, shar
         return mean + std * jax.random.truncated_normal(key, lo, hi, shape, dtype)
     # torch's method: uniform between the bounds' CDFs, mapped through the normal quantile.
     p_lo, p_hi = _phi((a - mean) / std), _phi((b - mean) / std)
-    p = p_lo + (p_hi - p_lo) * _open_unit(_raw_words(key, math.prod(shape)))
-    values = mean + std * ndtri(np.clip(p, 2.0**-60, 1.0 - 2.0**-53))
-    return _to_device(np.clip(values, a, b).reshape(shape), dtype, sharding)
+
+    def values(words):
+        p = np.clip(p_lo + (p_hi - p_lo) * _open_unit(words), 2.0**-60, 1.0 - 2.0**-53)
+        _ndtri_into(p, p)
+        return np.clip(mean + std * p, a, b)
+
+    return jax.device_put(_computed(key, shape, dtype, values), sharding)
 
 
 def zeros(shape: Shape, dtype=jnp.float32) -> jax.Array:
