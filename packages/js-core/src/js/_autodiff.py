@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from typing import Any
 
+import flax.errors
 import jax
 from flax import nnx
 
 from . import _hooks
 from ._stateful import lay_out_call, read, write_back
 from ._variables import Parameter
+
+# flax's TraceContextError when a Variable made outside a transform is changed inside it
+# (variablelib.Variable._check_can_update, flax 0.12): the Variable's type name after "mutate".
+# The RNG state types name the case of a draw from an Rngs the function does not take.
+_RNG_MUTATION = re.compile(
+    rf"Cannot mutate ({'|'.join(t.__name__ for t in (nnx.RngCount, nnx.RngKey))}) "
+    "from a different trace level"
+)
 
 
 def _check_module(transform: str, module) -> None:
@@ -60,7 +70,21 @@ def _differentiate(fn, has_aux: bool, transform: str):
         leaves = read(variables)
         diff = [x for x, w in zip(leaves, wrt, strict=True) if w]
         rest = [x for x, w in zip(leaves, wrt, strict=True) if not w]
-        (loss, (aux, updated)), grads = jax.value_and_grad(pure, has_aux=True)(diff, rest)
+        try:
+            (loss, (aux, updated)), grads = jax.value_and_grad(pure, has_aux=True)(diff, rest)
+        except flax.errors.TraceContextError as error:
+            drawn = _RNG_MUTATION.match(str(error))  # other TraceContextErrors: as they are
+            if drawn is None:
+                raise
+            raise TypeError(
+                f"js.{transform}: {getattr(fn, '__qualname__', fn)} draws from a js.Rngs that is "
+                "not one of its arguments (it closes over it, or over an object holding it); a "
+                "draw advances the stream's counter, and state that the differentiated function "
+                f"does not take cannot change inside the transform (flax: {drawn[0]}). Fix: pass "
+                f"the Rngs as an argument, js.{transform}(loss)(model, rngs, x) with "
+                "def loss(model, rngs, x): ... model(x, rngs=rngs); its counter then advances in "
+                "place."
+            ) from error
         write_back(variables, updated, keep=wrt)  # the Parameters themselves are not changed
         aux = _hooks.finish(aux, (module, *args), kwargs, f"js.{transform}")  # call the hooks
         paths = [p[1:] for p, w in zip(layout.paths, wrt, strict=True) if w]
@@ -76,10 +100,10 @@ def value_and_grad(
 
     Differentiates the trainable Parameters of the first argument only (not its Buffers, not
     RNG counters, not Parameters with ``requires_grad=False``); later arguments, a ``js.Rngs``
-    or another module among them, pass through and are updated in place. ``grads`` is an NNX
-    state of arrays keyed by the module's trainable Parameter paths. With ``has_aux=True``
-    ``fn`` returns ``(loss, aux)`` and the result is
-    ``((loss, aux), grads)``.
+    or another module among them, pass through and are updated in place (an Rngs that ``fn``
+    draws from must be one of them: one it closes over is refused with a TypeError).
+    ``grads`` is an NNX state of arrays keyed by the module's trainable Parameter paths. With
+    ``has_aux=True`` ``fn`` returns ``(loss, aux)`` and the result is ``((loss, aux), grads)``.
     """
     if fn is None:
         return functools.partial(value_and_grad, has_aux=has_aux)

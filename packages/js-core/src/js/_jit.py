@@ -12,7 +12,11 @@ build the key, read those variables' arrays, run the compiled program (a ``jax.j
 lists and arrays, dispatched on JAX's C++ path), and write the results back. Any attribute
 assignment on a js object (a structural edit, ``train()``/``eval()``) moves the global structure
 epoch; the next call then re-flattens, and compiles anew if the graph definition changed.
-Nothing walks the object graph while the structure stays the same.
+Nothing walks the object graph while the structure stays the same. Static attributes (ints,
+strings, tuples, a frozen dataclass config) are part of the graph definition and select the
+program by hash and equality; one that can change without such an assignment (a dataclass
+config declared ``unsafe_hash=True``, whose fields a model may assign) is compared on each call
+with its fields at binding, and a change binds the call anew, compiling for the new fields.
 
 The call is laid out by ``_stateful`` (shared with ``js.grad`` and ``js.scan_steps``); each
 ``CallLayout`` has one :class:`Program` record (trace, kind, compiled program), so other objects
@@ -28,6 +32,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import copy
+import dataclasses
 import functools
 import inspect
 import weakref
@@ -53,14 +59,6 @@ _WATCHERS: list[list[tuple[Any, tuple, dict]]] = []
 
 # Runs an iterator to its end in C (the write-back's map of setters): one deque, reused.
 _drain = collections.deque(maxlen=0).extend
-
-
-def _all_tracked(objects: tuple) -> bool:
-    """Whether every graph node's structural edits move the structure epoch."""
-    for _, node in nnx.iter_graph(objects):
-        if isinstance(node, nnx.Pytree) and not isinstance(node, (_Tracked, nnx.RngStream)):
-            return False
-    return True
 
 
 def _commit_state(variables: list, dyn_args, dyn_kwargs) -> None:
@@ -91,25 +89,124 @@ def _stateful_paths(tree) -> list[str]:
     return [jax.tree_util.keystr(path) for path, leaf in leaves if _is_stateful(leaf)]
 
 
-def _unhashable_attribute(objects: tuple) -> str | None:
-    """Path and type of the first static attribute that cannot be hashed, if any."""
+def _is_dataclass_instance(value) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+def _unhashable_part(value, where: str) -> tuple[str, Any] | None:
+    """Path and value of the first part of ``value`` that cannot be hashed, if any.
+
+    Looks inside what hashes by its parts (tuples, and dataclasses that declare a hash), so a
+    list in a frozen config is named (``'config.sizes'``), not the config.
+    """
+    try:
+        hash(value)
+    except TypeError:
+        pass
+    else:
+        return None
+    if _is_dataclass_instance(value) and type(value).__hash__ is not None:
+        parts = [
+            (f"{where}.{field.name}", getattr(value, field.name))
+            for field in dataclasses.fields(value)
+            if (field.compare if field.hash is None else field.hash)
+        ]
+    elif isinstance(value, tuple):
+        parts = [(f"{where}[{i}]", item) for i, item in enumerate(value)]
+    else:
+        parts = []
+    for part_where, part in parts:
+        found = _unhashable_part(part, part_where)
+        if found is not None:
+            return found
+    return where, value
+
+
+def _hashable_fix(value) -> str:
+    """How to make ``value`` hashable, for the Fix: of an error."""
+    name = type(value).__name__
+    if _is_dataclass_instance(value) and type(value).__hash__ is None:
+        return (
+            f"declare {name} with @dataclass(frozen=True) (a plain @dataclass sets __hash__ to "
+            "None), or with @dataclass(unsafe_hash=True) if the model assigns to its fields (a "
+            "change between calls then compiles anew)"
+        )
+    if isinstance(value, list):
+        return "use a tuple instead of a list"
+    if isinstance(value, (set, dict)):
+        return f"use a {'frozenset' if isinstance(value, set) else 'tuple of pairs'} instead"
+    return f"give {name} a __hash__ consistent with its __eq__"
+
+
+def _unhashable_attribute(objects: tuple) -> tuple[str, Any] | None:
+    """Path and value of the first static attribute (or part of one) that cannot be hashed."""
     for path, node in nnx.iter_graph(objects):
         if isinstance(node, nnx.Pytree):
             for name, value in static_attributes(node).items():
-                try:
-                    hash(value)
-                except TypeError:
-                    where = ".".join(map(str, (*path[1:], name)))
-                    return f"{where!r} (a {type(value).__name__})"
+                found = _unhashable_part(value, ".".join(map(str, (*path[1:], name))))
+                if found is not None:
+                    return found
     return None
 
 
 def _unhashable_static(key: tuple) -> TypeError:
-    statics = [entry.value for entry in key if isinstance(entry, Static)]
+    """The error of a call whose static arguments (in its split_call key) cannot be hashed."""
+    found, position, entries = None, 0, iter(key)
+    for entry in entries:
+        if isinstance(entry, str):  # a keyword argument's name, then its entry
+            where, entry = entry, next(entries)
+        else:
+            where, position = f"#{position}", position + 1
+        if isinstance(entry, Static):
+            found = found or _unhashable_part(entry.value, where)
+    assert found is not None, "only a Static entry of a key can fail to hash"
+    where, value = found
     return TypeError(
-        f"js.jit: a static argument is not hashable ({statics}); static arguments select "
-        "the compiled program. Fix: pass a tuple instead of a list, or make it traced."
+        f"js.jit: a static argument is not hashable: {where!r} (a {type(value).__name__}); "
+        f"static arguments select the compiled program. Fix: {_hashable_fix(value)}, or make "
+        "it traced."
     )
+
+
+def _changes_in_place(value) -> bool:
+    """Whether ``value`` (hashable, compared by its fields) can change without an assignment
+    on a js object: a dataclass that is not frozen and compares by value (``unsafe_hash=True``),
+    or one that holds such a dataclass."""
+    if _is_dataclass_instance(value):
+        params = type(value).__dataclass_params__  # frozen, eq: as given to @dataclass
+        if params.eq and not params.frozen:
+            return True
+        return any(_changes_in_place(getattr(value, f.name)) for f in dataclasses.fields(value))
+    return isinstance(value, tuple) and any(map(_changes_in_place, value))
+
+
+def _survey(objects: tuple) -> tuple[bool, tuple]:
+    """One walk of the object graph at binding: ``(tracked, watched)``.
+
+    ``tracked``: whether every graph node's structural edits move the structure epoch.
+    ``watched``: ``(value, copy)`` of each static attribute that can change in place (a
+    dataclass config declared ``unsafe_hash=True``): the call key holds objects by id, so a
+    call compares such a value with its deep copy from binding (by its own ``__eq__``, as the
+    layout compares it), and binds anew when they differ (the layout hashes the new fields,
+    so a program is compiled for them). A config shared by several modules is watched once.
+    """
+    tracked, watched = True, {}
+    for _, node in nnx.iter_graph(objects):
+        if isinstance(node, nnx.Pytree):
+            if not isinstance(node, (_Tracked, nnx.RngStream)):
+                tracked = False
+            for value in static_attributes(node).values():
+                if id(value) not in watched and _changes_in_place(value):
+                    watched[id(value)] = (value, copy.deepcopy(value))
+    return tracked, tuple(watched.values())
+
+
+def _changed(watched: tuple) -> bool:
+    """Whether a watched static attribute differs from its copy (see :func:`_survey`)."""
+    for value, at_binding in watched:
+        if value != at_binding:
+            return True
+    return False
 
 
 def _explain_aliasing(error, leaves, dyn_args, dyn_kwargs) -> None:
@@ -320,7 +417,7 @@ class _Binding:
     per call", gives what those cost a tiny step).
     """
 
-    __slots__ = ("refs", "epoch", "tracked", "variables", "program", "run", "call")
+    __slots__ = ("refs", "epoch", "tracked", "watched", "variables", "program", "run", "call")
 
     def attach(self, run) -> None:
         """Build the per-call step of ``run``, the program's current run."""
@@ -405,7 +502,11 @@ class CompiledFunction(Generic[P, R]):
             binding = self._bindings.get(key)
         except TypeError:
             raise _unhashable_static(key) from None
-        if binding is None or binding.epoch != STRUCTURE_EPOCH.value:
+        if (
+            binding is None
+            or binding.epoch != STRUCTURE_EPOCH.value
+            or (binding.watched and _changed(binding.watched))  # a config's field changed
+        ):
             binding = self._bind(key, objects, dyn_args, dyn_kwargs)
         return binding
 
@@ -416,13 +517,15 @@ class CompiledFunction(Generic[P, R]):
         try:
             program = self._programs.get(layout)
         except TypeError:  # a static attribute of the objects is unhashable
-            where = _unhashable_attribute(tuple(objects))
-            if where is None:
+            found = _unhashable_attribute(tuple(objects))
+            if found is None:
                 raise
+            where, value = found
+            arrays = " (or hold arrays in a js.Buffer)" if isinstance(value, list) else ""
             raise TypeError(
-                f"js.jit: the static attribute {where} is not hashable, and static attributes "
-                "select the compiled program. Fix: store a tuple instead of a list (or hold "
-                "arrays in a js.Buffer)."
+                f"js.jit: the static attribute {where!r} (a {type(value).__name__}) is not "
+                "hashable, and static attributes select the compiled program. Fix: "
+                f"{_hashable_fix(value)}{arrays}."
             ) from None
         if program is None:
             program = Program(self._fn, layout, self._donate)
@@ -432,7 +535,7 @@ class CompiledFunction(Generic[P, R]):
             program.decide(read(variables), dyn_args, dyn_kwargs)
         self._programs[layout] = program
         binding = _Binding()
-        binding.tracked = _all_tracked(tuple(objects))
+        binding.tracked, binding.watched = _survey(tuple(objects))
         binding.epoch = STRUCTURE_EPOCH.value if binding.tracked else None
         binding.variables = variables
         binding.program = program
@@ -525,7 +628,9 @@ def jit(
             deliberately frozen into the program. Any other such read is refused with an error.
 
     Returns a callable with ``fn``'s signature. A change of structure or of train/eval mode
-    between calls compiles a new program on the next call. Its ``.lower(*args, **kwargs)``
+    between calls compiles a new program on the next call, as does a new value of a static
+    attribute (a dataclass config must be hashable: ``@dataclass(frozen=True)``, or
+    ``unsafe_hash=True`` when its fields are assigned). Its ``.lower(*args, **kwargs)``
     returns JAX's ``jax.stages.Lowered`` of the program such a call would run, without running
     it (``.compile().cost_analysis()``, ``.memory_analysis()``).
 
