@@ -8,6 +8,7 @@ import pytest
 from optim_models import MLP, Linear, batch, mse
 
 import js
+from js._checks import flatten_state
 from js.optim import SGD, Adam
 
 torch = pytest.importorskip("torch")
@@ -135,17 +136,38 @@ def test_parameters_not_in_the_gradients_are_refused():
         lone.step(grads)  # the other three gradients belong to no parameter
 
 
-def test_twin_submodules_are_refused_with_the_fix():
+def test_twin_submodules_step_by_identity_and_by_paths_are_refused_with_the_fix():
+    # js.value_and_grad's gradients know their Parameters: twin submodules in two groups, or
+    # same-shaped Parameters in a list, each get their own gradient, as in torch
     model = Stack()
-    opt = SGD([{"params": model.first.parameters()}, {"params": model.second.parameters()}])
-    x = jnp.ones((2, 4))
-    grads = js.value_and_grad(lambda m, x: jnp.sum(m(x)))(model, x)[1]
+    opt = SGD(
+        [{"params": model.first.parameters()}, {"params": model.second.parameters(), "lr": 0}],
+        lr=0.5,
+    )
+    x = jnp.arange(8.0).reshape(2, 4)
+    grads = js.value_and_grad(lambda m, x: jnp.sum(m(x) ** 2))(model, x)[1]
+    flat = flatten_state(grads)
+    before = {k: np.asarray(v) for k, v in model.state_dict().items()}
+    opt.step(grads)
+    np.testing.assert_allclose(
+        model.first.weight.value, before["first.weight"] - 0.5 * flat["first.weight"], rtol=1e-6
+    )
+    np.testing.assert_array_equal(model.second.weight.value, before["second.weight"])  # lr 0
+    listed = SGD([{"params": list(model.parameters())[::-1]}], lr=0.5)  # shapes repeat
+    grads = js.value_and_grad(lambda m, x: jnp.sum(m(x) ** 2))(model, x)[1]
+    flat = flatten_state(grads)
+    before = {k: np.asarray(v) for k, v in model.state_dict().items()}
+    listed.step(grads)
+    for path, p in model.named_parameters():
+        np.testing.assert_allclose(p.value, before[path] - 0.5 * flat[path], rtol=1e-6)
+    # gradients that do not come from js.value_and_grad (a dict, a jax.tree.map of them) have
+    # only their paths: twins are refused, naming the fix
     with pytest.raises(
         ValueError,
         match=r"more than one way to place the groups' paths: param_groups\[0\] under 'first\.' "
         r"or 'second\.'.*Fix: .*named_parameters\(\)",
     ):
-        opt.step(grads)
+        opt.step(jax.tree.map(lambda g: g, grads))
     bare = SGD([{"params": [model.first.weight, model.second.weight]}])
     with pytest.raises(ValueError, match=r"have the shape \[4, 4\].*cannot be told"):
         bare.step({"first.weight": jnp.ones((4, 4)), "second.weight": jnp.ones((4, 4))})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,28 @@ _RNG_MUTATION = re.compile(
     rf"Cannot mutate ({'|'.join(t.__name__ for t in (nnx.RngCount, nnx.RngKey))}) "
     "from a different trace level"
 )
+
+
+# Which Parameter each gradient belongs to, for the gradient states this module returned:
+# id(state) -> (a weak reference to the state, {id(Parameter): its dotted path in the state}).
+# A tied Parameter has one gradient under one of its paths; an optimizer holding the Parameter
+# finds it here whatever path it knows it by, as torch finds ``p.grad`` on the Parameter itself.
+_OWNERS: dict[int, tuple[weakref.ref, dict[int, str]]] = {}
+
+
+def gradient_owners(grads) -> dict[int, str] | None:
+    """``{id(Parameter): path}`` for a gradient state ``js.value_and_grad``/``js.grad`` returned
+    (None for any other mapping, such as one rebuilt by ``jax.tree.map``). The ids are those of
+    the Parameters as they were differentiated: inside ``js.jit`` the ones of that trace."""
+    entry = _OWNERS.get(id(grads))
+    if entry is None or entry[0]() is not grads:
+        return None
+    return entry[1]
+
+
+def _own(grads, owners: dict[int, str]) -> None:
+    key = id(grads)
+    _OWNERS[key] = (weakref.ref(grads, lambda _: _OWNERS.pop(key, None)), owners)
 
 
 def _check_module(transform: str, module) -> None:
@@ -88,7 +111,10 @@ def _differentiate(fn, has_aux: bool, transform: str):
         write_back(variables, updated, keep=wrt)  # the Parameters themselves are not changed
         aux = _hooks.finish(aux, (module, *args), kwargs, f"js.{transform}")  # call the hooks
         paths = [p[1:] for p, w in zip(layout.paths, wrt, strict=True) if w]
-        return (loss, aux), nnx.from_flat_state(list(zip(paths, grads, strict=True)))
+        state = nnx.from_flat_state(list(zip(paths, grads, strict=True)))
+        owned = [v for v, w in zip(variables, wrt, strict=True) if w]
+        _own(state, {id(v): ".".join(map(str, p)) for v, p in zip(owned, paths, strict=True)})
+        return (loss, aux), state
 
     return run
 

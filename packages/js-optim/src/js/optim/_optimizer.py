@@ -30,7 +30,8 @@ from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
 import js
-from js._checks import sharding_of
+from js._autodiff import gradient_owners
+from js._checks import flatten_state, sharding_of
 
 from ._options import load_state, option_arrays, write_option
 from ._param_group import (
@@ -394,7 +395,12 @@ class Optimizer(js.Object):
         """Gradient arrays of the trainable parameters in order, after checking that ``grads``
         fits them (gradients of frozen parameters may be present and are ignored). Where the
         paths given do not find them (a submodule's selection, a list of Parameters), the
-        gradients' paths and shapes do (``_paths``)."""
+        gradients' paths and shapes do (``_paths``). Gradients from ``js.value_and_grad`` know
+        their Parameters: when they hold exactly this optimizer's trainable ones, each is found
+        by identity, whatever name its group gave it (a tied one, a list of Parameters)."""
+        found = self._owned(grads)
+        if found is not None:
+            return found
         if not self._search:
             try:
                 return self.params.match(grads, expect=self._trainable)
@@ -406,6 +412,19 @@ class Optimizer(js.Object):
         return search_gradients(
             type(self).__name__, grads, groups, self._sources, self._built, self._trainable, failed
         )
+
+    def _owned(self, grads) -> list[jax.Array] | None:
+        """The trainable Parameters' gradients by identity (None: ``grads`` do not say whose
+        they are, or do not hold exactly these Parameters: the paths decide, as before)."""
+        owners = gradient_owners(grads)
+        if owners is None:
+            return None
+        variables = self.params.variables
+        keys = [owners.get(id(variables[i])) for i, t in enumerate(self._trainable) if t]
+        if None in keys or set(keys) != set(owners.values()) or len(set(keys)) != len(keys):
+            return None
+        flat = flatten_state(grads)
+        return [flat[str(key)] for key in keys]
 
     def _check_params(self) -> bool:
         """Shapes and dtypes (static: free inside compiled code), then the devices of concrete
