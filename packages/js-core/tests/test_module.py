@@ -390,3 +390,11 @@ def test_incompatible_keys_is_a_named_pair_with_ignored_keys_beside_it():
     assert js.IncompatibleKeys([], []).ignored_keys == []
     for twin in (copy.copy(keys), copy.deepcopy(keys), pickle.loads(pickle.dumps(keys))):
         assert twin == keys and twin.ignored_keys == ["head.weight"]
+
+
+def test_numel_and_dim_as_torch_counts_them():
+    # nanoGPT's get_num_params and configure_optimizers: sum(p.numel() ...), p.dim() >= 2
+    weight, bias = js.Parameter(jnp.zeros((3, 4))), js.Parameter(jnp.zeros(4))
+    assert (weight.numel(), weight.dim(), bias.numel(), bias.dim()) == (12, 2, 4, 1)
+    assert js.Buffer(jnp.zeros(())).numel() == 1 and js.Buffer(jnp.zeros(())).dim() == 0
+    assert type(weight.numel()) is int and weight.size == 12  # JAX's names stay

@@ -233,6 +233,15 @@ class _ValueMixin(_VariableBase):
     def data(self, new_value) -> None:
         self.value = new_value
 
+    def numel(self) -> int:
+        """The number of elements: torch's ``Tensor.numel()`` (JAX's ``.size``, which a
+        variable also has), so that ``sum(p.numel() for p in model.parameters())`` ports."""
+        return int(self.get_raw_value().size)
+
+    def dim(self) -> int:
+        """The number of axes: torch's ``Tensor.dim()`` (JAX's ``.ndim``)."""
+        return int(self.get_raw_value().ndim)
+
     def __repr__(self) -> str:
         raw = self.get_raw_value()
         shape = list(getattr(raw, "shape", ()))
