@@ -17,8 +17,8 @@ process (so that no path finds another's compiled programs), all on the same cor
   nanogpt_torch.py``);
 - ``eager``: the port's ``generate``, as written (``nanogpt_port.py``): every operation runs
   eagerly, and is compiled again for each new sequence length;
-- ``fixed_buffer``: the same loop as one ``js.jit`` step over a ``[1, 256]`` buffer
-  (``nanogpt_fast.fixed_buffer_generate``);
+- ``fixed_buffer``: the same loop as one ``js.jit`` step over a ``[1, L]`` buffer, ``L`` the
+  next of 16, 32, 64, ... (``nanogpt_fast.fixed_buffer_generate``);
 - ``gpt2``: the port's weights in ``js.models.GPT2LMHeadModel`` (``nanogpt_fast.to_gpt2``, not
   timed), sampled by ``js.models.generate`` (prefill, then a cached decode loop).
 

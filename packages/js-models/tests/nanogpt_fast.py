@@ -18,7 +18,7 @@ import js.models
 
 @functools.partial(js.jit, static_argnames="top_k")
 def _next_token(model, buf, t, key, temperature, top_k):
-    """The token after ``buf[:, :t]``; ``buf`` is ``[B, block_size]``, padded on the right."""
+    """The token after ``buf[:, :t]``; ``buf`` is ``[B, L]``, padded on the right."""
     logits, _ = model(buf, buf)  # given targets, nanoGPT returns every position's logits
     logits = jax.lax.dynamic_index_in_dim(logits, t - 1, axis=1, keepdims=False)  # [B, V]
     logits = logits / temperature
@@ -30,17 +30,18 @@ def _next_token(model, buf, t, key, temperature, top_k):
 
 def fixed_buffer_generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, *, rngs):
     """nanoGPT's ``generate``, the same loop and the same cropping to ``block_size``, with the
-    model run by one compiled program for every length: the context sits in a ``[B,
-    block_size]`` buffer whose padding causal attention never lets the real positions see.
-    Each step runs the whole buffer (no cache); returns ``[B, T + max_new_tokens]`` NumPy ids."""
+    model run by one compiled program per buffer length: the context sits at the left of a
+    ``[B, L]`` buffer, ``L`` the next of 16, 32, 64, ... (at most ``block_size``), whose padding
+    causal attention never lets the real positions see. A few programs serve every length, and
+    a step costs a forward over ``L`` positions (no cache); returns ``[B, T + n]`` NumPy ids."""
     size = model.config.block_size
     idx = np.asarray(idx)
     for _ in range(max_new_tokens):
         window = idx[:, -size:]
-        buf = np.zeros((idx.shape[0], size), np.int32)
-        buf[:, : window.shape[1]] = window
-        key = rngs.next("sample")
-        token = _next_token(model, buf, np.int32(window.shape[1]), key, temperature, top_k)
+        t = window.shape[1]
+        buf = np.zeros((idx.shape[0], min(size, max(16, 1 << (t - 1).bit_length()))), np.int32)
+        buf[:, :t] = window
+        token = _next_token(model, buf, np.int32(t), rngs.next("sample"), temperature, top_k)
         idx = np.concatenate([idx, np.asarray(token)[:, None]], axis=1)
     return idx
 
