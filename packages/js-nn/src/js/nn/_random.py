@@ -204,29 +204,33 @@ def uniform(key, shape: Shape, low: float, high: float, dtype=jnp.float32, shard
     """``U(low, high)`` of ``shape`` and ``dtype`` from a JAX key, placed with ``sharding``."""
     if _is_traced(key):
         return jax.random.uniform(key, shape, dtype, low, high)
+    half = _half_words(dtype)
+
+    def values(words):  # [0, 1): 24 bits in float32 arithmetic, or 53 in float64
+        if not half:
+            return low + (high - low) * ((words >> np.uint64(11)) * 2.0**-53)
+        unit = _unit32(words, 24, 0.0)
+        unit *= np.float32(high - low)
+        unit += np.float32(low)
+        return unit
+
+    return jax.device_put(_computed(key, shape, dtype, values, half), sharding)
+
+
+def _normal_values(mean: float, std: float, half: bool):
+    """The normal's ``values(words)``: the quantile of 23-bit uniforms in float32 (``half``), or
+    of 53-bit ones in float64."""
 
     def values(words):
-        if _half_words(dtype):  # float32 arithmetic, 24-bit resolution
-            unit = _unit32(words, 24, 0.0)
-            unit *= np.float32(high - low)
-            unit += np.float32(low)
-            return unit
-        return low + (high - low) * ((words >> np.uint64(11)) * 2.0**-53)  # [0, 1)
-
-    return jax.device_put(_computed(key, shape, dtype, values, _half_words(dtype)), sharding)
-
-
-def _normal_values(mean: float, std: float, dtype=np.float64):
-    def values(words):
-        if _half_words(dtype):  # the same formula in float32, from 23-bit uniforms
-            unit = _unit32(words, 23, 0.5)
-            _ndtri_into(unit, unit)
-            unit *= np.float32(std)
-            unit += np.float32(mean)
-            return unit
-        unit = _open_unit(words)
-        _ndtri_into(unit, unit)  # in place: each block reads p before it writes out
-        return mean + std * unit
+        if not half:
+            unit = _open_unit(words)
+            _ndtri_into(unit, unit)  # in place: each block reads p before it writes out
+            return mean + std * unit
+        unit = _unit32(words, 23, 0.5)
+        _ndtri_into(unit, unit)
+        unit *= np.float32(std)
+        unit += np.float32(mean)
+        return unit
 
     return values
 
@@ -235,13 +239,14 @@ def normal(key, shape: Shape, mean=0.0, std=1.0, dtype=jnp.float32, sharding=Non
     """``N(mean, std^2)`` of ``shape`` and ``dtype`` from a JAX key (inverse-CDF method)."""
     if _is_traced(key):
         return mean + std * jax.random.normal(key, shape, dtype)
-    values = _normal_values(mean, std, dtype)
-    return jax.device_put(_computed(key, shape, dtype, values, _half_words(dtype)), sharding)
+    half = _half_words(dtype)
+    values = _normal_values(mean, std, half)
+    return jax.device_put(_computed(key, shape, dtype, values, half), sharding)
 
 
 def standard_normal(key, shape: Shape) -> np.ndarray:
     """``N(0, 1)`` float64 NumPy values of ``shape`` from a concrete JAX key."""
-    return _computed(key, shape, np.float64, _normal_values(0.0, 1.0), half=False)
+    return _computed(key, shape, np.float64, _normal_values(0.0, 1.0, half=False), half=False)
 
 
 def _phi(x: float) -> float:
