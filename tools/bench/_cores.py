@@ -8,7 +8,11 @@ thread count is then set to that number explicitly and recorded with the results
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 
 def available() -> list[int]:
@@ -50,3 +54,15 @@ def match_torch() -> int | None:
         return None
     torch.set_num_threads(len(available()))
     return torch.get_num_threads()
+
+
+def fresh_process(owner: str, script: str, *argv: str) -> dict:
+    """Run ``python -c script *argv`` from the repository root, on this process's cores (a child
+    inherits the affinity ``pin`` set), and return its last line of output, read as JSON."""
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-c", script, *argv], capture_output=True, text=True, cwd=root, check=False
+    )
+    if result.returncode != 0:
+        raise SystemExit(f"{owner}: a measurement failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])

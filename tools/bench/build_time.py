@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -149,19 +148,6 @@ print(json.dumps({"imports": t1 - t0, "build": t3 - t2, "parameters": int(count)
 """
 
 
-def _measure(script: str, config: dict) -> dict:
-    result = subprocess.run(
-        [sys.executable, "-c", script, json.dumps(config), str(ROOT)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise SystemExit(f"build_time: a measurement failed:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="build_time", description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -175,7 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     for round_ in range(args.rounds):
         order = ["js", "torch"] if round_ % 2 == 0 else ["torch", "js"]
         for name in order:
-            runs[name].append(_measure(_JS if name == "js" else _TORCH, config))
+            script = _JS if name == "js" else _TORCH
+            runs[name].append(
+                _cores.fresh_process("build_time", script, json.dumps(config), str(ROOT))
+            )
     ratios = [j["build"] / t["build"] for j, t in zip(runs["js"], runs["torch"], strict=True)]
     print(f"Building nanoGPT's GPT ({config}), {args.rounds} rounds, cores {cores}\n")
     print("| | parameters | imports (s) | build (s) |\n| --- | ---: | ---: | ---: |")

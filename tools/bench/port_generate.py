@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -93,13 +92,8 @@ print(json.dumps({"first_s": first, "warm_s": statistics.median(times)}))
 
 
 def _measure(path: str, config: dict, new: int, repeats: int) -> dict:
-    argv = [sys.executable, "-c", _CHILD, path, json.dumps(config), str(new), str(repeats)]
-    result = subprocess.run(
-        [*argv, str(ROOT)], capture_output=True, text=True, cwd=ROOT, check=False
-    )
-    if result.returncode != 0:
-        raise SystemExit(f"port_generate: the {path} child failed:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    argv = (path, json.dumps(config), str(new), str(repeats), str(ROOT))
+    return _cores.fresh_process(f"port_generate ({path})", _CHILD, *argv)
 
 
 def table(runs: dict[str, dict], new: int) -> str:
