@@ -27,7 +27,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -60,11 +60,38 @@ def bucket(n: int) -> int:
     return -(-n // 512) * 512
 
 
+@runtime_checkable
+class CausalLM(Protocol):
+    """The generation contract: what ``generate`` and ``stream`` call on a model. Every causal
+    language model of js.models meets it (the decoder skeleton's ``DecoderForCausalLM``), and a
+    model of your own that does generates too.
+
+    - ``make_cache(batch_size, max_length, *, dtype=None)``: a ``js.nn.KVCache`` with a layer
+      per attention layer (its key/value heads and head size), in ``dtype`` (None: the
+      model's).
+    - ``model(input_ids, attention_mask=None, *, cache=None, logits_to_keep=0)``: logits
+      ``[B, L, vocab]`` (the last ``logits_to_keep`` positions when it is > 0), storing the
+      tokens' keys and values in ``cache`` (``cache.begin`` once, ``cache.update`` per layer,
+      ``cache.mask`` to attend: the ``js.nn.KVCache`` protocol).
+    - optionally ``config.vocab_size`` / ``eos_token_id`` / ``pad_token_id`` and
+      ``max_positions()`` (learned positions), which ``generate`` checks and reads.
+    """
+
+    def make_cache(self, batch_size: int, max_length: int, *, dtype: Any = None) -> Any: ...
+
+    def __call__(
+        self,
+        input_ids: Any = None,
+        attention_mask: Any = None,
+        *,
+        cache: Any = None,
+        logits_to_keep: int = 0,
+    ) -> jax.Array: ...
+
+
 class GenerationMixin:
     """``model.generate(...)`` and ``model.stream(...)``: ``js.models.generate`` and
-    ``js.models.stream`` on this model. A model that generates also has ``make_cache(batch_size,
-    max_length, *, dtype=None) -> js.nn.KVCache`` and takes ``(input_ids, attention_mask=...,
-    cache=..., logits_to_keep=1)`` in its forward."""
+    ``js.models.stream`` on this model, which meets the ``CausalLM`` protocol."""
 
     def generate(self, input_ids: Any, **options: Any) -> jax.Array:
         """``js.models.generate(self, input_ids, **options)``."""
@@ -150,14 +177,14 @@ def _request(
     rngs: js.Rngs | None,
     cache_dtype: Any,
 ) -> _Request:
-    for method in ("make_cache", "__call__"):
-        if not callable(getattr(model, method, None)):
-            raise TypeError(
-                f"{OWNER}: {type(model).__name__} has no {method}(); generation needs a causal "
-                "language model with make_cache(batch_size, max_length, *, dtype) and a "
-                "forward taking (input_ids, attention_mask=, cache=, logits_to_keep=), such as "
-                "js.models' GPT2LMHeadModel or LlamaForCausalLM"
-            )
+    if not isinstance(model, CausalLM):
+        missing = [m for m in ("make_cache", "__call__") if not callable(getattr(model, m, None))]
+        raise TypeError(
+            f"{OWNER}: {type(model).__name__} has no {missing[0]}(); generation needs a causal "
+            "language model (js.models.CausalLM) with make_cache(batch_size, max_length, *, "
+            "dtype) and a forward taking (input_ids, attention_mask=, cache=, "
+            "logits_to_keep=), such as js.models' GPT2LMHeadModel or LlamaForCausalLM"
+        )
     if not is_int(max_new_tokens):
         raise TypeError(f"{OWNER}: max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
     if max_new_tokens < 1:

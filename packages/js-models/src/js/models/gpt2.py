@@ -24,12 +24,10 @@ import jax.numpy as jnp
 from js import Module, Parameter, Rngs, nn
 from js.nn import KVCache
 from js.nn import functional as F
-from js.nn.attention import causal_mask, padding_mask
 
 from ._base import PretrainedConfig, PreTrainedModel
-from ._checkpointing import GradientCheckpointingMixin
-from ._generation import GenerationMixin
-from ._hf import ACTIVATIONS
+from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
+from ._hf import activation
 
 __all__ = [
     "ARCHITECTURES",
@@ -41,7 +39,7 @@ __all__ = [
 ]
 
 
-class GPT2Config(PretrainedConfig):
+class GPT2Config(DecoderConfig):
     """GPT-2's ``config.json``, with transformers 5.23's defaults (the 124M model).
 
     ``hidden_size``, ``max_position_embeddings``, ``num_attention_heads`` and
@@ -186,16 +184,12 @@ class GPT2MLP(Module):
         self.c_proj = Conv1D(
             config.n_embd, intermediate_size, rngs=rngs, std=std / math.sqrt(2 * config.n_layer)
         )
-        if config.activation_function not in ACTIVATIONS:
-            raise ValueError(
-                f"GPT2Config: activation_function {config.activation_function!r} is not "
-                f"supported. Fix: one of {sorted(ACTIVATIONS)}"
-            )
+        activation("GPT2Config", "activation_function", config.activation_function)
         self.activation_function = config.activation_function
         self.dropout = nn.Dropout(config.resid_pdrop)
 
     def forward(self, hidden_states: jax.Array, *, rngs: Rngs | None = None) -> jax.Array:
-        act = ACTIVATIONS[self.activation_function]
+        act = activation("GPT2Config", "activation_function", self.activation_function)
         return self.dropout(self.c_proj(act(self.c_fc(hidden_states))), rngs=rngs)
 
 
@@ -214,6 +208,7 @@ class GPT2Block(Module):
         self,
         hidden_states: jax.Array,
         mask: jax.Array,
+        rope: None = None,
         *,
         rngs: Rngs | None = None,
         cache: KVCache | None = None,
@@ -223,7 +218,7 @@ class GPT2Block(Module):
         return hidden_states + self.mlp(self.ln_2(hidden_states), rngs=rngs)
 
 
-class GPT2PreTrainedModel(GradientCheckpointingMixin, PreTrainedModel):
+class GPT2PreTrainedModel(PreTrainedModel):
     """What every GPT-2 class shares: its config class, prefix and ignored file keys."""
 
     config_class = GPT2Config
@@ -236,23 +231,14 @@ class GPT2PreTrainedModel(GradientCheckpointingMixin, PreTrainedModel):
         r"crossattention\.(masked_)?bias",
     )
 
-    def make_cache(self, batch_size: int, max_length: int, *, dtype: Any = None) -> KVCache:
-        """A ``js.nn.KVCache`` for this model: ``n_layer`` layers of ``n_head`` heads, in
-        ``dtype`` (default: the embedding's dtype)."""
-        config = self.config
-        base: Any = getattr(self, "transformer", self)  # GPT2LMHeadModel or GPT2Model
-        wte = base.wte
-        dtype = wte.weight.value.dtype if dtype is None else dtype
-        head_dim = config.n_embd // config.n_head
-        return KVCache(batch_size, max_length, config.n_layer, config.n_head, head_dim, dtype=dtype)
-
     def max_positions(self) -> int:
         """Positions the model embeds (``n_positions``): prompt plus new tokens at most."""
         return self.config.n_positions
 
 
-class GPT2Model(GPT2PreTrainedModel):
-    """The GPT-2 transformer without a head: returns the last hidden state ``[B, L, n_embd]``.
+class GPT2Model(GPT2PreTrainedModel, DecoderModel):
+    """The GPT-2 transformer without a head: returns the last hidden state ``[B, L, n_embd]``
+    (the decoder skeleton with learned positions ``wpe``, blocks ``h`` and norm ``ln_f``).
 
     Args:
         config: a ``GPT2Config``.
@@ -266,14 +252,19 @@ class GPT2Model(GPT2PreTrainedModel):
         (1, 2, 16)
     """
 
-    def __init__(self, config: GPT2Config, *, rngs: Rngs):
-        super().__init__(config)
+    embed_name: ClassVar[str] = "wte"
+    layers_name: ClassVar[str] = "h"
+    norm_name: ClassVar[str] = "ln_f"
+
+    def build(self, config: Any, rngs: Rngs) -> None:
         if getattr(config, "add_cross_attention", False):
             raise NotImplementedError(
                 "GPT2Model: add_cross_attention=True (GPT-2 as an encoder-decoder's decoder) is "
                 "not supported. Fix: set add_cross_attention=False in the config"
             )
         std = config.initializer_range
+        self.sliding_windows = (None,) * config.n_layer
+        self.layer_ropes = (None,) * config.n_layer  # learned positions, no rotary
         self.embed_dim = config.n_embd
         self.wte = nn.Embedding(config.vocab_size, config.n_embd, rngs=rngs)
         self.wte.weight = Parameter(_normal(rngs, (config.vocab_size, config.n_embd), std))
@@ -282,6 +273,33 @@ class GPT2Model(GPT2PreTrainedModel):
         self.drop = nn.Dropout(config.embd_pdrop)
         self.h = nn.ModuleList([GPT2Block(config, i, rngs=rngs) for i in range(config.n_layer)])
         self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+
+    def cache_layout(self) -> tuple[int, int, int]:
+        config = self.config
+        return config.n_layer, config.n_head, config.n_embd // config.n_head
+
+    def embed(self, input_ids: Any, inputs_embeds: Any) -> jax.Array:
+        hidden = super().embed(input_ids, inputs_embeds)
+        if hidden.shape[1] > self.config.n_positions:
+            raise ValueError(
+                f"GPT2Model: the sequence has {hidden.shape[1]} positions, the model "
+                f"{self.config.n_positions} (n_positions). Fix: shorten the input"
+            )
+        return hidden
+
+    def embed_positions(
+        self,
+        hidden: jax.Array,
+        position_ids: jax.Array,
+        added: jax.Array | None,
+        *,
+        rngs: Rngs | None,
+    ) -> jax.Array:
+        """``drop(embeds + wpe(positions) [+ wte(token_type_ids)])``."""
+        hidden = hidden + self.wpe(position_ids).astype(hidden.dtype)
+        if added is not None:
+            hidden = hidden + added
+        return self.drop(hidden, rngs=rngs)
 
     def forward(
         self,
@@ -307,45 +325,14 @@ class GPT2Model(GPT2PreTrainedModel):
                 after those of earlier calls and attend to them; positions continue each row's
                 count (``position_ids`` overrides them). See ``js.models.generate``.
         """
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError(
-                "GPT2Model: pass exactly one of input_ids and inputs_embeds. Fix: "
-                "model(input_ids=ids)"
-            )
-        embeds: jax.Array = (
-            self.wte(jnp.asarray(input_ids)) if inputs_embeds is None else inputs_embeds
+        hidden = self.embed(input_ids, inputs_embeds)
+        types = None if token_type_ids is None else self.wte(jnp.asarray(token_type_ids))
+        return self.decode(
+            hidden, attention_mask, position_ids, cache=cache, rngs=rngs, added=types
         )
-        batch, length = embeds.shape[:2]
-        if length > self.config.n_positions:
-            raise ValueError(
-                f"GPT2Model: the sequence has {length} positions, the model "
-                f"{self.config.n_positions} (n_positions). Fix: shorten the input"
-            )
-        if cache is not None:
-            position_ids = cache.begin(length, attention_mask, position_ids)  # [B, L]
-        elif position_ids is None:
-            position_ids = jnp.arange(length)[None, :]
-        hidden_states = embeds + self.wpe(jnp.asarray(position_ids)).astype(embeds.dtype)
-        if token_type_ids is not None:
-            hidden_states = hidden_states + self.wte(jnp.asarray(token_type_ids))
-        hidden_states = self.drop(hidden_states, rngs=rngs)
-        if cache is not None:
-            mask = cache.mask(length)  # [B, 1, L, max_length]
-        else:
-            mask = causal_mask(length)  # [1, 1, L, L]
-            if attention_mask is not None:
-                valid = jnp.asarray(attention_mask).reshape(batch, length) != 0
-                mask = mask & padding_mask(valid)  # [B, 1, L, L]
-        checkpointed = self._checkpointed(self.training, cache)
-        for block in self.h:
-            if checkpointed is not None:  # gradient_checkpointing_enable(): js.remat per block
-                hidden_states = checkpointed(block, hidden_states, mask, rngs=rngs)
-            else:
-                hidden_states = block(hidden_states, mask, rngs=rngs, cache=cache)
-        return self.ln_f(hidden_states)
 
 
-class GPT2LMHeadModel(GenerationMixin, GPT2PreTrainedModel):
+class GPT2LMHeadModel(GPT2PreTrainedModel, DecoderForCausalLM):
     """GPT-2 with its language-modelling head: returns logits ``[B, L, vocab_size]``.
 
     With ``tie_word_embeddings`` (the default) ``lm_head.weight`` is the same Parameter as
@@ -356,13 +343,11 @@ class GPT2LMHeadModel(GenerationMixin, GPT2PreTrainedModel):
         rngs: ``js.Rngs`` with a ``params`` stream.
     """
 
+    base_model_class: ClassVar[type[DecoderModel]] = GPT2Model
+
     def __init__(self, config: GPT2Config, *, rngs: Rngs):
-        super().__init__(config)
-        self.transformer = GPT2Model(config, rngs=rngs)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False, rngs=rngs)
-        if config.tie_word_embeddings:
-            self.lm_head.weight = self.transformer.wte.weight
-        else:
+        super().__init__(config, rngs=rngs)
+        if not config.tie_word_embeddings:
             self.lm_head.weight = Parameter(
                 _normal(rngs, (config.vocab_size, config.n_embd), config.initializer_range)
             )
@@ -393,9 +378,7 @@ class GPT2LMHeadModel(GenerationMixin, GPT2PreTrainedModel):
             rngs=rngs,
             cache=cache,
         )
-        if logits_to_keep:
-            hidden_states = hidden_states[:, -logits_to_keep:]
-        return self.lm_head(hidden_states)
+        return self.logits(hidden_states, logits_to_keep)
 
 
 ARCHITECTURES: dict[str, Any] = {

@@ -38,6 +38,7 @@ from jax.typing import DTypeLike
 from js import Buffer, Module, ModuleList
 
 from ._checks import check_int
+from ._masks import allowed
 
 
 class LayerKV(Module):
@@ -207,7 +208,5 @@ class KVCache(Module):
         ``window`` slots back, for a sliding window)."""
         query = self.start.value + jnp.arange(T)[:, None]  # [T, 1]
         slot = jnp.arange(self.max_length)[None, :]  # [1, M]
-        allowed = slot <= query
-        if window is not None:
-            allowed = allowed & (slot > query - window)
-        return (allowed[None] & self.valid.value[:, None, :])[:, None]  # [B, 1, T, M]
+        visible = allowed(query, slot, window)  # [T, M]
+        return (visible[None] & self.valid.value[:, None, :])[:, None]  # [B, 1, T, M]

@@ -24,38 +24,10 @@ from ._checks import check_bool, check_int, check_probability, dropout_key
 from ._factory import float_dtype
 from ._kv_cache import KVCache
 from ._linear import Linear
-
-
-def causal_mask(T: int) -> jax.Array:
-    """Allow each query position ``t`` to attend to keys ``0..t``: ``[1, 1, T, T]`` bool.
-
-    Example:
-        >>> from js.nn.attention import causal_mask
-        >>> causal_mask(3)[0, 0].astype(int).tolist()
-        [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
-    """
-    T = check_int("causal_mask", "T", T)
-    return jnp.tril(jnp.ones((T, T), bool))[None, None]  # [1, 1, T, T]
-
-
-def padding_mask(valid: jax.typing.ArrayLike) -> jax.Array:
-    """Allow only valid key positions: ``valid [B, T]`` bool -> ``[B, 1, 1, T]`` bool.
-
-    Only keys are masked: padded *query* positions still produce outputs, which the loss must
-    mask out itself.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from js.nn.attention import padding_mask
-        >>> padding_mask(jnp.array([[True, True, False]])).shape
-        (1, 1, 1, 3)
-    """
-    valid = valid if isinstance(valid, jax.Array) else np.asarray(valid)
-    if valid.dtype != bool:
-        raise TypeError(f"padding_mask: valid must be boolean [B, T], got dtype {valid.dtype}")
-    if valid.ndim != 2:
-        raise ValueError(f"padding_mask: expected valid [B, T], got shape {list(valid.shape)}")
-    return jnp.asarray(valid)[:, None, None, :]  # [B, 1, 1, T]
+from ._masks import causal_mask as causal_mask
+from ._masks import decoder_mask as decoder_mask
+from ._masks import padding_mask as padding_mask
+from ._sdpa import attend
 
 
 def _check_mask(mask, scores_shape: tuple[int, ...], owner: str):
@@ -112,25 +84,12 @@ def scaled_dot_product_attention(
 
 
 def _attend(q, k, v, mask, *, dropout: float = 0.0, key=None):
-    """``scaled_dot_product_attention`` for a mask already checked (or None); with a ``key``,
-    the weights are dropped out (``dropout``) before they weigh ``v`` and are returned so."""
-    scores = q @ jnp.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])  # [..., Tq, Tk]
-    if mask is not None:
-        # The smallest finite value, not -inf: an all-masked row stays finite (uniform), then
-        # is zeroed, and no NaN enters the forward or backward pass. Masked keys of a row with
-        # an allowed key already get exactly 0 (exp underflows).
-        scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
-    weights = jax.nn.softmax(scores, axis=-1)
-    if key is not None:  # PyTorch drops the weights themselves, and returns them dropped
-        weights = F.dropout(weights, dropout, True, key=key)
-    output = weights @ v
-    if mask is None:
-        return output, weights
-    # Only the all-masked rows are zeroed, [..., Tq, 1], and in the output [..., Tq, dv] rather
-    # than in the weights [..., Tq, Tk] (unless the weights are used): a select over every
-    # weight cost 15-45 % of attention's forward and backward on XLA:CPU (docs/benchmarks.md).
-    alive = jnp.any(mask, axis=-1, keepdims=True)  # [..., Tq or 1, 1]
-    return jnp.where(alive, output, 0), jnp.where(alive, weights, 0)
+    """``scaled_dot_product_attention`` for a mask already checked (or None), through js's one
+    kernel (``F.scaled_dot_product_attention``'s); with a ``key``, the weights are dropped out
+    (``dropout``) before they weigh ``v`` and are returned so, as PyTorch returns them."""
+    p = dropout if key is not None else 0.0
+    output, weights = attend(q, k, v, mask, dropout_p=p, dropout_key=key, with_weights=True)
+    return output, weights
 
 
 def _alive_rows(mask, B: int, Tq: int) -> jax.Array:

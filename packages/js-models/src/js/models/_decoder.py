@@ -1,0 +1,578 @@
+"""The decoder skeleton every causal language model of js.models is built on.
+
+One forward for every family: **embed** (token ids, checked once here, or ``inputs_embeds``;
+an optional scale) -> **positions** (counted by the cache when decoding; learned position
+embeddings added here by families that have them) -> **masks** (one per sliding window, from
+``js.nn.attention.decoder_mask`` or the cache) -> **blocks** (``js.remat`` per block under
+gradient checkpointing) -> **final norm** -> **head** (tied or not, ``logits_to_keep``, logit
+scaling and soft-capping). A family is a config and the pieces where it differs:
+
+- ``DecoderConfig`` subclass: ``model_type``, ``defaults`` (transformers' keys and defaults), and
+  the hooks below where the family differs from Llama.
+- Modules: ``DecoderAttention`` (grouped-query attention with rotary positions, q/k norms, a
+  score scale, soft-capping; fused projections by overriding ``project``), ``GatedMLP``
+  (``down(act(gate(x)) * up(x))``), ``DecoderLayer`` (pre-norm residual block); a family
+  subclasses the one whose arrangement differs.
+- ``DecoderModel`` / ``DecoderForCausalLM`` subclasses naming the family's classes and module
+  names (``embed_name``, ``layers_name``, ``norm_name``, ``head_name``, ``base_model_prefix``),
+  so that transformers' state-dict names hold without renaming.
+
+The generation contract (``make_cache``, ``forward(..., cache=, logits_to_keep=)``) is the
+``CausalLM`` Protocol of ``_generation.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+
+from js import Module, Rngs, nn
+from js.nn import KVCache
+from js.nn import functional as F
+from js.nn.attention import decoder_mask
+
+from ._base import PretrainedConfig, PreTrainedModel
+from ._checkpointing import GradientCheckpointingMixin
+from ._generation import GenerationMixin
+from ._hf import activation
+from ._rope import check_rope, rope_cos_sin, standard_rope_parameters
+
+
+def check_tokens(
+    owner: str, input_ids: Any, inputs_embeds: Any
+) -> tuple[jax.Array | None, jax.Array | None]:
+    """The one token-input check of js.models: exactly one of ``input_ids`` (integer
+    ``[B, L]``) and ``inputs_embeds`` (``[B, L, hidden]``); returns them as arrays (one None).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from js.models._decoder import check_tokens
+        >>> check_tokens("Model", jnp.array([[1, 2]]), None)[0].shape
+        (1, 2)
+    """
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError(
+            f"{owner}: give exactly one of input_ids and inputs_embeds. Fix: model(input_ids=ids)"
+        )
+    if inputs_embeds is not None:
+        embeds = jnp.asarray(inputs_embeds)
+        if embeds.ndim != 3 or not jnp.issubdtype(embeds.dtype, jnp.floating):
+            raise ValueError(
+                f"{owner}: inputs_embeds must be floating [B, L, hidden], got shape "
+                f"{list(embeds.shape)} and dtype {embeds.dtype}"
+            )
+        return None, embeds
+    ids = jnp.asarray(input_ids)
+    if ids.ndim != 2 or not jnp.issubdtype(ids.dtype, jnp.integer):
+        raise ValueError(
+            f"{owner}: input_ids must be integer token ids [B, L] (a batch of sequences), got "
+            f"shape {list(ids.shape)} and dtype {ids.dtype}. Fix: add the batch axis, e.g. "
+            "ids[None]"
+        )
+    return ids, None
+
+
+# ---------------------------------------------------------------------------------------------
+# Config
+
+
+class DecoderConfig(PretrainedConfig):
+    """A decoder's ``config.json`` with the hooks the skeleton reads; the defaults are Llama's
+    arrangement (pre-norm RMSNorm blocks, rotary on the whole head, SwiGLU, no biases).
+
+    ``head_dim`` defaults to ``hidden_size // num_attention_heads`` and
+    ``num_key_value_heads`` to ``num_attention_heads``; rotary settings end up in
+    ``rope_parameters`` (transformers 5's spelling), read from it or from the older
+    ``rope_theta`` + ``rope_scaling`` keys, which are not written back (as transformers 5 does).
+    """
+
+    # the family's name in transformers' class names ("Llama" -> LlamaForCausalLM)
+    family: ClassVar[str] = ""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        if "head_dim" in self.defaults and getattr(self, "head_dim", None) is None:
+            self.head_dim = self.hidden_size // self.num_attention_heads
+        if "num_key_value_heads" in self.defaults and self.num_key_value_heads is None:
+            self.num_key_value_heads = self.num_attention_heads
+        if "rope_parameters" in self.defaults:
+            self.rope_parameters = standard_rope_parameters(vars(self))
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "head_dim":  # a family whose config.json has no head_dim key (Qwen2)
+            return self.hidden_size // self.num_attention_heads
+        return super().__getattr__(name)
+
+    def architecture(self, causal: bool) -> str:
+        """transformers' class name for a model of this config (``architectures``)."""
+        return self.family + ("ForCausalLM" if causal else "Model")
+
+    def projection_biases(self) -> tuple[bool, bool, bool]:
+        """Whether (q/k/v projections, o projection, MLP projections) have a bias."""
+        bias = bool(getattr(self, "attention_bias", False))
+        return bias, bias, bool(getattr(self, "mlp_bias", False))
+
+    def sliding_windows(self) -> list[int | None]:
+        """Each layer's sliding window (None: full causal attention); from ``layer_types``
+        ("sliding_attention" layers attend within ``sliding_window``) when the config has it."""
+        kinds = getattr(self, "layer_types", None)
+        if kinds is None:
+            return [None] * self.num_hidden_layers
+        if len(kinds) < self.num_hidden_layers:
+            raise ValueError(
+                f"{type(self).__name__}: layer_types has {len(kinds)} entries for "
+                f"{self.num_hidden_layers} layers. Fix: one per layer, or leave it out"
+            )
+        window = getattr(self, "sliding_window", None)
+        if window is None and "sliding_attention" in kinds[: self.num_hidden_layers]:
+            raise ValueError(
+                f"{type(self).__name__}: layer_types has sliding_attention layers but "
+                "sliding_window is None. Fix: set sliding_window, or make every layer "
+                "full_attention"
+            )
+        return [
+            window if kind == "sliding_attention" else None
+            for kind in kinds[: self.num_hidden_layers]
+        ]
+
+    def layer_ropes(self) -> list[str | None]:
+        """Each layer's rotary table (a key of ``rope_parameters_for``; None: no rotary)."""
+        return ["default"] * self.num_hidden_layers
+
+    def rope_parameters_for(self, kind: str) -> dict[str, Any]:
+        """The ``rope_parameters`` of a ``layer_ropes`` key (one table unless overridden)."""
+        return self.rope_parameters
+
+    def rotary_dim(self) -> int:
+        """Features of a head that rotate: ``head_dim * partial_rotary_factor``."""
+        factor = self.rope_parameters.get(
+            "partial_rotary_factor", getattr(self, "partial_rotary_factor", None)
+        )
+        return self.head_dim if factor is None else int(self.head_dim * factor)
+
+    def attention_scale(self) -> float:
+        """The factor of the attention scores (``head_dim ** -0.5``)."""
+        return self.head_dim**-0.5
+
+    def qk_norm(self) -> str | None:
+        """Norms of the queries and keys: None, "head" (over each head's features: Qwen3,
+        Gemma 3) or "projection" (over the whole projection: OLMo 2)."""
+        return None
+
+    def make_norm(self, size: int) -> Module:
+        """The family's norm over ``size`` features (``RMSNorm`` with ``rms_norm_eps``)."""
+        return nn.RMSNorm(size, eps=self.rms_norm_eps)
+
+    def embedding_scale(self) -> float | None:
+        """A factor of the embeddings (Gemma's ``sqrt(hidden_size)``), or None."""
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Blocks
+
+
+def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
+    """Rotate ``x`` ``[B, H, L, D]`` by ``cos``/``sin`` ``[B, L, R]``: the first ``R`` features
+    (all of them unless the rotary part is partial), the rest passed through."""
+    rotary = cos.shape[-1]
+    if rotary == x.shape[-1]:
+        return F.apply_rotary_pos_emb(x, cos, sin)
+    turned = F.apply_rotary_pos_emb(x[..., :rotary], cos, sin)
+    return jnp.concatenate([turned, x[..., rotary:]], axis=-1)
+
+
+class DecoderAttention(Module):
+    """Causal grouped-query self-attention: ``num_attention_heads`` query heads share
+    ``num_key_value_heads`` key/value heads of ``head_dim``; rotary positions (when the layer
+    has a table), q/k norms, the config's score scale and ``attn_logit_softcapping``."""
+
+    def __init__(self, config: DecoderConfig, layer_idx: int, *, rngs: Rngs):
+        super().__init__()
+        heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+        if heads % kv_heads:
+            raise ValueError(
+                f"{type(config).__name__}: num_attention_heads ({heads}) must be a multiple of "
+                f"num_key_value_heads ({kv_heads})"
+            )
+        self.layer_idx, self.head_dim = layer_idx, config.head_dim
+        self.num_heads, self.num_key_value_heads = heads, kv_heads
+        self.scale = float(config.attention_scale())
+        softcap = getattr(config, "attn_logit_softcapping", None)
+        self.softcap = None if softcap is None else float(softcap)
+        self.init_projections(config, rngs)
+        self.qk_norm = config.qk_norm()
+        if self.qk_norm == "head":
+            self.q_norm = config.make_norm(self.head_dim)
+            self.k_norm = config.make_norm(self.head_dim)
+        elif self.qk_norm == "projection":
+            self.q_norm = config.make_norm(heads * self.head_dim)
+            self.k_norm = config.make_norm(kv_heads * self.head_dim)
+
+    def init_projections(self, config: DecoderConfig, rngs: Rngs) -> None:
+        """``q_proj``, ``k_proj``, ``v_proj``, ``o_proj`` (families with fused projections
+        override this and ``project``)."""
+        qkv_bias, o_bias, _ = config.projection_biases()
+        hidden, dim = config.hidden_size, self.head_dim
+        heads, kv_heads = self.num_heads, self.num_key_value_heads
+        self.q_proj = nn.Linear(hidden, heads * dim, bias=qkv_bias, rngs=rngs)
+        self.k_proj = nn.Linear(hidden, kv_heads * dim, bias=qkv_bias, rngs=rngs)
+        self.v_proj = nn.Linear(hidden, kv_heads * dim, bias=qkv_bias, rngs=rngs)
+        self.o_proj = nn.Linear(heads * dim, hidden, bias=o_bias, rngs=rngs)
+
+    def project(self, hidden: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """Queries, keys and values ``[B, L, heads * head_dim]`` (and kv heads)."""
+        return self.q_proj(hidden), self.k_proj(hidden), self.v_proj(hidden)
+
+    def output(self, attended: jax.Array) -> jax.Array:
+        """The heads merged ``[B, L, heads * head_dim]`` projected back to the hidden size."""
+        return self.o_proj(attended)
+
+    def forward(
+        self,
+        hidden_states: jax.Array,
+        mask: jax.Array,
+        rope: tuple[jax.Array, jax.Array] | None,
+        cache: KVCache | None = None,
+    ) -> jax.Array:
+        B, L, _ = hidden_states.shape
+        q, k, v = self.project(hidden_states)
+        if self.qk_norm == "projection":
+            q, k = self.q_norm(q), self.k_norm(k)
+
+        def heads(x: jax.Array) -> jax.Array:  # [B, L, n * D] -> [B, n, L, D]
+            return x.reshape(B, L, -1, self.head_dim).transpose(0, 2, 1, 3)
+
+        q, k, v = heads(q), heads(k), heads(v)
+        if self.qk_norm == "head":
+            q, k = self.q_norm(q), self.k_norm(k)
+        if rope is not None:
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        if cache is not None:  # every cached slot: [B, KV, max_length, D]
+            k, v = cache.update(self.layer_idx, k, v)
+        # query head h reads kv head h // (H / KV); a row with no allowed key gives zeros
+        out = F.scaled_dot_product_attention(
+            q, k, v, mask, scale=self.scale, enable_gqa=True, softcap=self.softcap
+        )  # [B, H, L, D]
+        return self.output(out.transpose(0, 2, 1, 3).reshape(B, L, -1))
+
+
+class GatedMLP(Module):
+    """``down_proj(act(gate_proj(x)) * up_proj(x))`` (SwiGLU with ``hidden_act`` "silu")."""
+
+    def __init__(self, config: DecoderConfig, *, rngs: Rngs, intermediate_size: int | None = None):
+        super().__init__()
+        self.hidden_act = config.hidden_act
+        activation(type(config).__name__, "hidden_act", self.hidden_act)
+        hidden, bias = config.hidden_size, config.projection_biases()[2]
+        inner = config.intermediate_size if intermediate_size is None else intermediate_size
+        self.gate_proj = nn.Linear(hidden, inner, bias=bias, rngs=rngs)
+        self.up_proj = nn.Linear(hidden, inner, bias=bias, rngs=rngs)
+        self.down_proj = nn.Linear(inner, hidden, bias=bias, rngs=rngs)
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        act = activation("GatedMLP", "hidden_act", self.hidden_act)
+        return self.down_proj(act(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(Module):
+    """Pre-norm block: ``x + m * self_attn(input_layernorm(x))``, then
+    ``x + m * mlp(post_attention_layernorm(x))``, ``m`` the config's ``residual_multiplier``
+    (1 unless set: Granite)."""
+
+    attention_class: ClassVar[type[DecoderAttention]] = DecoderAttention
+    mlp_class: ClassVar[type[Module]] = GatedMLP
+
+    def __init__(self, config: DecoderConfig, layer_idx: int, *, rngs: Rngs):
+        super().__init__()
+        self.self_attn = self.attention_class(config, layer_idx, rngs=rngs)
+        self.mlp = self.mlp_class(config, rngs=rngs)
+        self.input_layernorm = config.make_norm(config.hidden_size)
+        self.post_attention_layernorm = config.make_norm(config.hidden_size)
+        multiplier = getattr(config, "residual_multiplier", None)
+        self.residual_multiplier = None if multiplier in (None, 1, 1.0) else float(multiplier)
+
+    def residual(self, x: jax.Array, update: jax.Array) -> jax.Array:
+        """``x + update`` (times the residual multiplier)."""
+        if self.residual_multiplier is not None:
+            update = update * self.residual_multiplier
+        return x + update
+
+    def forward(
+        self,
+        hidden_states: jax.Array,
+        mask: jax.Array,
+        rope: tuple[jax.Array, jax.Array] | None,
+        *,
+        cache: KVCache | None = None,
+        rngs: Rngs | None = None,
+    ) -> jax.Array:
+        attended = self.self_attn(self.input_layernorm(hidden_states), mask, rope, cache)
+        x = self.residual(hidden_states, attended)
+        return self.residual(x, self.mlp(self.post_attention_layernorm(x)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+
+
+class DecoderModel(GradientCheckpointingMixin, PreTrainedModel):
+    """A decoder without a head: token ids -> last hidden state ``[B, L, hidden]``.
+
+    Subclasses set ``config_class``, ``layer_class`` and, where transformers names them
+    otherwise, ``embed_name`` / ``layers_name`` / ``norm_name``.
+    """
+
+    config_class: ClassVar[type[PretrainedConfig]] = DecoderConfig
+    base_model_prefix: ClassVar[str] = "model"
+    layer_class: ClassVar[type[Module]] = DecoderLayer
+    embed_name: ClassVar[str] = "embed_tokens"
+    layers_name: ClassVar[str] = "layers"
+    norm_name: ClassVar[str] = "norm"
+
+    def __init__(self, config: Any, *, rngs: Rngs):
+        super().__init__(config)
+        self.build(config, rngs)
+
+    def build(self, config: Any, rngs: Rngs) -> None:
+        """The modules: embedding, layers, final norm (in this order: the random draws)."""
+        self.sliding_windows = tuple(config.sliding_windows())
+        self.layer_ropes = tuple(config.layer_ropes())
+        for kind in sorted(set(self.layer_ropes) - {None}):
+            check_rope(type(config).__name__, config.rope_parameters_for(kind))
+        embedding = nn.Embedding(
+            config.vocab_size, config.hidden_size, getattr(config, "pad_token_id", None), rngs=rngs
+        )
+        setattr(self, self.embed_name, embedding)
+        layers = [self.layer_class(config, i, rngs=rngs) for i in range(config.num_hidden_layers)]
+        setattr(self, self.layers_name, nn.ModuleList(layers))
+        setattr(self, self.norm_name, config.make_norm(config.hidden_size))
+
+    @property
+    def embedding(self) -> nn.Embedding:
+        """The token embedding (``embed_tokens``, or the family's name for it)."""
+        return getattr(self, self.embed_name)
+
+    def _config_json(self) -> dict[str, Any]:
+        """config.json's keys, ``architectures`` named after the config's family."""
+        name = self.config.architecture(False) if self.config.family else type(self).__name__
+        return {**self.config.to_dict(), "architectures": [name]}
+
+    def cache_layout(self) -> tuple[int, int, int]:
+        """``(layers, kv_heads, head_dim)`` of the key-value cache."""
+        config = self.config
+        return config.num_hidden_layers, config.num_key_value_heads, config.head_dim
+
+    def make_cache(self, batch_size: int, max_length: int, *, dtype: Any = None) -> KVCache:
+        """A ``js.nn.KVCache`` for this decoder: one layer per decoder layer, storing the
+        key/value heads only, in ``dtype`` (default: the embedding's dtype)."""
+        dtype = self.embedding.weight.value.dtype if dtype is None else dtype
+        layers, heads, dim = self.cache_layout()
+        return KVCache(batch_size, max_length, layers, heads, dim, dtype=dtype)
+
+    def embed(self, input_ids: Any, inputs_embeds: Any) -> jax.Array:
+        """``[B, L, hidden]``: the checked inputs embedded (times ``embedding_scale``)."""
+        ids, embeds = check_tokens(type(self).__name__, input_ids, inputs_embeds)
+        hidden = self.embedding(ids) if embeds is None else embeds
+        scale = self.config.embedding_scale()
+        if scale is not None:
+            hidden = hidden * jnp.asarray(scale, hidden.dtype)
+        return hidden
+
+    def embed_positions(
+        self,
+        hidden: jax.Array,
+        position_ids: jax.Array,
+        added: jax.Array | None,
+        *,
+        rngs: Rngs | None,
+    ) -> jax.Array:
+        """The hidden state entering the blocks: ``hidden`` (plus ``added``). Families with
+        learned positions or embedding dropout override it."""
+        return hidden if added is None else hidden + added
+
+    def forward(
+        self,
+        input_ids: jax.Array | None = None,
+        attention_mask: jax.Array | None = None,
+        position_ids: jax.Array | None = None,
+        inputs_embeds: jax.Array | None = None,
+        *,
+        cache: KVCache | None = None,
+        rngs: Rngs | None = None,
+    ) -> jax.Array:
+        """The last hidden state ``[B, L, hidden]`` (after the final norm).
+
+        Args:
+            input_ids: token ids ``[B, L]`` (or give ``inputs_embeds`` ``[B, L, hidden]``).
+            attention_mask: ``[B, L]``, nonzero for real tokens, 0 for padding (left or
+                right). None: every token is real.
+            position_ids: ``[B, L]``, ``[1, L]`` or ``[L]``; default ``0..L-1`` for every row,
+                as in transformers (for left padding pass e.g. ``cumsum(mask) - 1``). With
+                ``config.use_cache`` false and no ``attention_mask``, positions that restart
+                mark packed sequences that do not attend to each other, as transformers'
+                forward does then.
+            cache: a ``js.nn.KVCache`` (``make_cache``) to decode with: the tokens are stored
+                after those of earlier calls and attend to them (within each layer's sliding
+                window); positions continue each row's count (``position_ids`` overrides
+                them). See ``js.models.generate``.
+            rngs: ``js.Rngs`` with a ``dropout`` stream, for families with dropout, in
+                training.
+        """
+        hidden = self.embed(input_ids, inputs_embeds)  # [B, L, hidden]
+        return self.decode(hidden, attention_mask, position_ids, cache=cache, rngs=rngs)
+
+    def decode(
+        self,
+        hidden: jax.Array,
+        attention_mask: Any,
+        position_ids: Any,
+        *,
+        cache: KVCache | None,
+        rngs: Rngs | None,
+        added: jax.Array | None = None,
+    ) -> jax.Array:
+        """Positions, masks, blocks and the final norm over embedded inputs ``[B, L, hidden]``."""
+        name = type(self).__name__
+        B, L = hidden.shape[:2]
+        if attention_mask is not None and tuple(jnp.shape(attention_mask)) != (B, L):
+            raise ValueError(
+                f"{name}: attention_mask must be [B, L] = {[B, L]} (1 for real tokens, 0 for "
+                f"padding), got shape {list(jnp.shape(attention_mask))}"
+            )
+        if cache is not None:
+            position_ids = cache.begin(L, attention_mask, position_ids)  # [B, L]
+        position_ids = jnp.arange(L) if position_ids is None else jnp.asarray(position_ids)
+        if position_ids.shape not in ((L,), (1, L), (B, L)):
+            raise ValueError(
+                f"{name}: position_ids must be [B, L], [1, L] or [L] with [B, L] = {[B, L]}, "
+                f"got shape {list(position_ids.shape)}"
+            )
+        position_ids = jnp.broadcast_to(position_ids, (B, L))
+        hidden = self.embed_positions(hidden, position_ids, added, rngs=rngs)
+        ropes = {
+            kind: self.rope(kind, position_ids, hidden.dtype)
+            for kind in set(self.layer_ropes) - {None}
+        }
+        # transformers looks for packed sequences only when called without a cache
+        # (use_cache False, which defaults to config.use_cache)
+        packed = None if getattr(self.config, "use_cache", True) else position_ids
+        masks = {
+            window: (
+                decoder_mask(L, attention_mask, window=window, packed_positions=packed)
+                if cache is None
+                else cache.mask(L, window)  # [B, 1, L, max_length]
+            )
+            for window in set(self.sliding_windows)
+        }
+        checkpointed = self._checkpointed(self.training, cache)
+        layers = getattr(self, self.layers_name)
+        for layer, window, kind in zip(layers, self.sliding_windows, self.layer_ropes, strict=True):
+            rope = ropes.get(kind)
+            if checkpointed is not None:  # gradient_checkpointing_enable(): js.remat per block
+                hidden = checkpointed(layer, hidden, masks[window], rope, rngs=rngs)
+            else:
+                hidden = layer(hidden, masks[window], rope, cache=cache, rngs=rngs)
+        return getattr(self, self.norm_name)(hidden)
+
+    def rope(self, kind: str, position_ids: jax.Array, dtype: Any) -> tuple[jax.Array, jax.Array]:
+        """``(cos, sin)`` ``[B, L, rotary_dim]`` of the rotary table ``kind``."""
+        config = self.config
+        return rope_cos_sin(
+            type(config).__name__,
+            config.rope_parameters_for(kind),
+            config.rotary_dim(),
+            position_ids,
+            dtype,
+            max_position_embeddings=getattr(config, "max_position_embeddings", None),
+        )
+
+
+class DecoderForCausalLM(GenerationMixin, GradientCheckpointingMixin, PreTrainedModel):
+    """A decoder (``base_model_class``, at ``base_model_prefix``) and the head ``lm_head``
+    projecting to next-token logits ``[B, L, vocab]``.
+
+    With ``tie_word_embeddings`` the head's weight is the embedding's (one Parameter, written
+    once, as transformers does). The config's ``logits_scaling`` divides the logits (Granite)
+    and ``final_logit_softcapping`` caps them (``c * tanh(logits / c)``, Gemma 2 and 3).
+    """
+
+    config_class: ClassVar[type[PretrainedConfig]] = DecoderConfig
+    base_model_prefix: ClassVar[str] = "model"
+    base_model_class: ClassVar[type[DecoderModel]] = DecoderModel
+    head_name: ClassVar[str] = "lm_head"
+
+    def __init__(self, config: Any, *, rngs: Rngs):
+        super().__init__(config)
+        base = self.base_model_class(config, rngs=rngs)
+        setattr(self, self.base_model_prefix, base)
+        head = nn.Linear(config.hidden_size, config.vocab_size, bias=self.head_bias(), rngs=rngs)
+        if config.tie_word_embeddings:
+            head.weight = base.embedding.weight
+        setattr(self, self.head_name, head)
+
+    def head_bias(self) -> bool:
+        """Whether the head has a bias (Phi's has)."""
+        return False
+
+    @property
+    def decoder(self) -> DecoderModel:
+        """The decoder without its head."""
+        return getattr(self, self.base_model_prefix)
+
+    def _config_json(self) -> dict[str, Any]:
+        """config.json's keys, ``architectures`` named after the config's family."""
+        name = self.config.architecture(True) if self.config.family else type(self).__name__
+        return {**self.config.to_dict(), "architectures": [name]}
+
+    def make_cache(self, batch_size: int, max_length: int, *, dtype: Any = None) -> KVCache:
+        """A ``js.nn.KVCache`` for this model (see ``DecoderModel.make_cache``)."""
+        return self.decoder.make_cache(batch_size, max_length, dtype=dtype)
+
+    def forward(
+        self,
+        input_ids: jax.Array | None = None,
+        attention_mask: jax.Array | None = None,
+        position_ids: jax.Array | None = None,
+        inputs_embeds: jax.Array | None = None,
+        *,
+        cache: KVCache | None = None,
+        rngs: Rngs | None = None,
+        logits_to_keep: int = 0,
+    ) -> jax.Array:
+        """Logits ``[B, L, vocab]``; arguments as ``DecoderModel.forward``.
+
+        ``logits_to_keep=n > 0`` computes the logits of the last ``n`` positions only
+        (``[B, n, vocab]``), as transformers' argument does; 0 (default) computes all.
+        """
+        hidden = self.decoder(
+            input_ids, attention_mask, position_ids, inputs_embeds, cache=cache, rngs=rngs
+        )
+        return self.logits(hidden, logits_to_keep)
+
+    def logits(self, hidden: jax.Array, logits_to_keep: int = 0) -> jax.Array:
+        """The head over the last hidden state (the last ``logits_to_keep`` positions)."""
+        if logits_to_keep:
+            hidden = hidden[:, -logits_to_keep:]
+        logits = getattr(self, self.head_name)(hidden)
+        scaling = getattr(self.config, "logits_scaling", None)
+        if scaling not in (None, 1, 1.0):
+            logits = logits / scaling
+        cap = getattr(self.config, "final_logit_softcapping", None)
+        if cap is not None:
+            logits = jnp.tanh(logits / cap) * cap
+        return logits
+
+
+__all__ = [
+    "DecoderAttention",
+    "DecoderConfig",
+    "DecoderForCausalLM",
+    "DecoderLayer",
+    "DecoderModel",
+    "GatedMLP",
+    "apply_rope",
+    "check_tokens",
+]
