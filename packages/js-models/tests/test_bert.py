@@ -211,7 +211,9 @@ def test_bad_inputs_are_refused():
         model(ids, inputs_embeds=jnp.ones((2, 7, 32)))
     with pytest.raises(ValueError, match="exactly one of input_ids and inputs_embeds"):
         model()
-    with pytest.raises(ValueError, match=r"input_ids must be \[batch, seq_len\], got shape \[7\]"):
+    with pytest.raises(
+        ValueError, match=r"input_ids must be integer token ids \[B, L\].*got shape \[7\]"
+    ):
         model(ids[0])
     with pytest.raises(ValueError, match="exceeds max_position_embeddings=16"):
         model(jnp.ones((1, 17), jnp.int32))

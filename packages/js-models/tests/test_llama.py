@@ -262,7 +262,9 @@ def test_bad_inputs():
         model()
     with pytest.raises(ValueError, match=r"attention_mask must be \[B, L\] = \[2, 7\]"):
         model(jnp.asarray(IDS), attention_mask=jnp.ones((2, 6)))
-    with pytest.raises(ValueError, match=r"input_ids must be integer token ids \[B, L\].*Fix: add the batch axis"):
+    with pytest.raises(
+        ValueError, match=r"input_ids must be integer token ids \[B, L\].*Fix: add the batch axis"
+    ):
         model(jnp.asarray(IDS[0]))
     with pytest.raises(ValueError, match=r"inputs_embeds must be floating \[B, L, hidden\]"):
         model(inputs_embeds=jnp.ones((7, 64)))

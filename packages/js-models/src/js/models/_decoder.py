@@ -36,43 +36,8 @@ from js.nn.attention import decoder_mask
 from ._base import PretrainedConfig, PreTrainedModel
 from ._checkpointing import GradientCheckpointingMixin
 from ._generation import GenerationMixin
-from ._hf import activation
+from ._hf import activation, check_tokens, merge_heads, split_heads
 from ._rope import check_rope, rope_cos_sin, standard_rope_parameters
-
-
-def check_tokens(
-    owner: str, input_ids: Any, inputs_embeds: Any
-) -> tuple[jax.Array | None, jax.Array | None]:
-    """The one token-input check of js.models: exactly one of ``input_ids`` (integer
-    ``[B, L]``) and ``inputs_embeds`` (``[B, L, hidden]``); returns them as arrays (one None).
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from js.models._decoder import check_tokens
-        >>> check_tokens("Model", jnp.array([[1, 2]]), None)[0].shape
-        (1, 2)
-    """
-    if (input_ids is None) == (inputs_embeds is None):
-        raise ValueError(
-            f"{owner}: give exactly one of input_ids and inputs_embeds. Fix: model(input_ids=ids)"
-        )
-    if inputs_embeds is not None:
-        embeds = jnp.asarray(inputs_embeds)
-        if embeds.ndim != 3 or not jnp.issubdtype(embeds.dtype, jnp.floating):
-            raise ValueError(
-                f"{owner}: inputs_embeds must be floating [B, L, hidden], got shape "
-                f"{list(embeds.shape)} and dtype {embeds.dtype}"
-            )
-        return None, embeds
-    ids = jnp.asarray(input_ids)
-    if ids.ndim != 2 or not jnp.issubdtype(ids.dtype, jnp.integer):
-        raise ValueError(
-            f"{owner}: input_ids must be integer token ids [B, L] (a batch of sequences), got "
-            f"shape {list(ids.shape)} and dtype {ids.dtype}. Fix: add the batch axis, e.g. "
-            "ids[None]"
-        )
-    return ids, None
-
 
 # ---------------------------------------------------------------------------------------------
 # Config
@@ -237,15 +202,12 @@ class DecoderAttention(Module):
         rope: tuple[jax.Array, jax.Array] | None,
         cache: KVCache | None = None,
     ) -> jax.Array:
-        B, L, _ = hidden_states.shape
         q, k, v = self.project(hidden_states)
         if self.qk_norm == "projection":
             q, k = self.q_norm(q), self.k_norm(k)
 
-        def heads(x: jax.Array) -> jax.Array:  # [B, L, n * D] -> [B, n, L, D]
-            return x.reshape(B, L, -1, self.head_dim).transpose(0, 2, 1, 3)
-
-        q, k, v = heads(q), heads(k), heads(v)
+        heads = self.num_heads, self.num_key_value_heads, self.num_key_value_heads
+        q, k, v = (split_heads(x, n) for x, n in zip((q, k, v), heads, strict=True))
         if self.qk_norm == "head":
             q, k = self.q_norm(q), self.k_norm(k)
         if rope is not None:
@@ -256,7 +218,7 @@ class DecoderAttention(Module):
         out = F.scaled_dot_product_attention(
             q, k, v, mask, scale=self.scale, enable_gqa=True, softcap=self.softcap
         )  # [B, H, L, D]
-        return self.output(out.transpose(0, 2, 1, 3).reshape(B, L, -1))
+        return self.output(merge_heads(out))
 
 
 class GatedMLP(Module):
@@ -574,5 +536,4 @@ __all__ = [
     "DecoderModel",
     "GatedMLP",
     "apply_rope",
-    "check_tokens",
 ]

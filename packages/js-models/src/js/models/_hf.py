@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 from js import Rngs
 from js.nn import functional as F
@@ -89,10 +90,50 @@ def activation(owner: str, key: str, name: Any) -> Callable[[jax.Array], jax.Arr
     return ACTIVATIONS[name]
 
 
+def check_tokens(
+    owner: str, input_ids: Any, inputs_embeds: Any
+) -> tuple[jax.Array | None, jax.Array | None]:
+    """The one token-input check of js.models: exactly one of ``input_ids`` (integer
+    ``[B, L]``) and ``inputs_embeds`` (``[B, L, hidden]``); returns them as arrays (one None).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from js.models._hf import check_tokens
+        >>> check_tokens("Model", jnp.array([[1, 2]]), None)[0].shape
+        (1, 2)
+    """
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError(
+            f"{owner}: give exactly one of input_ids and inputs_embeds. Fix: model(input_ids=ids)"
+        )
+    if inputs_embeds is not None:
+        embeds = jnp.asarray(inputs_embeds)
+        if embeds.ndim != 3 or not jnp.issubdtype(embeds.dtype, jnp.floating):
+            raise ValueError(
+                f"{owner}: inputs_embeds must be floating [B, L, hidden], got shape "
+                f"{list(embeds.shape)} and dtype {embeds.dtype}"
+            )
+        return None, embeds
+    ids = jnp.asarray(input_ids)
+    if ids.ndim != 2 or not jnp.issubdtype(ids.dtype, jnp.integer):
+        raise ValueError(
+            f"{owner}: input_ids must be integer token ids [B, L] (a batch of sequences), got "
+            f"shape {list(ids.shape)} and dtype {ids.dtype}. Fix: add the batch axis, e.g. "
+            "ids[None]"
+        )
+    return ids, None
+
+
 def split_heads(x: jax.Array, heads: int) -> jax.Array:
     """``[B, L, heads * D]`` -> ``[B, heads, L, D]``."""
     B, L, _ = x.shape
     return x.reshape(B, L, heads, -1).transpose(0, 2, 1, 3)  # [B, heads, L, D]
+
+
+def merge_heads(x: jax.Array) -> jax.Array:
+    """``[B, heads, L, D]`` -> ``[B, L, heads * D]`` (``split_heads`` undone)."""
+    B, _, L, _ = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(B, L, -1)
 
 
 def attend(
@@ -126,5 +167,4 @@ def attend(
         )
     draw = rngs.next("dropout") if p > 0 and rngs is not None else None
     output = F.scaled_dot_product_attention(query, key, value, mask, p, dropout_key=draw)
-    B, _, L, _ = output.shape  # [B, heads, L, D]
-    return output.transpose(0, 2, 1, 3).reshape(B, L, -1)  # [B, L, heads * D]
+    return merge_heads(output)  # [B, L, heads * D]

@@ -23,7 +23,7 @@ from js import Buffer, Rngs, nn
 from js.nn.attention import padding_mask
 
 from ._base import PreTrainedModel
-from ._hf import LabelledConfig, activation, attend, split_heads
+from ._hf import LabelledConfig, activation, attend, check_tokens, split_heads
 
 
 class BertConfig(LabelledConfig):
@@ -335,22 +335,8 @@ class BertModel(BertPreTrainedModel):
             ``(last_hidden_state [B, L, H], pooler_output [B, H])``; pooler_output is None for a
             model built with ``add_pooling_layer=False``.
         """
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError(
-                "BertModel: give exactly one of input_ids and inputs_embeds. Fix: pass "
-                "input_ids=[batch, seq_len] token ids"
-            )
-        if inputs_embeds is None:
-            name, given, layout = "input_ids", input_ids, "[batch, seq_len]"
-        else:
-            name, given, layout = "inputs_embeds", inputs_embeds, "[batch, seq_len, hidden]"
-        shape = jnp.shape(given)  # type: ignore[arg-type]  (exactly one is given)
-        if len(shape) != layout.count(",") + 1:
-            raise ValueError(
-                f"BertModel: {name} must be {layout}, got shape {list(shape)}. Fix: add the "
-                f"batch axis, e.g. {name}[None]"
-            )
-        B, L = shape[:2]
+        input_ids, inputs_embeds = check_tokens("BertModel", input_ids, inputs_embeds)
+        B, L = (input_ids if inputs_embeds is None else inputs_embeds).shape[:2]
         mask = _padding_mask(attention_mask, (B, L))
         hidden = self.embeddings(
             input_ids, token_type_ids, position_ids, inputs_embeds, rngs=rngs

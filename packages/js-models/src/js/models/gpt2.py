@@ -25,9 +25,9 @@ from js import Module, Parameter, Rngs, nn
 from js.nn import KVCache
 from js.nn import functional as F
 
-from ._base import PretrainedConfig, PreTrainedModel
+from ._base import PreTrainedModel
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
-from ._hf import activation
+from ._hf import activation, merge_heads, split_heads
 
 __all__ = [
     "ARCHITECTURES",
@@ -155,9 +155,8 @@ class GPT2Attention(Module):
         rngs: Rngs | None = None,
         cache: KVCache | None = None,
     ) -> jax.Array:
-        batch, length, width = hidden_states.shape
-        qkv = self.c_attn(hidden_states).reshape(batch, length, 3, self.num_heads, self.head_dim)
-        query, key, value = (jnp.moveaxis(qkv[:, :, i], 1, 2) for i in range(3))  # [B, H, L, D]
+        qkv = jnp.split(self.c_attn(hidden_states), 3, axis=-1)
+        query, key, value = (split_heads(x, self.num_heads) for x in qkv)  # [B, H, L, D]
         if cache is not None:  # every cached slot: [B, H, max_length, D]
             key, value = cache.update(self.layer_idx, key, value)
         p = self.attn_dropout.p if self.training else 0.0
@@ -170,7 +169,7 @@ class GPT2Attention(Module):
             scale=self.scaling,
             dropout_key=rngs.next("dropout") if p > 0 and rngs is not None else None,
         )
-        out = jnp.moveaxis(out, 1, 2).reshape(batch, length, width)
+        out = merge_heads(out)  # [B, L, n_embd]
         return self.resid_dropout(self.c_proj(out), rngs=rngs)
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ._base import PretrainedConfig
+from ._base import PretrainedConfig, PreTrainedModel
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
 from ._rope import SUPPORTED_ROPE_TYPES
 

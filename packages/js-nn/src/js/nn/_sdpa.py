@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from ._checks import check_probability
+from ._masks import allowed
 
 _NAME = "scaled_dot_product_attention"
 
@@ -253,7 +254,8 @@ def attend(
     ``F.scaled_dot_product_attention`` (the output) and ``js.nn.attention``'s
     ``scaled_dot_product_attention`` and ``MultiheadAttention`` (the weights too) call it.
     ``mask``: None, bool (True = take part) or floating (added); ``causal``: instead of a
-    mask, ``tril(ones(L, S))`` (no row is empty); ``groups``: query heads per key/value head. A query row with no allowed key gives a zero output (and zero weights).
+    mask, ``tril(ones(L, S))`` (no row is empty); ``groups``: query heads per key/value head.
+    A query row with no allowed key gives a zero output (and zero weights).
     """
     heads_q = query.shape[-3] if query.ndim >= 3 else 1
     length, source = query.shape[-2], key.shape[-2]
@@ -283,8 +285,8 @@ def attend(
         # key stays finite (uniform weights) until its output [..., L, Ev] is zeroed below,
         # cheaper than a select over the weights [..., L, S] (15-45 % of attention's forward
         # and backward on XLA:CPU, docs/benchmarks.md); a causal mask leaves no row empty.
-        if causal:
-            mask = jnp.tril(jnp.ones((length, source), bool))
+        if causal:  # tril(ones(L, S)): aligned at the top left, as PyTorch
+            mask = allowed(jnp.arange(length)[:, None], jnp.arange(source)[None, :])
         elif mask is not None:
             alive = jnp.any(mask, axis=-1, keepdims=True)
         if mask is not None:

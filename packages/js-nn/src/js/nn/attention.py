@@ -19,7 +19,6 @@ from jax.typing import DTypeLike
 from js import Module, Parameter, Rngs
 
 from . import _random
-from . import functional as F
 from ._checks import check_bool, check_int, check_probability, dropout_key
 from ._factory import float_dtype
 from ._kv_cache import KVCache
