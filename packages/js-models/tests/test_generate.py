@@ -292,3 +292,16 @@ def test_padding_is_read_as_a_real_token_whatever_pad_token_id_is():
     positions = np.where(mask == 1, np.cumsum(mask, 1) - 1, 0)
     logits = model(np.where(mask == 1, ids, 0), attention_mask=mask, position_ids=positions)
     np.testing.assert_array_equal(out[:, 3], np.asarray(logits[:, -1]).argmax(-1))
+
+
+def test_the_generation_contract_is_a_protocol(tmp_path):
+    _, model = pair("llama", tmp_path)
+    assert isinstance(model, js.models.CausalLM)
+
+    class NoCache(js.Module):
+        def forward(self, input_ids, attention_mask=None, *, cache=None, logits_to_keep=0):
+            return jnp.zeros((*jnp.shape(input_ids), 8))
+
+    assert not isinstance(NoCache(), js.models.CausalLM)
+    with pytest.raises(TypeError, match=r"NoCache has no make_cache\(\).*js.models.CausalLM"):
+        generate(NoCache(), np.ones((1, 2), np.int32), max_new_tokens=1)

@@ -11,6 +11,7 @@ _require("js-models", __version__, _REQUIRES)
 
 from ._base import PretrainedConfig as PretrainedConfig  # noqa: E402
 from ._base import PreTrainedModel as PreTrainedModel  # noqa: E402
+from ._generation import CausalLM as CausalLM  # noqa: E402
 from ._generation import GenerationMixin as GenerationMixin  # noqa: E402
 from ._generation import generate as generate  # noqa: E402
 from ._generation import stream as stream  # noqa: E402
@@ -46,6 +47,7 @@ __all__ = [
     "BertConfig",
     "BertForSequenceClassification",
     "BertModel",
+    "CausalLM",
     "ConvNeXtConfig",
     "ConvNeXtModel",
     "GPT2Config",
