@@ -8,10 +8,12 @@ transformers installed: ``hatch run bench:python -m tools.bench.generate ...``):
     python -m tools.bench.generate --cores 2 --rounds 3 --json generate.json
     python -m tools.bench.generate --config gpt2 --batch 8    # one config, one batch size
     python -m tools.bench.generate --smoke --rounds 1         # tiny models, 16 + 8 tokens
+    python -m tools.bench.generate --config qwen3 gemma3 --prompt 32 --new 32 --rounds 1
 
 Models: ``GPT2Config()`` (the 124M defaults) and a Llama-family config of about 100M
 parameters (``LLAMA``: 10 layers, width 768, grouped-query attention with 4 key/value heads,
-a 32000-token vocabulary), both float32 with random weights: transformers builds each once
+a 32000-token vocabulary), and on request ``qwen3`` and ``gemma3``, Qwen3-0.6B's and
+Gemma-3-1B's shapes (``QWEN3``, ``GEMMA3``: their hub configs), all float32 with random weights: transformers builds each once
 (``torch.manual_seed(0)``, ``save_pretrained`` into a temporary folder) and js loads the same
 folder with ``js.models.from_pretrained``, so both hold identical weights. The configs say
 ``eos_token_id=None`` and ``pad_token_id=0`` and js is given ``eos_token_id=[]``, so that
@@ -19,7 +21,10 @@ neither stops early: every run checks that both produce exactly ``--new`` tokens
 the report says whether js's tokens equal transformers'. Prompts are random ids (seed 0), no
 padding: ``--prompt`` (64) tokens, ``--new`` (128) new tokens, greedy, batch sizes 1 and 8.
 
-Every measurement is a fresh Python process; the parent imports neither jax nor torch.
+Every measurement is a fresh Python process; the parent imports neither jax nor torch. Each
+child first times its load of the folder (``from_pretrained`` until every weight is read:
+js's arrays ready, each of torch's parameters summed once, since transformers may return
+memory-mapped weights not yet read).
 ``--cores N`` pins this process to N cores (children inherit the affinity, which sizes XLA's
 thread pool) and torch gets one intra-op thread per core (``_cores.match_torch``). Per round
 and config, in alternating order:
@@ -97,8 +102,53 @@ SMOKE = {
         "bos_token_id": 1,
     },
 }
-FULL = {"gpt2": GPT2, "llama": LLAMA}
-NAMES = {"gpt2": "GPT-2", "llama": "Llama"}
+# Qwen3-0.6B's and Gemma-3-1B's shapes (their hub config.json), random weights.
+QWEN3 = {
+    "vocab_size": 151936,
+    "hidden_size": 1024,
+    "intermediate_size": 3072,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "max_position_embeddings": 40960,
+    "rope_theta": 1000000.0,
+    "tie_word_embeddings": True,
+}
+GEMMA3 = {
+    "vocab_size": 262144,
+    "hidden_size": 1152,
+    "intermediate_size": 6912,
+    "num_hidden_layers": 26,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 256,
+    "max_position_embeddings": 32768,
+    "query_pre_attn_scalar": 256,
+    "sliding_window": 512,
+    "rope_theta": 1000000.0,
+    "rope_local_base_freq": 10000.0,
+}
+_SMALL = {
+    "vocab_size": 1000,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 128,
+}
+SMOKE["qwen3"] = {**_SMALL, "head_dim": 16}
+SMOKE["gemma3"] = {**_SMALL, "head_dim": 16, "sliding_window": 8}
+FULL = {"gpt2": GPT2, "llama": LLAMA, "qwen3": QWEN3, "gemma3": GEMMA3}
+NAMES = {"gpt2": "GPT-2", "llama": "Llama", "qwen3": "Qwen3-0.6B", "gemma3": "Gemma-3-1B"}
+# transformers' (config class, model class) of each kind
+CLASSES = {
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel"),
+    "llama": ("LlamaConfig", "LlamaForCausalLM"),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM"),
+}
 MATMUL = 2048  # the roofline's matmul: [n, n] @ [n, n], float32
 COPY_MIB = 512  # the roofline's copy: a float32 array of this many MiB
 STEP_CALLS = 8  # timed calls of the decode step alone
@@ -112,21 +162,21 @@ def _report(**fields) -> None:
 
 
 def _config(kind: str, smoke: bool):
-    from transformers import GPT2Config, LlamaConfig
+    import transformers
 
     options = {**(SMOKE if smoke else FULL)[kind], **NO_EOS}
-    return GPT2Config(**options) if kind == "gpt2" else LlamaConfig(**options)
+    return getattr(transformers, CLASSES[kind][0])(**options)
 
 
 def _child_build(folder: Path, kinds: list[str], smoke: bool) -> None:
     import torch
-    from transformers import GPT2LMHeadModel, LlamaForCausalLM
+    import transformers
 
     built = {}
     for kind in kinds:  # each into folder/kind
         torch.manual_seed(0)
         config = _config(kind, smoke)
-        model = (GPT2LMHeadModel if kind == "gpt2" else LlamaForCausalLM)(config)
+        model = getattr(transformers, CLASSES[kind][1])(config)
         model.save_pretrained(folder / kind)
         built[kind] = {"params": sum(p.numel() for p in model.parameters())}
     _report(**built)
@@ -217,9 +267,11 @@ def _child_js(folder: Path, args: argparse.Namespace) -> None:
         js.enable_compilation_cache(cache_dir)
     files_before = _cache_files(cache_dir)
     imports_s = time.perf_counter() - start
+    begin = time.perf_counter()
     model = js.models.from_pretrained(folder)
     vocab = model.config.vocab_size
     jax.block_until_ready([v.value for v in model.parameters()])
+    load_s = time.perf_counter() - begin
     rows = []
     for batch in args.batch:
         ids = _prompts(batch, args.prompt, vocab)
@@ -250,6 +302,7 @@ def _child_js(folder: Path, args: argparse.Namespace) -> None:
         rows.append(row)
     report = {
         "imports_s": imports_s,
+        "load_s": load_s,
         "params": _params(model),
         "weights_bytes": _weights_nbytes(model),
         "cores": len(_cores.available()),
@@ -303,7 +356,11 @@ def _child_transformers(folder: Path, args: argparse.Namespace) -> None:
     from transformers import AutoModelForCausalLM
 
     imports_s = time.perf_counter() - start
+    begin = time.perf_counter()
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    with torch.no_grad():  # every weight read once: a memory-mapped one is loaded here
+        sum(float(p.float().sum()) for p in model.parameters())
+    load_s = time.perf_counter() - begin
     vocab = model.config.vocab_size
     rows = []
     for batch in args.batch:
@@ -337,6 +394,7 @@ def _child_transformers(folder: Path, args: argparse.Namespace) -> None:
         )
     _report(
         imports_s=imports_s,
+        load_s=load_s,
         params=sum(p.numel() for p in model.parameters()),
         torch_threads=threads,
         cores=len(_cores.available()),
@@ -471,6 +529,8 @@ def summarize(report: dict) -> list[dict]:
                     "ratio": _med(
                         b["generate_s"] / a["generate_s"] for a, b in zip(js, hf, strict=True)
                     ),
+                    "js_load_s": _med(runs["js"]["load_s"] for runs in rounds),
+                    "hf_load_s": _med(runs["transformers"]["load_s"] for runs in rounds),
                     "js_ttft_s": _med(r["ttft_s"] for r in js),
                     "hf_ttft_s": _med(r["ttft_s"] for r in hf),
                     "compile_cold_s": _med(r["compile_s"] for r in js),
@@ -527,6 +587,19 @@ def tables(summary: list[dict], report: dict) -> str:
         )
     lines += [
         "",
+        "Loading the folder (from_pretrained until every weight is read; medians over rounds)",
+        "",
+        "| model | js load s | transformers load s | js / transformers |",
+        "|---" * 4 + "|",
+    ]
+    for s in summary:
+        if s["batch"] == summary[0]["batch"] or s is summary[0]:
+            lines.append(
+                f"| {NAMES[s['config']]} | {s['js_load_s']:.2f} | {s['hf_load_s']:.2f} "
+                f"| {s['js_load_s'] / s['hf_load_s']:.2f}x |"
+            )
+    lines += [
+        "",
         f"Decode step (js, one token per row; XLA cost_analysis). Machine: {MATMUL}x{MATMUL} "
         f"float32 matmul {first['matmul_flops_per_s'] / 1e9:.1f} GFLOP/s, {COPY_MIB} MiB copy "
         f"{first['copy_bytes_per_s'] / 1e9:.1f} GB/s (read + write)",
@@ -551,7 +624,7 @@ def tables(summary: list[dict], report: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", nargs="+", choices=("gpt2", "llama"), default=["gpt2", "llama"])
+    parser.add_argument("--config", nargs="+", choices=tuple(FULL), default=["gpt2", "llama"])
     parser.add_argument("--batch", type=int, nargs="+", help="batch sizes (1 8)")
     parser.add_argument("--prompt", type=int, help="prompt tokens (64; smoke 16)")
     parser.add_argument("--new", type=int, help="new tokens (128; smoke 8)")

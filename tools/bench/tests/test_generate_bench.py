@@ -24,6 +24,7 @@ def test_smoke_run_reports_js_and_transformers(tmp_path, capsys):
         assert set(runs) == {"js", "transformers", "js_fill", "js_warm"}
         assert runs["js"]["params"] == runs["transformers"]["params"]
         assert runs["js"]["params"] == report["built"][kind]["params"] > 100_000
+        assert runs["js"]["load_s"] > 0 and runs["transformers"]["load_s"] > 0
         assert runs["js_warm"]["cache_files_added"] == 0  # every program came from the cache
         for who, result in runs.items():
             assert [row["batch"] for row in result["rows"]] == [1, 8]
