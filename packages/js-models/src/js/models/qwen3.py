@@ -1,0 +1,103 @@
+"""Qwen3: Qwen2's decoder with an RMSNorm over each head's queries and keys (before rotary),
+``attention_bias`` on q, k, v and o, and sliding-window layers as Qwen2 has them
+(``use_sliding_window``: layers from ``max_window_layers`` on, or as ``layer_types`` says), as
+in transformers 5.23. Module names are transformers' (``model.layers.N.self_attn.q_norm``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ._base import PretrainedConfig, PreTrainedModel
+from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
+from .llama import Qwen2Config
+
+
+class Qwen3Config(Qwen2Config):
+    """A Qwen3 ``config.json`` (transformers 5.23's ``Qwen3Config`` keys and defaults).
+
+    ``head_dim`` defaults to 128 (not ``hidden_size // num_attention_heads``);
+    ``sliding_window`` is None unless ``use_sliding_window``.
+
+    Example:
+        >>> from js.models.qwen3 import Qwen3Config
+        >>> config = Qwen3Config(num_hidden_layers=2, use_sliding_window=True,
+        ...     sliding_window=3, max_window_layers=1)
+        >>> config.head_dim, config.layer_types
+        (128, ['full_attention', 'sliding_attention'])
+    """
+
+    attention_bias: bool
+
+    model_type: ClassVar[str] = "qwen3"
+    family: ClassVar[str] = "Qwen3"
+    defaults: ClassVar[dict[str, Any]] = {
+        "vocab_size": 151936,
+        "hidden_size": 4096,
+        "intermediate_size": 22016,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "head_dim": 128,
+        "hidden_act": "silu",
+        "max_position_embeddings": 32768,
+        "initializer_range": 0.02,
+        "rms_norm_eps": 1e-6,
+        "use_cache": True,
+        "tie_word_embeddings": False,
+        "rope_parameters": None,
+        "attention_bias": False,
+        "use_sliding_window": False,
+        "sliding_window": 4096,
+        "max_window_layers": 28,
+        "layer_types": None,
+        "attention_dropout": 0.0,
+        "pad_token_id": None,
+        "bos_token_id": None,
+        "eos_token_id": None,
+    }
+
+    def projection_biases(self) -> tuple[bool, bool, bool]:
+        """Qwen3: ``attention_bias`` on q, k, v and o (Llama's rule), no MLP bias."""
+        return DecoderConfig.projection_biases(self)
+
+    def qk_norm(self) -> str | None:
+        """An RMSNorm over each head's ``head_dim`` features of the queries and keys."""
+        return "head"
+
+
+class Qwen3Model(DecoderModel):
+    """The Qwen3 decoder without a head (see ``DecoderModel.forward``).
+
+    Example:
+        >>> import jax.numpy as jnp, js
+        >>> from js.models.qwen3 import Qwen3Config, Qwen3Model
+        >>> config = Qwen3Config(vocab_size=32, hidden_size=16, intermediate_size=32,
+        ...     num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, head_dim=8)
+        >>> Qwen3Model(config, rngs=js.Rngs(params=0))(jnp.array([[1, 2, 3]])).shape
+        (1, 3, 16)
+    """
+
+    config_class: ClassVar[type[PretrainedConfig]] = Qwen3Config
+
+
+class Qwen3ForCausalLM(DecoderForCausalLM):
+    """``Qwen3Model`` and the ``lm_head`` (tied to the embedding with ``tie_word_embeddings``)."""
+
+    config_class: ClassVar[type[PretrainedConfig]] = Qwen3Config
+    base_model_class: ClassVar[type[DecoderModel]] = Qwen3Model
+
+
+ARCHITECTURES: dict[str, type[PreTrainedModel]] = {
+    "Qwen3ForCausalLM": Qwen3ForCausalLM,
+    "Qwen3Model": Qwen3Model,
+}
+DEFAULT_ARCHITECTURE = "Qwen3ForCausalLM"
+
+__all__ = [
+    "ARCHITECTURES",
+    "DEFAULT_ARCHITECTURE",
+    "Qwen3Config",
+    "Qwen3ForCausalLM",
+    "Qwen3Model",
+]

@@ -1,0 +1,129 @@
+"""SmolLM3: Llama's blocks where some layers have no rotary positions (NoPE), as in
+transformers 5.23. ``no_rope_layers`` has one entry per layer (1: rotary, 0: none); without it,
+every ``no_rope_layer_interval``-th layer (the 4th, 8th, ...) has none. Layers attend within
+``sliding_window`` where ``layer_types`` says "sliding_attention" (by default, with
+``use_sliding_window``, the NoPE layers). The rotary base defaults to 2,000,000 and the head
+is tied to the embedding unless ``tie_word_embeddings`` is false.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ._base import PretrainedConfig, PreTrainedModel
+from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
+
+
+class SmolLM3Config(DecoderConfig):
+    """A SmolLM3 ``config.json`` (transformers 5.23's ``SmolLM3Config`` keys and defaults).
+
+    Example:
+        >>> from js.models.smollm3 import SmolLM3Config
+        >>> config = SmolLM3Config(num_hidden_layers=4, use_sliding_window=True,
+        ...     sliding_window=8)
+        >>> config.no_rope_layers, config.layer_ropes(), config.sliding_windows()
+        ([1, 1, 1, 0], ['default', 'default', 'default', None], [None, None, None, 8])
+        >>> config.rope_parameters
+        {'rope_theta': 2000000.0, 'rope_type': 'default'}
+    """
+
+    attention_bias: bool
+    mlp_bias: bool
+    use_sliding_window: bool
+    sliding_window: int | None
+    no_rope_layers: list[int]
+    no_rope_layer_interval: int
+    layer_types: list[str]
+
+    model_type: ClassVar[str] = "smollm3"
+    family: ClassVar[str] = "SmolLM3"
+    defaults: ClassVar[dict[str, Any]] = {
+        "vocab_size": 128256,
+        "hidden_size": 2048,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 4,
+        "hidden_act": "silu",
+        "max_position_embeddings": 32768,
+        "initializer_range": 0.02,
+        "rms_norm_eps": 1e-6,
+        "use_cache": True,
+        "pad_token_id": 128004,
+        "bos_token_id": 128000,
+        "eos_token_id": 128001,
+        "rope_parameters": None,
+        "use_sliding_window": False,
+        "sliding_window": None,
+        "no_rope_layers": None,
+        "no_rope_layer_interval": 4,
+        "layer_types": None,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "mlp_bias": False,
+        "tie_word_embeddings": True,
+    }
+
+    def __init__(self, **kwargs: Any):
+        if kwargs.get("rope_theta") is None:  # SmolLM3's default_theta
+            kwargs["rope_theta"] = 2_000_000.0
+        super().__init__(**kwargs)
+        if self.no_rope_layers is None:
+            self.no_rope_layers = [
+                int((i + 1) % self.no_rope_layer_interval != 0)
+                for i in range(self.num_hidden_layers)
+            ]
+        if self.layer_types is None:
+            slide = self.use_sliding_window and self.sliding_window is not None
+            self.layer_types = [
+                "sliding_attention" if slide and not rope else "full_attention"
+                for rope in self.no_rope_layers[: self.num_hidden_layers]
+            ]
+
+    def layer_ropes(self) -> list[str | None]:
+        """The default rotary table where ``no_rope_layers`` is 1, none where it is 0."""
+        ropes = self.no_rope_layers[: self.num_hidden_layers]
+        if len(ropes) < self.num_hidden_layers:
+            raise ValueError(
+                f"SmolLM3Config: no_rope_layers has {len(ropes)} entries for "
+                f"{self.num_hidden_layers} layers. Fix: one per layer (1: rotary, 0: none)"
+            )
+        return ["default" if rope else None for rope in ropes]
+
+
+class SmolLM3Model(DecoderModel):
+    """The SmolLM3 decoder without a head (see ``DecoderModel.forward``).
+
+    Example:
+        >>> import jax.numpy as jnp, js
+        >>> from js.models.smollm3 import SmolLM3Config, SmolLM3Model
+        >>> config = SmolLM3Config(vocab_size=32, hidden_size=16, intermediate_size=32,
+        ...     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        ...     no_rope_layers=[1, 0], pad_token_id=0)
+        >>> SmolLM3Model(config, rngs=js.Rngs(params=0))(jnp.array([[1, 2, 3]])).shape
+        (1, 3, 16)
+    """
+
+    config_class: ClassVar[type[PretrainedConfig]] = SmolLM3Config
+
+
+class SmolLM3ForCausalLM(DecoderForCausalLM):
+    """``SmolLM3Model`` and the ``lm_head`` (tied to the embedding by default)."""
+
+    config_class: ClassVar[type[PretrainedConfig]] = SmolLM3Config
+    base_model_class: ClassVar[type[DecoderModel]] = SmolLM3Model
+
+
+ARCHITECTURES: dict[str, type[PreTrainedModel]] = {
+    "SmolLM3ForCausalLM": SmolLM3ForCausalLM,
+    "SmolLM3Model": SmolLM3Model,
+}
+DEFAULT_ARCHITECTURE = "SmolLM3ForCausalLM"
+
+__all__ = [
+    "ARCHITECTURES",
+    "DEFAULT_ARCHITECTURE",
+    "SmolLM3Config",
+    "SmolLM3ForCausalLM",
+    "SmolLM3Model",
+]
