@@ -1,0 +1,489 @@
+"""Gemma, Gemma 2 and Gemma 3 (text), as in transformers 5.23, on the decoder skeleton.
+
+Module names are transformers' (``model.layers.N.self_attn.q_proj``, ``model.norm``,
+``lm_head``), so a Hugging Face folder's weights load without renaming. Where the families
+differ from Llama:
+
+- Gemma: RMSNorm ``x * (1 + weight)`` in float32 (weights start at zero), token embeddings
+  times ``sqrt(hidden_size)`` (in their dtype; ``inputs_embeds`` enter as given), GeGLU with the
+  tanh GELU (``hidden_act``; the hub's legacy "gelu" means it too), ``head_dim`` from the
+  config, tied embeddings by default.
+- Gemma 2: each sublayer's output normed too (``post_attention_layernorm``,
+  ``pre_feedforward_layernorm``, ``post_feedforward_layernorm``), ``hidden_activation``,
+  sliding-window layers alternating with global ones (``layer_types``), scores scaled by
+  ``query_pre_attn_scalar ** -0.5`` and soft-capped (``attn_logit_softcapping``), logits
+  soft-capped (``final_logit_softcapping``).
+- Gemma 3: Gemma 2's blocks with per-head q/k norms, 5 local layers to 1 global
+  (``sliding_window_pattern``), one rotary table per layer type (``rope_parameters``
+  ``{"sliding_attention": {...}, "full_attention": {...}}``, or the older ``rope_theta`` +
+  ``rope_local_base_freq`` + ``rope_scaling``); no attention soft-capping (transformers 5.23's
+  Gemma 3 does not apply ``attn_logit_softcapping``). A multimodal folder
+  (``Gemma3ForConditionalGeneration``) loads as ``Gemma3ForCausalLM``: its ``text_config``
+  (without ``final_logit_softcapping``, which that class does not apply) and the language
+  model's weights; the vision tower's are skipped.
+
+The blocks are one set, arranged by the config (``GemmaConfig.from_dict`` picks the config
+class of the file's ``model_type``), so the family's default class builds any of them.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+
+from js import Module, Parameter, Rngs
+from js.nn import KVCache
+
+from ._base import PretrainedConfig, PreTrainedModel
+from ._decoder import (
+    DecoderAttention,
+    DecoderConfig,
+    DecoderForCausalLM,
+    DecoderLayer,
+    DecoderModel,
+    GatedMLP,
+    check_tokens,
+)
+from ._hf import activation
+from ._rope import SUPPORTED_ROPE_TYPES
+
+# ---------------------------------------------------------------------------------------------
+# Configs
+
+
+class GemmaConfig(DecoderConfig):
+    """A Gemma ``config.json``: transformers 5.23's ``GemmaConfig`` keys and defaults.
+
+    Example:
+        >>> from js.models.gemma import GemmaConfig
+        >>> config = GemmaConfig(hidden_act="gelu")
+        >>> config.hidden_act, config.head_dim, config.tie_word_embeddings
+        ('gelu_pytorch_tanh', 256, True)
+    """
+
+    model_type: ClassVar[str] = "gemma"
+    family: ClassVar[str] = "Gemma"
+    # the config key naming the MLP's activation; Gemma 2 and 3 norm each sublayer's output
+    activation_key: ClassVar[str] = "hidden_act"
+    sandwich_norms: ClassVar[bool] = False
+    # transformers runs Gemma 2 with its eager attention only (see GemmaAttention)
+    eager_attention: ClassVar[bool] = False
+    defaults: ClassVar[dict[str, Any]] = {
+        "vocab_size": 256000,
+        "hidden_size": 3072,
+        "intermediate_size": 24576,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "head_dim": 256,
+        "hidden_act": "gelu_pytorch_tanh",
+        "max_position_embeddings": 8192,
+        "initializer_range": 0.02,
+        "rms_norm_eps": 1e-6,
+        "use_cache": True,
+        "pad_token_id": 0,
+        "eos_token_id": 1,
+        "bos_token_id": 2,
+        "tie_word_embeddings": True,
+        "rope_parameters": None,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "use_bidirectional_attention": None,
+    }
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        if vars(self).get("hidden_act") == "gelu":  # the hub's legacy name of the tanh GELU
+            self.hidden_act = "gelu_pytorch_tanh"
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "hidden_act" and self.activation_key != name:  # read by GatedMLP
+            return getattr(self, self.activation_key)
+        return super().__getattr__(name)
+
+    @classmethod
+    def from_dict(cls, config: Mapping[str, Any]) -> GemmaConfig:
+        """The config of a ``config.json`` mapping: a multimodal Gemma 3 file's
+        ``text_config``; from ``GemmaConfig``, the config class of the file's ``model_type``."""
+        config = dict(config)
+        if config.get("model_type") == "gemma3":  # Gemma3ForConditionalGeneration: its text
+            # tied as the outer config says; a head transformers 5.23 does not soft-cap
+            config = {
+                **(config.get("text_config") or {}),
+                "model_type": "gemma3_text",
+                "tie_word_embeddings": config.get("tie_word_embeddings", True),
+                "final_logit_softcapping": None,
+            }
+        kind = _CONFIG_CLASSES.get(config.get("model_type", ""), cls) if cls is GemmaConfig else cls
+        return kind(**config)
+
+    def sliding_windows(self) -> list[int | None]:
+        if getattr(self, "use_bidirectional_attention", None):
+            raise NotImplementedError(
+                f"{type(self).__name__}: use_bidirectional_attention is not supported (js.models "
+                "builds causal decoders). Fix: set it to false"
+            )
+        return super().sliding_windows()
+
+    def make_norm(self, size: int) -> Module:
+        """``GemmaRMSNorm``: ``x * (1 + weight)``, in float32."""
+        return GemmaRMSNorm(size, eps=self.rms_norm_eps)
+
+    def embedding_scale(self) -> float:
+        return self.hidden_size**0.5
+
+    def attention_softcap(self) -> float | None:
+        """The attention scores' soft cap (``attn_logit_softcapping``, when the family has it)."""
+        return getattr(self, "attn_logit_softcapping", None)
+
+
+class Gemma2Config(GemmaConfig):
+    """A Gemma 2 ``config.json`` (transformers 5.23's ``Gemma2Config`` keys and defaults);
+    ``layer_types`` alternates sliding and full attention unless given.
+
+    Example:
+        >>> from js.models.gemma import Gemma2Config
+        >>> Gemma2Config(num_hidden_layers=3).layer_types
+        ['sliding_attention', 'full_attention', 'sliding_attention']
+    """
+
+    model_type: ClassVar[str] = "gemma2"
+    family: ClassVar[str] = "Gemma2"
+    activation_key: ClassVar[str] = "hidden_activation"
+    sandwich_norms: ClassVar[bool] = True
+    eager_attention: ClassVar[bool] = True
+    defaults: ClassVar[dict[str, Any]] = {
+        "vocab_size": 256000,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "max_position_embeddings": 8192,
+        "initializer_range": 0.02,
+        "rms_norm_eps": 1e-6,
+        "use_cache": True,
+        "pad_token_id": 0,
+        "eos_token_id": 1,
+        "bos_token_id": 2,
+        "tie_word_embeddings": True,
+        "rope_parameters": None,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "query_pre_attn_scalar": 256,
+        "sliding_window": 4096,
+        "layer_types": None,
+        "final_logit_softcapping": 30.0,
+        "attn_logit_softcapping": 50.0,
+        "use_bidirectional_attention": None,
+    }
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        if self.layer_types is None:  # every pattern-th layer global, the others sliding
+            pattern = self.sliding_window_pattern_of(kwargs)
+            self.layer_types = [
+                "full_attention" if (i + 1) % pattern == 0 else "sliding_attention"
+                for i in range(self.num_hidden_layers)
+            ]
+
+    def sliding_window_pattern_of(self, kwargs: Mapping[str, Any]) -> int:
+        return 2
+
+    def attention_scale(self) -> float:
+        return self.query_pre_attn_scalar**-0.5
+
+
+class Gemma3TextConfig(Gemma2Config):
+    """A Gemma 3 text ``config.json`` (transformers 5.23's ``Gemma3TextConfig``).
+
+    ``rope_parameters`` holds one table per layer type, built as transformers'
+    ``convert_rope_params_to_dict`` does from older files' ``rope_theta`` (global layers),
+    ``rope_local_base_freq`` (sliding ones) and ``rope_scaling`` (global layers).
+
+    Example:
+        >>> from js.models.gemma import Gemma3TextConfig
+        >>> config = Gemma3TextConfig(num_hidden_layers=3, sliding_window_pattern=3,
+        ...     rope_theta=1e5, rope_local_base_freq=1e3)
+        >>> config.layer_types[-1], config.rope_parameters["sliding_attention"]["rope_theta"]
+        ('full_attention', 1000.0)
+    """
+
+    model_type: ClassVar[str] = "gemma3_text"
+    family: ClassVar[str] = "Gemma3"
+    eager_attention: ClassVar[bool] = False
+    defaults: ClassVar[dict[str, Any]] = {
+        **Gemma2Config.defaults,
+        "vocab_size": 262_208,
+        "max_position_embeddings": 131_072,
+        "final_logit_softcapping": None,
+        "attn_logit_softcapping": None,
+        "use_bidirectional_attention": False,
+    }
+
+    def __init__(self, **kwargs: Any):
+        rope = _layer_type_ropes(kwargs)  # takes rope_theta, rope_local_base_freq, rope_scaling
+        super().__init__(**kwargs)
+        self.rope_parameters = rope
+        self._sliding_window_pattern = self.sliding_window_pattern_of(kwargs)
+
+    def sliding_window_pattern_of(self, kwargs: Mapping[str, Any]) -> int:
+        return kwargs.get("sliding_window_pattern", 6)
+
+    def architecture(self, causal: bool) -> str:
+        return "Gemma3ForCausalLM" if causal else "Gemma3TextModel"
+
+    def qk_norm(self) -> str:
+        return "head"
+
+    def layer_ropes(self) -> list[str | None]:
+        return list(self.layer_types[: self.num_hidden_layers])
+
+    def rope_parameters_for(self, kind: str) -> dict[str, Any]:
+        return self.rope_parameters[kind]
+
+    def attention_softcap(self) -> None:
+        return None
+
+
+def _layer_type_ropes(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Gemma 3's ``rope_parameters`` (transformers' ``convert_rope_params_to_dict`` and
+    ``standardize_rope_params``), taking the older keys out of ``kwargs``."""
+    scaling = kwargs.pop("rope_scaling", None)
+    thetas = {
+        "full_attention": kwargs.pop("rope_theta", 1_000_000.0),
+        "sliding_attention": kwargs.pop("rope_local_base_freq", 10_000.0),
+    }
+    rope = copy.deepcopy(kwargs.get("rope_parameters")) or {}
+    for kind, theta in thetas.items():
+        table = rope[kind] = rope.get(kind) or {"rope_type": "default"}
+        if kind == "full_attention" and scaling:
+            table.update(scaling)
+        table.setdefault("rope_theta", theta)
+        table.setdefault("rope_type", table.get("type", "default"))
+        if table["rope_type"] in ("llama3", "yarn", "longrope"):
+            table.setdefault(
+                "original_max_position_embeddings", kwargs.get("max_position_embeddings", 131_072)
+            )
+    return rope
+
+
+_CONFIG_CLASSES: dict[str, type[GemmaConfig]] = {
+    "gemma": GemmaConfig,
+    "gemma2": Gemma2Config,
+    "gemma3_text": Gemma3TextConfig,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Blocks
+
+
+class GemmaRMSNorm(Module):
+    """``x / sqrt(mean(x ** 2) + eps) * (1 + weight)`` in float32, returned in ``x``'s dtype;
+    ``weight`` starts at zeros (transformers' ``GemmaRMSNorm``)."""
+
+    def __init__(self, size: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = float(eps)
+        self.weight = Parameter(jnp.zeros((size,), jnp.float32))
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        h = x.astype(jnp.float32)
+        h = h * jax.lax.rsqrt(jnp.mean(h * h, axis=-1, keepdims=True) + self.eps)
+        return (h * (1.0 + self.weight.value.astype(jnp.float32))).astype(x.dtype)
+
+
+class GemmaAttention(DecoderAttention):
+    """The skeleton's attention, soft-capped as the family does (``attention_softcap``).
+
+    With the config's ``eager_attention`` (Gemma 2, which transformers runs with its eager
+    attention only), a query with no allowed key (a padded position) gets the mean of every
+    value of the call, as eager's softmax over scores all at the mask's minimum gives it,
+    instead of sdpa's zeros."""
+
+    def __init__(self, config: GemmaConfig, layer_idx: int, *, rngs: Rngs):
+        super().__init__(config, layer_idx, rngs=rngs)
+        softcap = config.attention_softcap()
+        self.softcap = None if softcap is None else float(softcap)
+        self.eager = config.eager_attention
+
+    def forward(
+        self,
+        hidden_states: jax.Array,
+        mask: jax.Array,
+        rope: tuple[jax.Array, jax.Array] | None,
+        cache: KVCache | None = None,
+    ) -> jax.Array:
+        out = super().forward(hidden_states, mask, rope, cache)
+        if not self.eager:
+            return out
+        B, L, _ = hidden_states.shape  # with a cache: the prompt's padding, at its prefill
+        v = self.v_proj(hidden_states).reshape(B, L, self.num_key_value_heads, -1).mean(1)
+        v = jnp.repeat(v, self.num_heads // self.num_key_value_heads, axis=1).reshape(B, 1, -1)
+        empty = ~jnp.any(mask, axis=-1).reshape(-1, L, 1)  # [B|1, L, 1]
+        return jnp.where(empty, self.output(v), out)
+
+
+class GemmaMLP(GatedMLP):
+    """GeGLU: the skeleton's gated MLP with the activation the config names
+    (``hidden_act`` for Gemma, ``hidden_activation`` for Gemma 2 and 3)."""
+
+    def __init__(self, config: GemmaConfig, *, rngs: Rngs):
+        super().__init__(config, rngs=rngs)
+        self.hidden_act = getattr(config, config.activation_key)
+        activation(type(config).__name__, config.activation_key, self.hidden_act)
+
+
+class GemmaDecoderLayer(DecoderLayer):
+    """Gemma's pre-norm block; with the config's ``sandwich_norms`` (Gemma 2, 3):
+    ``x + post_attention_layernorm(self_attn(input_layernorm(x)))``, then
+    ``x + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x)))``."""
+
+    attention_class: ClassVar[type[DecoderAttention]] = GemmaAttention
+    mlp_class: ClassVar[type[Module]] = GemmaMLP
+
+    def __init__(self, config: GemmaConfig, layer_idx: int, *, rngs: Rngs):
+        super().__init__(config, layer_idx, rngs=rngs)
+        self.sandwich = config.sandwich_norms
+        if self.sandwich:
+            self.pre_feedforward_layernorm = config.make_norm(config.hidden_size)
+            self.post_feedforward_layernorm = config.make_norm(config.hidden_size)
+
+    def forward(
+        self,
+        hidden_states: jax.Array,
+        mask: jax.Array,
+        rope: tuple[jax.Array, jax.Array] | None,
+        *,
+        cache: KVCache | None = None,
+        rngs: Rngs | None = None,
+    ) -> jax.Array:
+        if not self.sandwich:
+            return super().forward(hidden_states, mask, rope, cache=cache, rngs=rngs)
+        attended = self.self_attn(self.input_layernorm(hidden_states), mask, rope, cache)
+        x = hidden_states + self.post_attention_layernorm(attended)
+        return x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+
+# A Gemma3ForConditionalGeneration folder: the language model's weights (transformers writes
+# them as ``language_model.model.*``, as the hub's files have them; ``model.language_model.*``
+# is its modules' own name), the vision tower and projector skipped.
+_MULTIMODAL_KEYS = {
+    r"^language_model\.model\.": "model.",
+    r"^model\.language_model\.": "model.",
+    r"^language_model\.lm_head\.": "lm_head.",
+}
+_VISION_KEYS = (r"^(model\.)?vision_tower\.", r"^(model\.)?multi_modal_projector\.")
+
+
+class GemmaModel(DecoderModel):
+    """The Gemma decoder without a head: token ids -> last hidden state ``[B, L, hidden]``
+    (the skeleton's ``DecoderModel``; see its ``forward``). Blocks as the config says (Gemma,
+    Gemma 2 or Gemma 3).
+
+    Example:
+        >>> import jax.numpy as jnp, js
+        >>> from js.models.gemma import GemmaConfig, GemmaModel
+        >>> config = GemmaConfig(vocab_size=32, hidden_size=16, intermediate_size=32,
+        ...     num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, head_dim=8)
+        >>> GemmaModel(config, rngs=js.Rngs(params=0))(jnp.array([[1, 2, 3]])).shape
+        (1, 3, 16)
+    """
+
+    config_class: ClassVar[type[PretrainedConfig]] = GemmaConfig
+    layer_class: ClassVar[type[Module]] = GemmaDecoderLayer
+
+    def embed(self, input_ids: Any, inputs_embeds: Any) -> jax.Array:
+        """Token embeddings times ``sqrt(hidden_size)``; ``inputs_embeds`` as given (as
+        transformers, whose embedding module holds the scale)."""
+        embeds = check_tokens(type(self).__name__, input_ids, inputs_embeds)[1]
+        return super().embed(input_ids, None) if embeds is None else embeds
+
+
+class GemmaForCausalLM(DecoderForCausalLM):
+    """``GemmaModel`` and the ``lm_head`` projection to next-token logits ``[B, L, vocab]``
+    (tied to the embedding by default; soft-capped by ``final_logit_softcapping``).
+
+    Example:
+        >>> import jax.numpy as jnp, js
+        >>> from js.models.gemma import GemmaConfig, GemmaForCausalLM
+        >>> config = GemmaConfig(vocab_size=32, hidden_size=16, intermediate_size=32,
+        ...     num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, head_dim=8)
+        >>> model = GemmaForCausalLM(config, rngs=js.Rngs(params=0))
+        >>> model(jnp.array([[1, 2, 3]])).shape
+        (1, 3, 32)
+        >>> model.lm_head.weight is model.model.embed_tokens.weight
+        True
+    """
+
+    config_class: ClassVar[type[PretrainedConfig]] = GemmaConfig
+    base_model_class: ClassVar[type[DecoderModel]] = GemmaModel
+
+
+class Gemma2Model(GemmaModel):
+    """Gemma 2's decoder (see ``GemmaModel``)."""
+
+    config_class: ClassVar[type[PretrainedConfig]] = Gemma2Config
+
+
+class Gemma2ForCausalLM(GemmaForCausalLM):
+    """Gemma 2 with its language-model head (see ``GemmaForCausalLM``)."""
+
+    config_class: ClassVar[type[PretrainedConfig]] = Gemma2Config
+    base_model_class: ClassVar[type[DecoderModel]] = Gemma2Model
+
+
+class Gemma3TextModel(GemmaModel):
+    """Gemma 3's text decoder (see ``GemmaModel``); reads multimodal folders' text weights."""
+
+    config_class: ClassVar[type[PretrainedConfig]] = Gemma3TextConfig
+    key_mapping: ClassVar[dict[str, str]] = _MULTIMODAL_KEYS
+    ignore_on_load: ClassVar[tuple[str, ...]] = _VISION_KEYS
+
+
+class Gemma3ForCausalLM(GemmaForCausalLM):
+    """Gemma 3 with its language-model head (see ``GemmaForCausalLM``); a
+    ``Gemma3ForConditionalGeneration`` folder loads as this (its text model)."""
+
+    config_class: ClassVar[type[PretrainedConfig]] = Gemma3TextConfig
+    base_model_class: ClassVar[type[DecoderModel]] = Gemma3TextModel
+    key_mapping: ClassVar[dict[str, str]] = _MULTIMODAL_KEYS
+    ignore_on_load: ClassVar[tuple[str, ...]] = _VISION_KEYS
+
+
+ARCHITECTURES: dict[str, type[PreTrainedModel]] = {
+    "GemmaForCausalLM": GemmaForCausalLM,
+    "GemmaModel": GemmaModel,
+    "Gemma2ForCausalLM": Gemma2ForCausalLM,
+    "Gemma2Model": Gemma2Model,
+    "Gemma3ForCausalLM": Gemma3ForCausalLM,
+    "Gemma3TextModel": Gemma3TextModel,
+    "Gemma3ForConditionalGeneration": Gemma3ForCausalLM,  # its text model
+}
+DEFAULT_ARCHITECTURE = "GemmaForCausalLM"
+
+__all__ = [
+    "ARCHITECTURES",
+    "DEFAULT_ARCHITECTURE",
+    "SUPPORTED_ROPE_TYPES",
+    "Gemma2Config",
+    "Gemma2ForCausalLM",
+    "Gemma2Model",
+    "Gemma3ForCausalLM",
+    "Gemma3TextConfig",
+    "Gemma3TextModel",
+    "GemmaConfig",
+    "GemmaForCausalLM",
+    "GemmaModel",
+    "GemmaRMSNorm",
+]
