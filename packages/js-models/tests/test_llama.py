@@ -238,7 +238,8 @@ def _tiny(cls=llama.LlamaConfig, **keys):
         (
             dict(rope_scaling={"rope_type": "su", "factor": 2.0}),
             NotImplementedError,
-            "rope_type 'su' is not supported; supported: default, linear, llama3",
+            "rope_type 'su' is not supported; supported: default, linear, dynamic, yarn, "
+            "longrope, llama3",
         ),
         (dict(rope_parameters={"rope_type": "linear"}), KeyError, "needs 'factor'"),
         (dict(num_key_value_heads=3), ValueError, r"num_attention_heads \(4\) must be a multiple"),
