@@ -88,15 +88,18 @@ def greedy_matches(model, reference_model, new: int = NEW) -> np.ndarray:
     """js's greedy tokens (asserted equal to transformers'); returns them."""
     import torch
 
+    # Neither side stops at an end token (a config's eos id may lie inside the tiny vocabulary):
+    # transformers' generation config loses its eos, js gets eos_token_id=[].
+    reference_model.generation_config.eos_token_id = None
     with torch.inference_mode():
         expected = reference_model.generate(
             torch.tensor(IDS),
             attention_mask=torch.tensor(MASK),
             max_new_tokens=new,
-            min_new_tokens=new,
             do_sample=False,
             pad_token_id=0,
         ).numpy()
+    assert expected.shape == (len(IDS), IDS.shape[1] + new), expected.shape
     got = np.asarray(
         js.models.generate(model, IDS, attention_mask=MASK, max_new_tokens=new, eos_token_id=[])
     )
