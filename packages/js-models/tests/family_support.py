@@ -74,13 +74,14 @@ def js_logits(model, ids=IDS, mask=MASK) -> np.ndarray:
 
 def loads_both_ways(transformers, reference_model, folder: Path, out: Path) -> tuple[float, float]:
     """(js from transformers' folder, transformers from js's folder): the logits' relative
-    differences on the padded batch; the second model is js's, saved and read back."""
+    differences on the padded batch. The first is js's model against transformers'; the
+    second is transformers reading the folder js's model saved, against js's model."""
     model = js.models.from_pretrained(folder)
-    expected = torch_logits(reference_model)
-    there = relative_error(js_logits(model), expected)
+    ours = js_logits(model)
+    there = relative_error(ours, torch_logits(reference_model))
     model.save_pretrained(out)
     back = type(reference_model).from_pretrained(out).eval()
-    back_error = relative_error(torch_logits(back), expected)
+    back_error = relative_error(torch_logits(back), ours)
     return there, back_error
 
 
