@@ -13,7 +13,8 @@ transformers installed: ``hatch run bench:python -m tools.bench.generate ...``):
 Models: ``GPT2Config()`` (the 124M defaults) and a Llama-family config of about 100M
 parameters (``LLAMA``: 10 layers, width 768, grouped-query attention with 4 key/value heads,
 a 32000-token vocabulary), and on request ``qwen3`` and ``gemma3``, Qwen3-0.6B's and
-Gemma-3-1B's shapes (``QWEN3``, ``GEMMA3``: their hub configs), all float32 with random weights: transformers builds each once
+Gemma-3-1B's shapes (``QWEN3``, ``GEMMA3``: their hub configs), all float32 with random
+weights: transformers builds each once
 (``torch.manual_seed(0)``, ``save_pretrained`` into a temporary folder) and js loads the same
 folder with ``js.models.from_pretrained``, so both hold identical weights. The configs say
 ``eos_token_id=None`` and ``pad_token_id=0`` and js is given ``eos_token_id=[]``, so that

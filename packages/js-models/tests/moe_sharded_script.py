@@ -11,7 +11,7 @@ from pathlib import Path
 import jax
 import numpy as np
 from jax.sharding import AxisType
-from moe_support import split_experts, stacked_expert_loading
+from moe_support import split_experts
 
 import js
 import js.models
@@ -71,8 +71,7 @@ def main(root: Path) -> None:
         )
         placed = js.shard(cls(config, rngs=js.Rngs(params=0)), mesh, rules)
         reads.clear()
-        with stacked_expert_loading():
-            loaded = js.models.from_pretrained(root / name / "split", mesh=mesh, rules=rules)
+        loaded = js.models.from_pretrained(root / name / "split", mesh=mesh, rules=rules)
         E = config.routed_experts()
         for label, sharded in (("js.shard", placed), ("from_pretrained", loaded)):
             got = outputs(sharded, ids, mask)

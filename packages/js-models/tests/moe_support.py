@@ -1,51 +1,14 @@
-"""Shared pieces of test_moe.py and moe_sharded_script.py: the loader hook the mixture-of-experts
-families need, installed here until js.models' loader has it, and folders in both layouts of
-the experts' weights."""
+"""Shared pieces of test_moe.py and moe_sharded_script.py: folders in both layouts of the
+experts' weights."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import safetensors.numpy
-
-from js.models import _pretrained
-from js.models._base import PreTrainedModel
-
-
-@contextlib.contextmanager
-def stacked_expert_loading() -> Iterator[None]:
-    """``from_pretrained`` reading a folder through the class's ``weights_view`` (the MoE
-    families' ``_moe.ExpertStacks``: per-expert tensors presented stacked).
-
-    The hook js.models' loader needs: ``load_pretrained`` would call
-    ``weights = cls.weights_view(_Weights(folder))`` (``PreTrainedModel.weights_view`` returning
-    the weights unchanged). Until it does, this wraps the two loader steps that read the
-    folder's tensors (the plan and the fill); once ``PreTrainedModel`` has the hook it does
-    nothing.
-    """
-    if "weights_view" in vars(PreTrainedModel):
-        yield
-        return
-    plan, fill = _pretrained._plan_keys, _pretrained._fill
-
-    def view(cls, weights):
-        return cls.weights_view(weights) if hasattr(cls, "weights_view") else weights
-
-    _pretrained._plan_keys = lambda cls, model, variables, weights, strict: plan(
-        cls, model, variables, view(cls, weights), strict
-    )
-    _pretrained._fill = lambda cls, config, model, variables, weights, *rest: fill(
-        cls, config, model, variables, view(cls, weights), *rest
-    )
-    try:
-        yield
-    finally:
-        _pretrained._plan_keys, _pretrained._fill = plan, fill
 
 
 def split_experts(folder: Path, out: Path, names: dict[str, tuple[str, ...]], layer: str) -> None:

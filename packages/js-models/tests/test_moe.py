@@ -32,7 +32,6 @@ from family_support import (  # noqa: E402
     torch_logits,
 )
 from llama_support import transformers_without_torchvision  # noqa: E402
-from moe_support import stacked_expert_loading  # noqa: E402
 
 import js  # noqa: E402
 import js.models  # noqa: E402
@@ -99,7 +98,7 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def transformers():
-    with transformers_without_torchvision() as module, stacked_expert_loading():
+    with transformers_without_torchvision() as module:
         yield module
 
 

@@ -117,6 +117,14 @@ class PreTrainedModel(nn.Module):
         own = None if cls is PreTrainedModel else cls  # the base class: the folder's own class
         return load_pretrained(path, own, dtype=dtype, strict=strict, mesh=mesh, rules=rules)
 
+    @classmethod
+    def weights_view(cls, weights: Any) -> Any:
+        """The folder's tensors as this class reads them (an object with ``shapes``,
+        ``dtypes``, ``read(key, index=None)`` and ``close()``, as the loader's ``_Weights``):
+        unchanged here. The mixture-of-experts families present the per-expert tensors of
+        transformers' files stacked (``_moe.ExpertStacks``)."""
+        return weights
+
     def _config_json(self) -> dict[str, Any]:
         """What ``save_pretrained`` writes as ``config.json``: transformers' layout (the config's
         keys and ``architectures``). timm families override it with timm's layout."""

@@ -245,7 +245,7 @@ class DecoderLayer(Module):
     (1 unless set: Granite)."""
 
     attention_class: ClassVar[type[DecoderAttention]] = DecoderAttention
-    mlp_class: ClassVar[type[Module]] = GatedMLP
+    mlp_class: ClassVar[type[Any]] = GatedMLP
 
     def __init__(self, config: DecoderConfig, layer_idx: int, *, rngs: Rngs):
         super().__init__()
@@ -289,7 +289,7 @@ class DecoderModel(GradientCheckpointingMixin, PreTrainedModel):
 
     config_class: ClassVar[type[PretrainedConfig]] = DecoderConfig
     base_model_prefix: ClassVar[str] = "model"
-    layer_class: ClassVar[type[Module]] = DecoderLayer
+    layer_class: ClassVar[type[Any]] = DecoderLayer
     embed_name: ClassVar[str] = "embed_tokens"
     layers_name: ClassVar[str] = "layers"
     norm_name: ClassVar[str] = "norm"

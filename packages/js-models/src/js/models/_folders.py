@@ -30,6 +30,9 @@ class FamilyModel(Protocol):
     save_key_mapping: ClassVar[dict[str, str]]
     ignore_on_load: ClassVar[tuple[str, ...]]
 
+    @classmethod
+    def weights_view(cls, weights: Any) -> Any: ...
+
     def _config_json(self) -> dict[str, Any]: ...
 
     def _state_variables(self) -> Mapping[str, Any]: ...

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
@@ -50,7 +51,6 @@ import numpy as np
 from jax.sharding import PartitionSpec
 
 from js import Module, Parameter, Rngs, nn, remat
-from js.nn._linear import uniform_fan_in
 
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderLayer, DecoderModel, GatedMLP
 from ._hf import activation
@@ -286,8 +286,9 @@ class MoeExperts(Module):
         E, H, inner = config.routed_experts(), config.hidden_size, config.expert_size()
         self.hidden_act = config.hidden_act
         activation(type(config).__name__, "hidden_act", self.hidden_act)
-        self.gate_up_proj = Parameter(uniform_fan_in(rngs.next("params"), (E, 2 * inner, H), H))
-        self.down_proj = Parameter(uniform_fan_in(rngs.next("params"), (E, H, inner), inner))
+        # each expert's matrices as nn.Linear initialises them: U(-1/sqrt(in), 1/sqrt(in))
+        self.gate_up_proj = _uniform((E, 2 * inner, H), H, rngs)
+        self.down_proj = _uniform((E, H, inner), inner, rngs)
 
     def forward(self, x: jax.Array, top_k_index: jax.Array, top_k_weights: jax.Array) -> jax.Array:
         act = activation("MoeExperts", "hidden_act", self.hidden_act)
@@ -420,6 +421,13 @@ class MoeCausalLMOutput(NamedTuple):
 # Models
 
 
+def _uniform(shape: tuple[int, ...], fan_in: int, rngs: Rngs) -> Parameter:
+    bound = 1.0 / math.sqrt(fan_in)
+    weight = Parameter(jnp.zeros(shape, jnp.float32))
+    nn.init.uniform_(weight, -bound, bound, rngs=rngs)
+    return weight
+
+
 def _read_stacked(cls: Any, weights: Any) -> Any:
     return ExpertStacks(weights, cls.config_class.expert_file_names)
 
@@ -428,7 +436,11 @@ class MoeModel(DecoderModel):
     """A decoder of ``MoeDecoderLayer`` blocks (see ``DecoderModel.forward``)."""
 
     layer_class: ClassVar[type[Module]] = MoeDecoderLayer
-    weights_view = classmethod(_read_stacked)
+
+    @classmethod
+    def weights_view(cls, weights: Any) -> Any:
+        """The per-expert tensors of transformers' files, stacked (``ExpertStacks``)."""
+        return _read_stacked(cls, weights)
 
     def _checkpointed(self, training: bool, cache: Any) -> Callable[..., Any] | None:
         """The skeleton's ``js.remat`` per block; while router logits are collected, each
@@ -459,7 +471,10 @@ class MoeForCausalLM(DecoderForCausalLM):
     """A sparse decoder and its head; ``output_router_logits=True`` also returns the router
     logits and the load-balancing loss (``MoeCausalLMOutput``)."""
 
-    weights_view = classmethod(_read_stacked)
+    @classmethod
+    def weights_view(cls, weights: Any) -> Any:
+        """The per-expert tensors of transformers' files, stacked (``ExpertStacks``)."""
+        return _read_stacked(cls, weights)
 
     def forward(  # type: ignore[override]
         self,

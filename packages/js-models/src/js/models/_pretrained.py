@@ -118,7 +118,7 @@ def load_pretrained(
             "from_pretrained: rules= place arrays on a mesh, but mesh is None. Fix: pass "
             "mesh=jax.make_mesh(...) too, or leave rules out"
         )
-    weights = _Weights(folder)
+    weights = cls.weights_view(_Weights(folder))  # per-expert tensors stacked (MoE), ...
     config = cls.config_class.from_dict(config_dict)
     model = _build_abstract(cls, config)
     variables = model._state_variables()

@@ -336,7 +336,9 @@ class BertModel(BertPreTrainedModel):
             model built with ``add_pooling_layer=False``.
         """
         input_ids, inputs_embeds = check_tokens("BertModel", input_ids, inputs_embeds)
-        B, L = (input_ids if inputs_embeds is None else inputs_embeds).shape[:2]
+        given = inputs_embeds if input_ids is None else input_ids
+        assert given is not None  # check_tokens returns exactly one
+        B, L = given.shape[:2]
         mask = _padding_mask(attention_mask, (B, L))
         hidden = self.embeddings(
             input_ids, token_type_ids, position_ids, inputs_embeds, rngs=rngs

@@ -46,9 +46,8 @@ from ._decoder import (
     DecoderLayer,
     DecoderModel,
     GatedMLP,
-    check_tokens,
 )
-from ._hf import activation
+from ._hf import activation, check_tokens
 from ._rope import SUPPORTED_ROPE_TYPES
 
 # ---------------------------------------------------------------------------------------------

@@ -343,6 +343,8 @@ class GPT2LMHeadModel(GPT2PreTrainedModel, DecoderForCausalLM):
     """
 
     base_model_class: ClassVar[type[DecoderModel]] = GPT2Model
+    transformer: GPT2Model  # set by DecoderForCausalLM.__init__ (base_model_prefix)
+    lm_head: nn.Linear
 
     def __init__(self, config: GPT2Config, *, rngs: Rngs):
         super().__init__(config, rngs=rngs)

@@ -88,6 +88,7 @@ def _attend(q, k, v, mask, *, dropout: float = 0.0, key=None):
     (``dropout``) before they weigh ``v`` and are returned so, as PyTorch returns them."""
     p = dropout if key is not None else 0.0
     output, weights = attend(q, k, v, mask, dropout_p=p, dropout_key=key, with_weights=True)
+    assert weights is not None  # with_weights=True
     return output, weights
 
 
