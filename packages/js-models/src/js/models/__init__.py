@@ -11,10 +11,18 @@ _require("js-models", __version__, _REQUIRES)
 
 from ._base import PretrainedConfig as PretrainedConfig  # noqa: E402
 from ._base import PreTrainedModel as PreTrainedModel  # noqa: E402
+from ._decoder import DecoderAttention as DecoderAttention  # noqa: E402
+from ._decoder import DecoderConfig as DecoderConfig  # noqa: E402
+from ._decoder import DecoderForCausalLM as DecoderForCausalLM  # noqa: E402
+from ._decoder import DecoderLayer as DecoderLayer  # noqa: E402
+from ._decoder import DecoderModel as DecoderModel  # noqa: E402
+from ._decoder import FeedForward as FeedForward  # noqa: E402
+from ._decoder import GatedMLP as GatedMLP  # noqa: E402
 from ._generation import CausalLM as CausalLM  # noqa: E402
 from ._generation import GenerationMixin as GenerationMixin  # noqa: E402
 from ._generation import generate as generate  # noqa: E402
 from ._generation import stream as stream  # noqa: E402
+from ._moe import expert_rules as expert_rules  # noqa: E402
 from ._pretrained import LoadingInfo as LoadingInfo  # noqa: E402
 from ._pretrained import from_pretrained as from_pretrained  # noqa: E402
 from ._pretrained import loading_info as loading_info  # noqa: E402
@@ -49,6 +57,13 @@ __all__ = [
     "BertModel",
     "CausalLM",
     "ConvNeXtConfig",
+    "DecoderAttention",
+    "DecoderConfig",
+    "DecoderForCausalLM",
+    "DecoderLayer",
+    "DecoderModel",
+    "FeedForward",
+    "GatedMLP",
     "ConvNeXtModel",
     "GPT2Config",
     "GenerationMixin",
@@ -71,6 +86,7 @@ __all__ = [
     "ViTConfig",
     "ViTForImageClassification",
     "ViTModel",
+    "expert_rules",
     "from_pretrained",
     "generate",
     "loading_info",

@@ -239,6 +239,26 @@ class GatedMLP(Module):
         return self.down_proj(act(self.gate_proj(x)) * self.up_proj(x))
 
 
+class FeedForward(Module):
+    """``out(act(in(x)))`` with ``hidden_act``: the ungated MLP (Phi, GPT-NeoX), its two linear
+    layers (with biases) named by ``in_name`` and ``out_name``."""
+
+    in_name: ClassVar[str] = "fc1"
+    out_name: ClassVar[str] = "fc2"
+
+    def __init__(self, config: DecoderConfig, *, rngs: Rngs):
+        super().__init__()
+        self.hidden_act = config.hidden_act
+        activation(type(config).__name__, "hidden_act", self.hidden_act)
+        hidden, inner = config.hidden_size, config.intermediate_size
+        setattr(self, self.in_name, nn.Linear(hidden, inner, rngs=rngs))
+        setattr(self, self.out_name, nn.Linear(inner, hidden, rngs=rngs))
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        act = activation(type(self).__name__, "hidden_act", self.hidden_act)
+        return getattr(self, self.out_name)(act(getattr(self, self.in_name)(x)))
+
+
 class DecoderLayer(Module):
     """Pre-norm block: ``x + m * self_attn(input_layernorm(x))``, then
     ``x + m * mlp(post_attention_layernorm(x))``, ``m`` the config's ``residual_multiplier``
@@ -534,6 +554,7 @@ __all__ = [
     "DecoderForCausalLM",
     "DecoderLayer",
     "DecoderModel",
+    "FeedForward",
     "GatedMLP",
     "apply_rope",
 ]

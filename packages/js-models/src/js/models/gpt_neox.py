@@ -30,8 +30,13 @@ from js import Module, Rngs, nn
 from js.nn import KVCache
 
 from ._base import PretrainedConfig, PreTrainedModel
-from ._decoder import DecoderAttention, DecoderConfig, DecoderForCausalLM, DecoderModel
-from ._hf import activation
+from ._decoder import (
+    DecoderAttention,
+    DecoderConfig,
+    DecoderForCausalLM,
+    DecoderModel,
+    FeedForward,
+)
 
 
 class GPTNeoXConfig(DecoderConfig):
@@ -107,19 +112,11 @@ class GPTNeoXAttention(DecoderAttention):
         return self.dense(attended)
 
 
-class GPTNeoXMLP(Module):
+class GPTNeoXMLP(FeedForward):
     """``dense_4h_to_h(act(dense_h_to_4h(x)))`` with ``hidden_act``."""
 
-    def __init__(self, config: GPTNeoXConfig, *, rngs: Rngs):
-        super().__init__()
-        self.hidden_act = config.hidden_act
-        activation("GPTNeoXConfig", "hidden_act", self.hidden_act)
-        self.dense_h_to_4h = nn.Linear(config.hidden_size, config.intermediate_size, rngs=rngs)
-        self.dense_4h_to_h = nn.Linear(config.intermediate_size, config.hidden_size, rngs=rngs)
-
-    def forward(self, x: jax.Array) -> jax.Array:
-        act = activation("GPTNeoXMLP", "hidden_act", self.hidden_act)
-        return self.dense_4h_to_h(act(self.dense_h_to_4h(x)))
+    in_name: ClassVar[str] = "dense_h_to_4h"
+    out_name: ClassVar[str] = "dense_4h_to_h"
 
 
 class GPTNeoXLayer(Module):

@@ -26,8 +26,13 @@ from js import Module, Rngs, nn
 from js.nn import KVCache
 
 from ._base import PretrainedConfig, PreTrainedModel
-from ._decoder import DecoderAttention, DecoderConfig, DecoderForCausalLM, DecoderModel
-from ._hf import activation
+from ._decoder import (
+    DecoderAttention,
+    DecoderConfig,
+    DecoderForCausalLM,
+    DecoderModel,
+    FeedForward,
+)
 
 
 class PhiConfig(DecoderConfig):
@@ -106,18 +111,8 @@ class PhiAttention(DecoderAttention):
         return self.dense(attended)
 
 
-class PhiMLP(Module):
+class PhiMLP(FeedForward):
     """``fc2(act(fc1(x)))`` with ``hidden_act``."""
-
-    def __init__(self, config: PhiConfig, *, rngs: Rngs):
-        super().__init__()
-        self.hidden_act = config.hidden_act
-        activation("PhiConfig", "hidden_act", self.hidden_act)
-        self.fc1 = nn.Linear(config.hidden_size, config.intermediate_size, rngs=rngs)
-        self.fc2 = nn.Linear(config.intermediate_size, config.hidden_size, rngs=rngs)
-
-    def forward(self, x: jax.Array) -> jax.Array:
-        return self.fc2(activation("PhiMLP", "hidden_act", self.hidden_act)(self.fc1(x)))
 
 
 class PhiDecoderLayer(Module):
