@@ -146,4 +146,9 @@ class PreTrainedModel(nn.Module):
         save_pretrained(self, path)
 
 
-__all__ = ["PreTrainedModel", "PretrainedConfig"]
+def architectures(*classes: type[PreTrainedModel]) -> dict[str, type[PreTrainedModel]]:
+    """A family module's ``ARCHITECTURES``: each class under its own (transformers') name."""
+    return {cls.__name__: cls for cls in classes}
+
+
+__all__ = ["PreTrainedModel", "PretrainedConfig", "architectures"]

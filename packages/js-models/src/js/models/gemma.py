@@ -38,7 +38,7 @@ import jax.numpy as jnp
 from js import Module, Parameter, Rngs
 from js.nn import KVCache
 
-from ._base import PretrainedConfig, PreTrainedModel
+from ._base import PretrainedConfig, architectures
 from ._decoder import (
     DecoderAttention,
     DecoderConfig,
@@ -460,13 +460,15 @@ class Gemma3ForCausalLM(GemmaForCausalLM):
     ignore_on_load: ClassVar[tuple[str, ...]] = _VISION_KEYS
 
 
-ARCHITECTURES: dict[str, type[PreTrainedModel]] = {
-    "GemmaForCausalLM": GemmaForCausalLM,
-    "GemmaModel": GemmaModel,
-    "Gemma2ForCausalLM": Gemma2ForCausalLM,
-    "Gemma2Model": Gemma2Model,
-    "Gemma3ForCausalLM": Gemma3ForCausalLM,
-    "Gemma3TextModel": Gemma3TextModel,
+ARCHITECTURES = {
+    **architectures(
+        GemmaForCausalLM,
+        GemmaModel,
+        Gemma2ForCausalLM,
+        Gemma2Model,
+        Gemma3ForCausalLM,
+        Gemma3TextModel,
+    ),
     "Gemma3ForConditionalGeneration": Gemma3ForCausalLM,  # its text model
 }
 DEFAULT_ARCHITECTURE = "GemmaForCausalLM"

@@ -25,7 +25,7 @@ from js import Module, Parameter, Rngs, nn
 from js.nn import KVCache
 from js.nn import functional as F
 
-from ._base import PreTrainedModel
+from ._base import PreTrainedModel, architectures
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
 from ._hf import activation, merge_heads, split_heads
 
@@ -382,8 +382,5 @@ class GPT2LMHeadModel(GPT2PreTrainedModel, DecoderForCausalLM):
         return self.logits(hidden_states, logits_to_keep)
 
 
-ARCHITECTURES: dict[str, Any] = {
-    "GPT2Model": GPT2Model,
-    "GPT2LMHeadModel": GPT2LMHeadModel,
-}
+ARCHITECTURES = architectures(GPT2Model, GPT2LMHeadModel)
 DEFAULT_ARCHITECTURE = "GPT2LMHeadModel"

@@ -29,7 +29,7 @@ import jax
 from js import Module, Rngs, nn
 from js.nn import KVCache
 
-from ._base import PretrainedConfig, PreTrainedModel
+from ._base import PretrainedConfig, PreTrainedModel, architectures
 from ._decoder import (
     DecoderAttention,
     DecoderConfig,
@@ -219,10 +219,7 @@ class GPTNeoXForCausalLM(GPTNeoXPreTrainedModel, DecoderForCausalLM):
     head_name: ClassVar[str] = "embed_out"
 
 
-ARCHITECTURES: dict[str, type[PreTrainedModel]] = {
-    "GPTNeoXForCausalLM": GPTNeoXForCausalLM,
-    "GPTNeoXModel": GPTNeoXModel,
-}
+ARCHITECTURES = architectures(GPTNeoXForCausalLM, GPTNeoXModel)
 DEFAULT_ARCHITECTURE = "GPTNeoXForCausalLM"
 
 __all__ = [

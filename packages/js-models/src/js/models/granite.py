@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ._base import PretrainedConfig, PreTrainedModel
+from ._base import PretrainedConfig, architectures
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
 
 
@@ -93,10 +93,7 @@ class GraniteForCausalLM(DecoderForCausalLM):
     base_model_class: ClassVar[type[DecoderModel]] = GraniteModel
 
 
-ARCHITECTURES: dict[str, type[PreTrainedModel]] = {
-    "GraniteForCausalLM": GraniteForCausalLM,
-    "GraniteModel": GraniteModel,
-}
+ARCHITECTURES = architectures(GraniteForCausalLM, GraniteModel)
 DEFAULT_ARCHITECTURE = "GraniteForCausalLM"
 
 __all__ = [

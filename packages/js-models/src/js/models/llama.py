@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ._base import PretrainedConfig, PreTrainedModel
+from ._base import PretrainedConfig, architectures
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
 from ._rope import SUPPORTED_ROPE_TYPES
 
@@ -291,14 +291,14 @@ class MistralForCausalLM(LlamaForCausalLM):
     base_model_class: ClassVar[type[DecoderModel]] = MistralModel
 
 
-ARCHITECTURES: dict[str, type[PreTrainedModel]] = {
-    "LlamaForCausalLM": LlamaForCausalLM,
-    "LlamaModel": LlamaModel,
-    "Qwen2ForCausalLM": Qwen2ForCausalLM,
-    "Qwen2Model": Qwen2Model,
-    "MistralForCausalLM": MistralForCausalLM,
-    "MistralModel": MistralModel,
-}
+ARCHITECTURES = architectures(
+    LlamaForCausalLM,
+    LlamaModel,
+    Qwen2ForCausalLM,
+    Qwen2Model,
+    MistralForCausalLM,
+    MistralModel,
+)
 DEFAULT_ARCHITECTURE = "LlamaForCausalLM"
 
 __all__ = [

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ._base import PretrainedConfig, PreTrainedModel
+from ._base import PretrainedConfig, architectures
 from ._decoder import DecoderModel
 from ._moe import MoeConfig, MoeForCausalLM, MoeModel
 
@@ -111,10 +111,7 @@ class MixtralForCausalLM(MoeForCausalLM):
     key_mapping: ClassVar[dict[str, str]] = MixtralModel.key_mapping
 
 
-ARCHITECTURES: dict[str, type[PreTrainedModel]] = {
-    "MixtralForCausalLM": MixtralForCausalLM,
-    "MixtralModel": MixtralModel,
-}
+ARCHITECTURES = architectures(MixtralForCausalLM, MixtralModel)
 DEFAULT_ARCHITECTURE = "MixtralForCausalLM"
 
 __all__ = [

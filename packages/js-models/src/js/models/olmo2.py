@@ -12,7 +12,7 @@ import jax
 from js import Rngs
 from js.nn import KVCache
 
-from ._base import PretrainedConfig, PreTrainedModel
+from ._base import PretrainedConfig, architectures
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderLayer, DecoderModel
 
 
@@ -100,10 +100,7 @@ class Olmo2ForCausalLM(DecoderForCausalLM):
     base_model_class: ClassVar[type[DecoderModel]] = Olmo2Model
 
 
-ARCHITECTURES: dict[str, type[PreTrainedModel]] = {
-    "Olmo2ForCausalLM": Olmo2ForCausalLM,
-    "Olmo2Model": Olmo2Model,
-}
+ARCHITECTURES = architectures(Olmo2ForCausalLM, Olmo2Model)
 DEFAULT_ARCHITECTURE = "Olmo2ForCausalLM"
 
 __all__ = [

@@ -25,7 +25,7 @@ import jax
 from js import Module, Rngs, nn
 from js.nn import KVCache
 
-from ._base import PretrainedConfig, PreTrainedModel
+from ._base import PretrainedConfig, architectures
 from ._decoder import (
     DecoderAttention,
     DecoderConfig,
@@ -197,10 +197,7 @@ class PhiForCausalLM(DecoderForCausalLM):
         return True
 
 
-ARCHITECTURES: dict[str, type[PreTrainedModel]] = {
-    "PhiForCausalLM": PhiForCausalLM,
-    "PhiModel": PhiModel,
-}
+ARCHITECTURES = architectures(PhiForCausalLM, PhiModel)
 DEFAULT_ARCHITECTURE = "PhiForCausalLM"
 
 __all__ = [

@@ -33,7 +33,7 @@ import js
 from js import Buffer, Module, Rngs, nn
 from js.nn import KVCache
 
-from ._base import PretrainedConfig, PreTrainedModel
+from ._base import PretrainedConfig, architectures
 from ._decoder import (
     DecoderAttention,
     DecoderConfig,
@@ -240,10 +240,7 @@ class Phi3ForCausalLM(DecoderForCausalLM):
         return logits
 
 
-ARCHITECTURES: dict[str, type[PreTrainedModel]] = {
-    "Phi3ForCausalLM": Phi3ForCausalLM,
-    "Phi3Model": Phi3Model,
-}
+ARCHITECTURES = architectures(Phi3ForCausalLM, Phi3Model)
 DEFAULT_ARCHITECTURE = "Phi3ForCausalLM"
 
 __all__ = [

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ._base import PretrainedConfig, PreTrainedModel
+from ._base import PretrainedConfig, architectures
 from ._decoder import DecoderModel
 from ._moe import MoeConfig, MoeForCausalLM, MoeModel
 
@@ -116,10 +116,7 @@ class Qwen2MoeForCausalLM(MoeForCausalLM):
     base_model_class: ClassVar[type[DecoderModel]] = Qwen2MoeModel
 
 
-ARCHITECTURES: dict[str, type[PreTrainedModel]] = {
-    "Qwen2MoeForCausalLM": Qwen2MoeForCausalLM,
-    "Qwen2MoeModel": Qwen2MoeModel,
-}
+ARCHITECTURES = architectures(Qwen2MoeForCausalLM, Qwen2MoeModel)
 DEFAULT_ARCHITECTURE = "Qwen2MoeForCausalLM"
 
 __all__ = [

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ._base import PretrainedConfig, PreTrainedModel
+from ._base import PretrainedConfig, architectures
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
 from .llama import Qwen2Config
 
@@ -88,10 +88,7 @@ class Qwen3ForCausalLM(DecoderForCausalLM):
     base_model_class: ClassVar[type[DecoderModel]] = Qwen3Model
 
 
-ARCHITECTURES: dict[str, type[PreTrainedModel]] = {
-    "Qwen3ForCausalLM": Qwen3ForCausalLM,
-    "Qwen3Model": Qwen3Model,
-}
+ARCHITECTURES = architectures(Qwen3ForCausalLM, Qwen3Model)
 DEFAULT_ARCHITECTURE = "Qwen3ForCausalLM"
 
 __all__ = [

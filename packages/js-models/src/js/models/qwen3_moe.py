@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ._base import PretrainedConfig, PreTrainedModel
+from ._base import PretrainedConfig, architectures
 from ._decoder import DecoderModel
 from ._moe import MoeConfig, MoeForCausalLM, MoeModel
 
@@ -102,10 +102,7 @@ class Qwen3MoeForCausalLM(MoeForCausalLM):
     base_model_class: ClassVar[type[DecoderModel]] = Qwen3MoeModel
 
 
-ARCHITECTURES: dict[str, type[PreTrainedModel]] = {
-    "Qwen3MoeForCausalLM": Qwen3MoeForCausalLM,
-    "Qwen3MoeModel": Qwen3MoeModel,
-}
+ARCHITECTURES = architectures(Qwen3MoeForCausalLM, Qwen3MoeModel)
 DEFAULT_ARCHITECTURE = "Qwen3MoeForCausalLM"
 
 __all__ = [

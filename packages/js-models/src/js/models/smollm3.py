@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ._base import PretrainedConfig, PreTrainedModel
+from ._base import PretrainedConfig, architectures
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
 
 
@@ -114,10 +114,7 @@ class SmolLM3ForCausalLM(DecoderForCausalLM):
     base_model_class: ClassVar[type[DecoderModel]] = SmolLM3Model
 
 
-ARCHITECTURES: dict[str, type[PreTrainedModel]] = {
-    "SmolLM3ForCausalLM": SmolLM3ForCausalLM,
-    "SmolLM3Model": SmolLM3Model,
-}
+ARCHITECTURES = architectures(SmolLM3ForCausalLM, SmolLM3Model)
 DEFAULT_ARCHITECTURE = "SmolLM3ForCausalLM"
 
 __all__ = [
