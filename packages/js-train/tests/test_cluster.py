@@ -143,15 +143,17 @@ def start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
         cwd=JOBS,
         env=clean | {"PYTHONUNBUFFERED": "1", "JAX_PLATFORMS": "cpu"} | env,
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        # apart from stdout: a log line on stderr could otherwise land inside a JSON line (one
+        # CI run found no report line at all from a process that exited 0)
+        stderr=subprocess.PIPE,
         text=True,
     )
 
 
 def reports(process: subprocess.Popen) -> list[dict]:
     """The JSON lines a process printed (the launcher's ``[rank]`` prefix removed)."""
-    output, _ = process.communicate(timeout=300)
-    assert process.returncode == 0, output[-4000:]
+    output, errors = process.communicate(timeout=300)
+    assert process.returncode == 0, (output + errors)[-4000:]
     lines = [line.split("] ", 1)[-1] for line in output.splitlines()]
     return [json.loads(line) for line in lines if line.startswith("{")]
 
