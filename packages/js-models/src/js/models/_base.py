@@ -146,9 +146,23 @@ class PreTrainedModel(nn.Module):
         save_pretrained(self, path)
 
 
+def defaults_from(base: Mapping[str, Any], *, drop: tuple[str, ...] = (), **changes: Any) -> dict[str, Any]:
+    """A family's ``defaults`` written as its differences from a related family's: ``base``'s
+    keys less ``drop``, with ``changes`` updating or adding keys.
+
+    Example:
+        >>> defaults_from({"vocab_size": 32000, "mlp_bias": False}, drop=("mlp_bias",), head_dim=8)
+        {'vocab_size': 32000, 'head_dim': 8}
+    """
+    missing = [key for key in drop if key not in base]
+    if missing:
+        raise KeyError(f"defaults_from: drop names keys the base does not have: {missing}")
+    return {**{k: v for k, v in base.items() if k not in drop}, **changes}
+
+
 def architectures(*classes: type[PreTrainedModel]) -> dict[str, type[PreTrainedModel]]:
     """A family module's ``ARCHITECTURES``: each class under its own (transformers') name."""
     return {cls.__name__: cls for cls in classes}
 
 
-__all__ = ["PreTrainedModel", "PretrainedConfig", "architectures"]
+__all__ = ["PreTrainedModel", "PretrainedConfig", "architectures", "defaults_from"]

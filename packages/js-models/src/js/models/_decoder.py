@@ -486,6 +486,11 @@ class DecoderForCausalLM(GenerationMixin, GradientCheckpointingMixin, PreTrained
     base_model_class: ClassVar[type[DecoderModel]] = DecoderModel
     head_name: ClassVar[str] = "lm_head"
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "config_class" not in vars(cls):  # a family names its base model; the config follows
+            cls.config_class = cls.base_model_class.config_class
+
     def __init__(self, config: Any, *, rngs: Rngs):
         super().__init__(config)
         base = self.base_model_class(config, rngs=rngs)
