@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ._base import PretrainedConfig, architectures
+from ._base import architectures, defaults_from
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
+from .llama import LlamaConfig
 
 
 class GraniteConfig(DecoderConfig):
@@ -35,31 +36,14 @@ class GraniteConfig(DecoderConfig):
 
     model_type: ClassVar[str] = "granite"
     family: ClassVar[str] = "Granite"
-    defaults: ClassVar[dict[str, Any]] = {
-        "vocab_size": 32000,
-        "hidden_size": 4096,
-        "intermediate_size": 11008,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "num_key_value_heads": None,
-        "hidden_act": "silu",
-        "max_position_embeddings": 2048,
-        "initializer_range": 0.02,
-        "rms_norm_eps": 1e-6,
-        "use_cache": True,
-        "pad_token_id": None,
-        "bos_token_id": 1,
-        "eos_token_id": 2,
-        "tie_word_embeddings": False,
-        "rope_parameters": None,
-        "attention_bias": False,
-        "attention_dropout": 0.0,
-        "mlp_bias": False,
-        "embedding_multiplier": 1.0,
-        "logits_scaling": 1.0,
-        "residual_multiplier": 1.0,
-        "attention_multiplier": 1.0,
-    }
+    defaults: ClassVar[dict[str, Any]] = defaults_from(
+        LlamaConfig.defaults,
+        drop=("pretraining_tp", "head_dim"),
+        embedding_multiplier=1.0,
+        logits_scaling=1.0,
+        residual_multiplier=1.0,
+        attention_multiplier=1.0,
+    )
 
     def attention_scale(self) -> float:
         """``attention_multiplier`` (transformers' Granite attention's ``scaling``)."""
@@ -72,25 +56,15 @@ class GraniteConfig(DecoderConfig):
 
 
 class GraniteModel(DecoderModel):
-    """The Granite decoder without a head (see ``DecoderModel.forward``).
+    """The Granite decoder without a head (see ``DecoderModel.forward``)."""
 
-    Example:
-        >>> import jax.numpy as jnp, js
-        >>> from js.models.granite import GraniteConfig, GraniteModel
-        >>> config = GraniteConfig(vocab_size=32, hidden_size=16, intermediate_size=32,
-        ...     num_hidden_layers=1, num_attention_heads=4, residual_multiplier=0.22)
-        >>> GraniteModel(config, rngs=js.Rngs(params=0))(jnp.array([[1, 2, 3]])).shape
-        (1, 3, 16)
-    """
-
-    config_class: ClassVar[type[PretrainedConfig]] = GraniteConfig
+    config_class = GraniteConfig
 
 
 class GraniteForCausalLM(DecoderForCausalLM):
     """``GraniteModel`` and the ``lm_head``; the logits are divided by ``logits_scaling``."""
 
-    config_class: ClassVar[type[PretrainedConfig]] = GraniteConfig
-    base_model_class: ClassVar[type[DecoderModel]] = GraniteModel
+    base_model_class = GraniteModel
 
 
 ARCHITECTURES = architectures(GraniteForCausalLM, GraniteModel)

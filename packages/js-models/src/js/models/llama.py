@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ._base import PretrainedConfig, architectures
+from ._base import architectures, defaults_from
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
 from ._rope import SUPPORTED_ROPE_TYPES
 
@@ -124,29 +124,20 @@ class Qwen2Config(LlamaConfig):
 
     model_type: ClassVar[str] = "qwen2"
     family: ClassVar[str] = "Qwen2"
-    defaults: ClassVar[dict[str, Any]] = {
-        "vocab_size": 151936,
-        "hidden_size": 4096,
-        "intermediate_size": 22016,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 32,
-        "hidden_act": "silu",
-        "max_position_embeddings": 32768,
-        "initializer_range": 0.02,
-        "rms_norm_eps": 1e-6,
-        "use_cache": True,
-        "tie_word_embeddings": False,
-        "rope_parameters": None,
-        "use_sliding_window": False,
-        "sliding_window": 4096,
-        "max_window_layers": 28,
-        "layer_types": None,
-        "attention_dropout": 0.0,
-        "pad_token_id": None,
-        "bos_token_id": None,
-        "eos_token_id": None,
-    }
+    defaults: ClassVar[dict[str, Any]] = defaults_from(
+        LlamaConfig.defaults,
+        drop=("pretraining_tp", "attention_bias", "mlp_bias", "head_dim"),
+        vocab_size=151936,
+        intermediate_size=22016,
+        num_key_value_heads=32,
+        max_position_embeddings=32768,
+        bos_token_id=None,
+        eos_token_id=None,
+        use_sliding_window=False,
+        sliding_window=4096,
+        max_window_layers=28,
+        layer_types=None,
+    )
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
@@ -181,27 +172,14 @@ class MistralConfig(LlamaConfig):
 
     model_type: ClassVar[str] = "mistral"
     family: ClassVar[str] = "Mistral"
-    defaults: ClassVar[dict[str, Any]] = {
-        "vocab_size": 32000,
-        "hidden_size": 4096,
-        "intermediate_size": 14336,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "head_dim": None,
-        "hidden_act": "silu",
-        "max_position_embeddings": 4096 * 32,
-        "initializer_range": 0.02,
-        "rms_norm_eps": 1e-6,
-        "use_cache": True,
-        "pad_token_id": None,
-        "bos_token_id": 1,
-        "eos_token_id": 2,
-        "tie_word_embeddings": False,
-        "rope_parameters": None,
-        "sliding_window": 4096,
-        "attention_dropout": 0.0,
-    }
+    defaults: ClassVar[dict[str, Any]] = defaults_from(
+        LlamaConfig.defaults,
+        drop=("pretraining_tp", "attention_bias", "mlp_bias"),
+        intermediate_size=14336,
+        num_key_value_heads=8,
+        max_position_embeddings=4096 * 32,
+        sliding_window=4096,
+    )
 
     def projection_biases(self) -> tuple[bool, bool, bool]:
         """Mistral: no biases."""
@@ -227,77 +205,55 @@ class LlamaModel(DecoderModel):
     """The Llama decoder without a head: token ids -> last hidden state ``[B, L, hidden]``
     (the skeleton's ``DecoderModel``; see its ``forward``).
 
-    Args:
-        config: a ``LlamaConfig`` (or ``Qwen2Config``/``MistralConfig``).
-        rngs: ``js.Rngs`` with a ``params`` stream.
-
-    Example:
-        >>> import jax.numpy as jnp, js
-        >>> from js.models.llama import LlamaConfig, LlamaModel
-        >>> config = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32,
-        ...     num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2)
-        >>> LlamaModel(config, rngs=js.Rngs(params=0))(jnp.array([[1, 2, 3]])).shape
-        (1, 3, 16)
-    """
-
-    config_class: ClassVar[type[PretrainedConfig]] = LlamaConfig
-
-
-class LlamaForCausalLM(DecoderForCausalLM):
-    """``LlamaModel`` and the ``lm_head`` projection to next-token logits ``[B, L, vocab]``.
-
-    With ``tie_word_embeddings``, ``lm_head.weight`` is ``model.embed_tokens.weight`` (one
-    Parameter, written once, as transformers does).
-
     Example:
         >>> import jax.numpy as jnp, js
         >>> from js.models.llama import LlamaConfig, LlamaForCausalLM
         >>> config = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32,
         ...     num_hidden_layers=1, num_attention_heads=4, tie_word_embeddings=True)
         >>> model = LlamaForCausalLM(config, rngs=js.Rngs(params=0))
-        >>> model(jnp.array([[1, 2, 3]])).shape
-        (1, 3, 32)
+        >>> model(jnp.array([[1, 2, 3]])).shape, model.model(jnp.array([[1, 2, 3]])).shape
+        ((1, 3, 32), (1, 3, 16))
         >>> model.lm_head.weight is model.model.embed_tokens.weight
         True
     """
 
-    config_class: ClassVar[type[PretrainedConfig]] = LlamaConfig
-    base_model_class: ClassVar[type[DecoderModel]] = LlamaModel
+    config_class = LlamaConfig
+
+
+class LlamaForCausalLM(DecoderForCausalLM):
+    """``LlamaModel`` and the ``lm_head`` projection to next-token logits ``[B, L, vocab]``
+    (with ``tie_word_embeddings``, ``lm_head.weight`` is ``model.embed_tokens.weight``: one
+    Parameter, written once, as transformers does)."""
+
+    base_model_class = LlamaModel
 
 
 class Qwen2Model(LlamaModel):
     """Qwen2's decoder (``LlamaModel`` blocks; q/k/v biases, optional sliding layers)."""
 
-    config_class: ClassVar[type[PretrainedConfig]] = Qwen2Config
+    config_class = Qwen2Config
 
 
 class Qwen2ForCausalLM(LlamaForCausalLM):
     """Qwen2 with its language-model head (see ``LlamaForCausalLM``)."""
 
-    config_class: ClassVar[type[PretrainedConfig]] = Qwen2Config
-    base_model_class: ClassVar[type[DecoderModel]] = Qwen2Model
+    base_model_class = Qwen2Model
 
 
 class MistralModel(LlamaModel):
     """Mistral's decoder (``LlamaModel`` blocks; no biases, sliding-window attention)."""
 
-    config_class: ClassVar[type[PretrainedConfig]] = MistralConfig
+    config_class = MistralConfig
 
 
 class MistralForCausalLM(LlamaForCausalLM):
     """Mistral with its language-model head (see ``LlamaForCausalLM``)."""
 
-    config_class: ClassVar[type[PretrainedConfig]] = MistralConfig
-    base_model_class: ClassVar[type[DecoderModel]] = MistralModel
+    base_model_class = MistralModel
 
 
 ARCHITECTURES = architectures(
-    LlamaForCausalLM,
-    LlamaModel,
-    Qwen2ForCausalLM,
-    Qwen2Model,
-    MistralForCausalLM,
-    MistralModel,
+    LlamaForCausalLM, LlamaModel, Qwen2ForCausalLM, Qwen2Model, MistralForCausalLM, MistralModel
 )
 DEFAULT_ARCHITECTURE = "LlamaForCausalLM"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ._base import PretrainedConfig, architectures
+from ._base import architectures, defaults_from
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
 from .llama import Qwen2Config
 
@@ -31,31 +31,9 @@ class Qwen3Config(Qwen2Config):
 
     model_type: ClassVar[str] = "qwen3"
     family: ClassVar[str] = "Qwen3"
-    defaults: ClassVar[dict[str, Any]] = {
-        "vocab_size": 151936,
-        "hidden_size": 4096,
-        "intermediate_size": 22016,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 32,
-        "head_dim": 128,
-        "hidden_act": "silu",
-        "max_position_embeddings": 32768,
-        "initializer_range": 0.02,
-        "rms_norm_eps": 1e-6,
-        "use_cache": True,
-        "tie_word_embeddings": False,
-        "rope_parameters": None,
-        "attention_bias": False,
-        "use_sliding_window": False,
-        "sliding_window": 4096,
-        "max_window_layers": 28,
-        "layer_types": None,
-        "attention_dropout": 0.0,
-        "pad_token_id": None,
-        "bos_token_id": None,
-        "eos_token_id": None,
-    }
+    defaults: ClassVar[dict[str, Any]] = defaults_from(
+        Qwen2Config.defaults, head_dim=128, attention_bias=False
+    )
 
     def projection_biases(self) -> tuple[bool, bool, bool]:
         """Qwen3: ``attention_bias`` on q, k, v and o (Llama's rule), no MLP bias."""
@@ -67,34 +45,18 @@ class Qwen3Config(Qwen2Config):
 
 
 class Qwen3Model(DecoderModel):
-    """The Qwen3 decoder without a head (see ``DecoderModel.forward``).
+    """The Qwen3 decoder without a head (see ``DecoderModel.forward``)."""
 
-    Example:
-        >>> import jax.numpy as jnp, js
-        >>> from js.models.qwen3 import Qwen3Config, Qwen3Model
-        >>> config = Qwen3Config(vocab_size=32, hidden_size=16, intermediate_size=32,
-        ...     num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, head_dim=8)
-        >>> Qwen3Model(config, rngs=js.Rngs(params=0))(jnp.array([[1, 2, 3]])).shape
-        (1, 3, 16)
-    """
-
-    config_class: ClassVar[type[PretrainedConfig]] = Qwen3Config
+    config_class = Qwen3Config
 
 
 class Qwen3ForCausalLM(DecoderForCausalLM):
     """``Qwen3Model`` and the ``lm_head`` (tied to the embedding with ``tie_word_embeddings``)."""
 
-    config_class: ClassVar[type[PretrainedConfig]] = Qwen3Config
-    base_model_class: ClassVar[type[DecoderModel]] = Qwen3Model
+    base_model_class = Qwen3Model
 
 
 ARCHITECTURES = architectures(Qwen3ForCausalLM, Qwen3Model)
 DEFAULT_ARCHITECTURE = "Qwen3ForCausalLM"
 
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "Qwen3Config",
-    "Qwen3ForCausalLM",
-    "Qwen3Model",
-]
+__all__ = ["ARCHITECTURES", "DEFAULT_ARCHITECTURE", "Qwen3Config", "Qwen3ForCausalLM", "Qwen3Model"]

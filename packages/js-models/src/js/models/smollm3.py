@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ._base import PretrainedConfig, architectures
+from ._base import architectures, defaults_from
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
+from .llama import LlamaConfig
 
 
 class SmolLM3Config(DecoderConfig):
@@ -37,32 +38,25 @@ class SmolLM3Config(DecoderConfig):
 
     model_type: ClassVar[str] = "smollm3"
     family: ClassVar[str] = "SmolLM3"
-    defaults: ClassVar[dict[str, Any]] = {
-        "vocab_size": 128256,
-        "hidden_size": 2048,
-        "intermediate_size": 11008,
-        "num_hidden_layers": 36,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 4,
-        "hidden_act": "silu",
-        "max_position_embeddings": 32768,
-        "initializer_range": 0.02,
-        "rms_norm_eps": 1e-6,
-        "use_cache": True,
-        "pad_token_id": 128004,
-        "bos_token_id": 128000,
-        "eos_token_id": 128001,
-        "rope_parameters": None,
-        "use_sliding_window": False,
-        "sliding_window": None,
-        "no_rope_layers": None,
-        "no_rope_layer_interval": 4,
-        "layer_types": None,
-        "attention_bias": False,
-        "attention_dropout": 0.0,
-        "mlp_bias": False,
-        "tie_word_embeddings": True,
-    }
+    defaults: ClassVar[dict[str, Any]] = defaults_from(
+        LlamaConfig.defaults,
+        drop=("pretraining_tp", "head_dim"),
+        vocab_size=128256,
+        hidden_size=2048,
+        num_hidden_layers=36,
+        num_attention_heads=16,
+        num_key_value_heads=4,
+        max_position_embeddings=32768,
+        pad_token_id=128004,
+        bos_token_id=128000,
+        eos_token_id=128001,
+        tie_word_embeddings=True,
+        use_sliding_window=False,
+        sliding_window=None,
+        no_rope_layers=None,
+        no_rope_layer_interval=4,
+        layer_types=None,
+    )
 
     def __init__(self, **kwargs: Any):
         if kwargs.get("rope_theta") is None:  # SmolLM3's default_theta
@@ -92,26 +86,15 @@ class SmolLM3Config(DecoderConfig):
 
 
 class SmolLM3Model(DecoderModel):
-    """The SmolLM3 decoder without a head (see ``DecoderModel.forward``).
+    """The SmolLM3 decoder without a head (see ``DecoderModel.forward``)."""
 
-    Example:
-        >>> import jax.numpy as jnp, js
-        >>> from js.models.smollm3 import SmolLM3Config, SmolLM3Model
-        >>> config = SmolLM3Config(vocab_size=32, hidden_size=16, intermediate_size=32,
-        ...     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        ...     no_rope_layers=[1, 0], pad_token_id=0)
-        >>> SmolLM3Model(config, rngs=js.Rngs(params=0))(jnp.array([[1, 2, 3]])).shape
-        (1, 3, 16)
-    """
-
-    config_class: ClassVar[type[PretrainedConfig]] = SmolLM3Config
+    config_class = SmolLM3Config
 
 
 class SmolLM3ForCausalLM(DecoderForCausalLM):
     """``SmolLM3Model`` and the ``lm_head`` (tied to the embedding by default)."""
 
-    config_class: ClassVar[type[PretrainedConfig]] = SmolLM3Config
-    base_model_class: ClassVar[type[DecoderModel]] = SmolLM3Model
+    base_model_class = SmolLM3Model
 
 
 ARCHITECTURES = architectures(SmolLM3ForCausalLM, SmolLM3Model)
