@@ -18,13 +18,14 @@ A family module (``gpt2.py``, ``llama.py``, ...) subclasses both:
 from __future__ import annotations
 
 import copy
+import inspect
 import os
 from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
 from js import nn
 
-from ._pretrained import load_pretrained, save_pretrained
+from ._pretrained import from_pretrained, load_pretrained, save_pretrained
 
 
 class PretrainedConfig:
@@ -101,21 +102,19 @@ class PreTrainedModel(nn.Module):
         self.config = config
 
     @classmethod
-    def from_pretrained(
-        cls,
-        path: str | os.PathLike,
-        *,
-        dtype: Any = None,
-        strict: bool = True,
-        mesh: Any = None,
-        rules: Any = (),
-    ) -> Self:
+    def from_pretrained(cls, path: str | os.PathLike, **options: Any) -> Self:
         """This class, built from ``path``'s ``config.json`` and filled from its weights.
 
-        See ``js.models.from_pretrained`` for the arguments.
+        ``options`` are ``js.models.from_pretrained``'s (``dtype``, ``strict``, ``mesh``,
+        ``rules``); an unknown one is refused by name.
         """
+        try:
+            call = inspect.signature(from_pretrained).bind(path, **options)
+        except TypeError as error:
+            raise TypeError(f"{cls.__name__}.from_pretrained: {error}") from None
+        call.apply_defaults()
         own = None if cls is PreTrainedModel else cls  # the base class: the folder's own class
-        return load_pretrained(path, own, dtype=dtype, strict=strict, mesh=mesh, rules=rules)
+        return load_pretrained(own, **call.arguments)
 
     @classmethod
     def weights_view(cls, weights: Any) -> Any:
@@ -146,7 +145,9 @@ class PreTrainedModel(nn.Module):
         save_pretrained(self, path)
 
 
-def defaults_from(base: Mapping[str, Any], *, drop: tuple[str, ...] = (), **changes: Any) -> dict[str, Any]:
+def defaults_from(
+    base: Mapping[str, Any], *, drop: tuple[str, ...] = (), **changes: Any
+) -> dict[str, Any]:
     """A family's ``defaults`` written as its differences from a related family's: ``base``'s
     keys less ``drop``, with ``changes`` updating or adding keys.
 

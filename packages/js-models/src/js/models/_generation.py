@@ -451,20 +451,7 @@ def generate(
         >>> generate(model, jnp.array([[1, 2, 3]]), max_new_tokens=4).shape
         (1, 7)
     """
-    request = _request(
-        model,
-        input_ids,
-        attention_mask=attention_mask,
-        max_new_tokens=max_new_tokens,
-        do_sample=do_sample,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        eos_token_id=eos_token_id,
-        pad_token_id=pad_token_id,
-        rngs=rngs,
-        cache_dtype=cache_dtype,
-    )
+    request = _request(**locals())  # the arguments as given, checked
     with _eval_mode(model):
         run = _Run(model, request)
         if not run.done:

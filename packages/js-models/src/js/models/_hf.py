@@ -107,21 +107,32 @@ def check_tokens(
             f"{owner}: give exactly one of input_ids and inputs_embeds. Fix: model(input_ids=ids)"
         )
     if inputs_embeds is not None:
-        embeds = jnp.asarray(inputs_embeds)
-        if embeds.ndim != 3 or not jnp.issubdtype(embeds.dtype, jnp.floating):
-            raise ValueError(
-                f"{owner}: inputs_embeds must be floating [B, L, hidden], got shape "
-                f"{list(embeds.shape)} and dtype {embeds.dtype}"
-            )
-        return None, embeds
-    ids = jnp.asarray(input_ids)
-    if ids.ndim != 2 or not jnp.issubdtype(ids.dtype, jnp.integer):
-        raise ValueError(
-            f"{owner}: input_ids must be integer token ids [B, L] (a batch of sequences), got "
-            f"shape {list(ids.shape)} and dtype {ids.dtype}. Fix: add the batch axis, e.g. "
-            "ids[None]"
+        return None, _checked(
+            owner, inputs_embeds, 3, jnp.floating, "inputs_embeds", "floating [B, L, hidden]", ""
         )
+    fix = ". Fix: add the batch axis, e.g. ids[None]"
+    ids = _checked(
+        owner,
+        input_ids,
+        2,
+        jnp.integer,
+        "input_ids",
+        "integer token ids [B, L] (a batch of sequences)",
+        fix,
+    )
     return ids, None
+
+
+def _checked(
+    owner: str, value: Any, ndim: int, kind: Any, name: str, want: str, fix: str
+) -> jax.Array:
+    array = jnp.asarray(value)
+    if array.ndim != ndim or not jnp.issubdtype(array.dtype, kind):
+        raise ValueError(
+            f"{owner}: {name} must be {want}, got shape {list(array.shape)} and dtype "
+            f"{array.dtype}{fix}"
+        )
+    return array
 
 
 def split_heads(x: jax.Array, heads: int) -> jax.Array:

@@ -91,13 +91,12 @@ def loading_info(model: Any) -> LoadingInfo:
 
 
 def load_pretrained(
-    path: str | os.PathLike,
     cls: type[FamilyModel] | None,
-    *,
-    dtype: Any = None,
-    strict: bool = True,
-    mesh: Any = None,
-    rules: Any = (),
+    path: str | os.PathLike,
+    dtype: Any,
+    strict: bool,
+    mesh: Any,
+    rules: Any,
 ) -> Any:
     """``cls`` (or the folder's own class when ``cls`` is None) built from ``path``; see
     :func:`from_pretrained`."""
@@ -230,7 +229,7 @@ def from_pretrained(
     Example:
         >>> model = js.models.from_pretrained("gpt2-folder", dtype=jnp.bfloat16)  # doctest: +SKIP
     """
-    return load_pretrained(path, None, dtype=dtype, strict=strict, mesh=mesh, rules=rules)
+    return load_pretrained(None, path, dtype, strict, mesh, rules)
 
 
 # -- saving ------------------------------------------------------------------------------------

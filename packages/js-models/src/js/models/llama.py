@@ -52,22 +52,8 @@ class LlamaConfig(DecoderConfig):
         (16, 4, {'rope_theta': 500000.0, 'rope_type': 'default'})
     """
 
-    # the keys the blocks read (set from ``defaults`` and config.json by ``__init__``)
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    hidden_act: str
-    rms_norm_eps: float
-    pad_token_id: int | None
-    tie_word_embeddings: bool
-    rope_parameters: dict[str, Any]
     attention_bias: bool
     mlp_bias: bool
-    use_cache: bool
 
     model_type: ClassVar[str] = "llama"
     family: ClassVar[str] = "Llama"

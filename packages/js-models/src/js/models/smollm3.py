@@ -76,12 +76,7 @@ class SmolLM3Config(DecoderConfig):
 
     def layer_ropes(self) -> list[str | None]:
         """The default rotary table where ``no_rope_layers`` is 1, none where it is 0."""
-        ropes = self.no_rope_layers[: self.num_hidden_layers]
-        if len(ropes) < self.num_hidden_layers:
-            raise ValueError(
-                f"SmolLM3Config: no_rope_layers has {len(ropes)} entries for "
-                f"{self.num_hidden_layers} layers. Fix: one per layer (1: rotary, 0: none)"
-            )
+        ropes = self.per_layer("no_rope_layers", "1 for rotary, 0 for none")
         return ["default" if rope else None for rope in ropes]
 
 
