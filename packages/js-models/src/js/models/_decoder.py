@@ -53,6 +53,21 @@ class DecoderConfig(PretrainedConfig):
     ``rope_theta`` + ``rope_scaling`` keys, which are not written back (as transformers 5 does).
     """
 
+    # the keys the skeleton reads (set from ``defaults`` and config.json by ``__init__``)
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    hidden_act: str
+    rms_norm_eps: float
+    pad_token_id: int | None
+    tie_word_embeddings: bool
+    rope_parameters: dict[str, Any]
+    use_cache: bool
+
     # the family's name in transformers' class names ("Llama" -> LlamaForCausalLM)
     family: ClassVar[str] = ""
 
@@ -82,25 +97,28 @@ class DecoderConfig(PretrainedConfig):
     def sliding_windows(self) -> list[int | None]:
         """Each layer's sliding window (None: full causal attention); from ``layer_types``
         ("sliding_attention" layers attend within ``sliding_window``) when the config has it."""
-        kinds = getattr(self, "layer_types", None)
-        if kinds is None:
+        if getattr(self, "layer_types", None) is None:
             return [None] * self.num_hidden_layers
-        if len(kinds) < self.num_hidden_layers:
-            raise ValueError(
-                f"{type(self).__name__}: layer_types has {len(kinds)} entries for "
-                f"{self.num_hidden_layers} layers. Fix: one per layer, or leave it out"
-            )
+        kinds = self.per_layer("layer_types", "or leave it out")
         window = getattr(self, "sliding_window", None)
-        if window is None and "sliding_attention" in kinds[: self.num_hidden_layers]:
+        if window is None and "sliding_attention" in kinds:
             raise ValueError(
                 f"{type(self).__name__}: layer_types has sliding_attention layers but "
                 "sliding_window is None. Fix: set sliding_window, or make every layer "
                 "full_attention"
             )
-        return [
-            window if kind == "sliding_attention" else None
-            for kind in kinds[: self.num_hidden_layers]
-        ]
+        return [window if kind == "sliding_attention" else None for kind in kinds]
+
+    def per_layer(self, key: str, fix: str) -> list[Any]:
+        """The first ``num_hidden_layers`` entries of the per-layer list ``key`` (refused when
+        it has fewer; ``fix`` completes the error's "Fix: one per layer, ...")."""
+        values = list(getattr(self, key))
+        if len(values) < self.num_hidden_layers:
+            raise ValueError(
+                f"{type(self).__name__}: {key} has {len(values)} entries for "
+                f"{self.num_hidden_layers} layers. Fix: one per layer, {fix}"
+            )
+        return values[: self.num_hidden_layers]
 
     def layer_ropes(self) -> list[str | None]:
         """Each layer's rotary table (a key of ``rope_parameters_for``; None: no rotary)."""
@@ -551,15 +569,3 @@ class DecoderForCausalLM(GenerationMixin, GradientCheckpointingMixin, PreTrained
         if cap is not None:
             logits = jnp.tanh(logits / cap) * cap
         return logits
-
-
-__all__ = [
-    "DecoderAttention",
-    "DecoderConfig",
-    "DecoderForCausalLM",
-    "DecoderLayer",
-    "DecoderModel",
-    "FeedForward",
-    "GatedMLP",
-    "apply_rope",
-]
