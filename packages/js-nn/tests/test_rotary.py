@@ -53,6 +53,13 @@ def test_inv_freq(dim, theta):
     got = F.rope_inv_freq(dim, theta)
     assert got.dtype == jnp.float32 and got.shape == (dim // 2,)
     np.testing.assert_allclose(got, hf_inv_freq(theta, dim).numpy(), rtol=1e-6)
+    # the host's float32 power: the same bits as torch's in (nearly) every entry
+    assert np.mean(np.asarray(got) == hf_inv_freq(theta, dim).numpy()) >= 0.95
+
+
+def test_inv_freq_is_a_constant_under_jit():
+    got = jax.jit(lambda: F.rope_inv_freq(64, 10000.0))()
+    assert np.array_equal(np.asarray(got), np.asarray(F.rope_inv_freq(64, 10000.0)))
 
 
 @pytest.mark.parametrize("scaling", [1.0, 0.7])

@@ -13,11 +13,13 @@ import numbers
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike, DTypeLike
 
 
 def rope_inv_freq(head_dim: int, theta: float = 10000.0) -> jax.Array:
-    """The inverse frequencies ``1 / theta ** (arange(0, head_dim, 2) / head_dim)``, float32.
+    """The inverse frequencies ``1 / theta ** (arange(0, head_dim, 2) / head_dim)``, float32,
+    computed on the host (a constant inside a traced function).
 
     Transformers' default RoPE parameters (``rope_theta`` is ``theta``).
 
@@ -39,8 +41,12 @@ def rope_inv_freq(head_dim: int, theta: float = 10000.0) -> jax.Array:
         raise ValueError(f"rope_inv_freq: head_dim must be even and >= 2, got {head_dim}")
     if isinstance(theta, bool) or not isinstance(theta, numbers.Real) or not theta > 0:
         raise ValueError(f"rope_inv_freq: theta must be a positive number, got {theta!r}")
-    exponents = jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim
-    return 1.0 / (jnp.float32(theta) ** exponents)
+    # on the host in NumPy float32: its power agrees with torch's in 99% of entries, XLA's
+    # (folded into a compiled program) in about 65%
+    one, base = np.float32(1.0), np.float32(theta)
+    exponents = np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim)
+    with jax.ensure_compile_time_eval():  # a concrete array, even while tracing
+        return jnp.asarray(one / base**exponents)
 
 
 def rotary_cos_sin(
