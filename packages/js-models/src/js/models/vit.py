@@ -9,6 +9,9 @@ on load and back on save. js names the modules as the files do, so a file loads 
 without renaming; ``key_mapping`` maps transformers 5's module names to them, for a file
 written from a model's ``state_dict()`` directly.
 
+The blocks are the encoder skeleton's (``_encoder.py``, BERT's) in its pre-norm arrangement;
+this file holds ViT's config, patch embeddings, pixel inputs and classification head.
+
 ``interpolate_pos_encoding`` (other image sizes) and masked-image modelling are not ported.
 """
 
@@ -23,12 +26,13 @@ import jax.numpy as jnp
 
 from js import Parameter, Rngs, nn
 
-from ._base import PreTrainedModel
-from ._hf import LabelledConfig, activation, attend, split_heads
+from ._base import architectures
+from ._encoder import EncoderConfig, EncoderModel, EncoderPreTrainedModel
 
 
-class ViTConfig(LabelledConfig):
-    """A ViT ``config.json``: transformers' ``ViTConfig`` keys and defaults (ViT-B/16, 224).
+class ViTConfig(EncoderConfig):
+    """A ViT ``config.json``: transformers' ``ViTConfig`` keys and defaults (ViT-B/16, 224):
+    BERT-base's encoder without dropout, pre-norm, its self-attention named ``attention``.
 
     ``pooler_output_size`` None means ``hidden_size``, as in transformers.
 
@@ -39,16 +43,12 @@ class ViTConfig(LabelledConfig):
     """
 
     model_type = "vit"
+    pre_norm = True
+    self_attention_name = "attention"
     defaults: ClassVar[dict[str, Any]] = {
-        "hidden_size": 768,
-        "num_hidden_layers": 12,
-        "num_attention_heads": 12,
-        "intermediate_size": 3072,
-        "hidden_act": "gelu",
+        **EncoderConfig.defaults,
         "hidden_dropout_prob": 0.0,
         "attention_probs_dropout_prob": 0.0,
-        "initializer_range": 0.02,
-        "layer_norm_eps": 1e-12,
         "image_size": 224,
         "patch_size": 16,
         "num_channels": 3,
@@ -68,14 +68,6 @@ def _pair(owner: str, key: str, value: Any) -> tuple[int, int]:
             f"Fix: set {key} in config.json, e.g. 224"
         )
     return pair  # type: ignore[return-value]
-
-
-def _check_config(config: ViTConfig) -> None:
-    if config.hidden_size % config.num_attention_heads:
-        raise ValueError(
-            f"ViTModel: hidden_size={config.hidden_size} is not a multiple of "
-            f"num_attention_heads={config.num_attention_heads}. Fix: choose heads dividing it"
-        )
 
 
 class ViTPatchEmbeddings(nn.Module):
@@ -132,123 +124,6 @@ class ViTEmbeddings(nn.Module):
         return self.dropout(embeddings + self.position_embeddings.value, rngs=rngs)
 
 
-class ViTSelfAttention(nn.Module):
-    """The ``query``/``key``/``value`` projections (bias when ``qkv_bias``) and attention."""
-
-    def __init__(self, config: ViTConfig, *, rngs: Rngs):
-        super().__init__()
-        D, bias = config.hidden_size, config.qkv_bias
-        self.num_attention_heads = config.num_attention_heads
-        self.query = nn.Linear(D, D, bias=bias, rngs=rngs)
-        self.key = nn.Linear(D, D, bias=bias, rngs=rngs)
-        self.value = nn.Linear(D, D, bias=bias, rngs=rngs)
-        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
-
-    def forward(self, hidden_states: jax.Array, *, rngs: Rngs | None = None) -> jax.Array:
-        heads = self.num_attention_heads
-        q = split_heads(self.query(hidden_states), heads)  # [B, heads, N, head_dim]
-        k = split_heads(self.key(hidden_states), heads)
-        v = split_heads(self.value(hidden_states), heads)
-        p, training = self.dropout.p, self.dropout.training
-        return attend(q, k, v, None, dropout=p, training=training, rngs=rngs)  # [B, N, D]
-
-
-class ViTSelfOutput(nn.Module):
-    """The attention's output projection ``dense`` (the residual is added by the layer)."""
-
-    def __init__(self, config: ViTConfig, *, rngs: Rngs):
-        super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size, rngs=rngs)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    def forward(self, hidden_states: jax.Array, *, rngs: Rngs | None = None) -> jax.Array:
-        return self.dropout(self.dense(hidden_states), rngs=rngs)
-
-
-class ViTAttention(nn.Module):
-    """Self-attention (``attention``) and its output projection (``output``)."""
-
-    def __init__(self, config: ViTConfig, *, rngs: Rngs):
-        super().__init__()
-        self.attention = ViTSelfAttention(config, rngs=rngs)
-        self.output = ViTSelfOutput(config, rngs=rngs)
-
-    def forward(self, hidden_states: jax.Array, *, rngs: Rngs | None = None) -> jax.Array:
-        return self.output(self.attention(hidden_states, rngs=rngs), rngs=rngs)
-
-
-class ViTIntermediate(nn.Module):
-    """``act(dense(x))``, hidden -> intermediate size."""
-
-    def __init__(self, config: ViTConfig, *, rngs: Rngs):
-        super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.intermediate_size, rngs=rngs)
-        self.intermediate_act_fn = activation("ViTModel", "hidden_act", config.hidden_act)
-
-    def forward(self, hidden_states: jax.Array) -> jax.Array:
-        return self.intermediate_act_fn(self.dense(hidden_states))
-
-
-class ViTOutput(nn.Module):
-    """``dropout(dense(x))``, intermediate -> hidden size."""
-
-    def __init__(self, config: ViTConfig, *, rngs: Rngs):
-        super().__init__()
-        self.dense = nn.Linear(config.intermediate_size, config.hidden_size, rngs=rngs)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    def forward(self, hidden_states: jax.Array, *, rngs: Rngs | None = None) -> jax.Array:
-        return self.dropout(self.dense(hidden_states), rngs=rngs)
-
-
-class ViTLayer(nn.Module):
-    """One pre-LayerNorm block: ``x + attn(ln_before(x))``, then ``x + mlp(ln_after(x))``."""
-
-    def __init__(self, config: ViTConfig, *, rngs: Rngs):
-        super().__init__()
-        D, eps = config.hidden_size, config.layer_norm_eps
-        self.attention = ViTAttention(config, rngs=rngs)
-        self.intermediate = ViTIntermediate(config, rngs=rngs)
-        self.output = ViTOutput(config, rngs=rngs)
-        self.layernorm_before = nn.LayerNorm(D, eps=eps)
-        self.layernorm_after = nn.LayerNorm(D, eps=eps)
-
-    def forward(self, hidden_states: jax.Array, *, rngs: Rngs | None = None) -> jax.Array:
-        hidden_states = hidden_states + self.attention(
-            self.layernorm_before(hidden_states), rngs=rngs
-        )
-        mlp = self.intermediate(self.layernorm_after(hidden_states))
-        return hidden_states + self.output(mlp, rngs=rngs)
-
-
-class ViTEncoder(nn.Module):
-    """``num_hidden_layers`` ``ViTLayer``s in ``layer``."""
-
-    def __init__(self, config: ViTConfig, *, rngs: Rngs):
-        super().__init__()
-        self.layer = nn.ModuleList(
-            [ViTLayer(config, rngs=rngs) for _ in range(config.num_hidden_layers)]
-        )
-
-    def forward(self, hidden_states: jax.Array, *, rngs: Rngs | None = None) -> jax.Array:
-        for layer in self.layer:
-            hidden_states = layer(hidden_states, rngs=rngs)
-        return hidden_states
-
-
-class ViTPooler(nn.Module):
-    """``act(dense(h[:, 0]))`` with ``pooler_act`` (tanh), to ``pooler_output_size``."""
-
-    def __init__(self, config: ViTConfig, *, rngs: Rngs):
-        super().__init__()
-        size = config.pooler_output_size or config.hidden_size
-        self.dense = nn.Linear(config.hidden_size, size, rngs=rngs)
-        self.activation = activation("ViTModel", "pooler_act", config.pooler_act)
-
-    def forward(self, hidden_states: jax.Array) -> jax.Array:
-        return self.activation(self.dense(hidden_states[:, 0]))  # [B, pooler_output_size]
-
-
 # transformers 5's ViT module names (its WeightRenaming for "ViTModel", reversed) -> the
 # files' names, which are js's module names. One rule per name, each leaving a key no other
 # rule matches, so the result is the same whether every rule or only the first applies.
@@ -264,8 +139,9 @@ _NEW_NAMES = {
 }
 
 
-class ViTPreTrainedModel(PreTrainedModel):
-    """What every ViT model shares: its config class, prefix and file-name rules."""
+class ViTPreTrainedModel(EncoderPreTrainedModel):
+    """What every ViT model shares: its config class, prefix, file-name rules and ``forward``
+    (images in; each model's ``outputs`` out)."""
 
     config: ViTConfig
     config_class = ViTConfig
@@ -278,6 +154,32 @@ class ViTPreTrainedModel(PreTrainedModel):
         rf"encoder\.layer\.(\d+)\.{re.escape(old)}$": rf"layers.\1.{new}"
         for new, old in _NEW_NAMES.items()
     }
+
+    def forward(
+        self,
+        pixel_values: jax.Array,
+        interpolate_pos_encoding: bool | None = None,
+        *,
+        rngs: Rngs | None = None,
+    ) -> Any:
+        """Encode (``ViTModel``) or classify (``ViTForImageClassification``) a batch of images.
+
+        Args:
+            pixel_values: ``[B, C, H, W]`` float images of ``config.image_size`` (normalised
+                as the model's image processor does).
+            interpolate_pos_encoding: not supported (NotImplementedError when True).
+            rngs: a ``dropout`` stream, needed in training mode with dropout only.
+
+        Returns:
+            ``ViTModel``: ``(last_hidden_state, pooler_output)``, pooler_output None for a
+            model built with ``add_pooling_layer=False``; ``ViTForImageClassification``:
+            logits ``[B, num_labels]``.
+        """
+        pixel_values = _check_pixels(pixel_values, self.config, interpolate_pos_encoding)
+        embeddings = self.base_model.embeddings
+        dtype = embeddings.patch_embeddings.projection.weight.value.dtype
+        hidden = embeddings(pixel_values.astype(dtype), rngs=rngs)  # [B, N + 1, hidden]
+        return self.from_embeddings(hidden, None, rngs=rngs)
 
 
 def _check_pixels(pixel_values: Any, config: ViTConfig, interpolate: bool | None) -> jax.Array:
@@ -299,9 +201,10 @@ def _check_pixels(pixel_values: Any, config: ViTConfig, interpolate: bool | None
     return pixel_values
 
 
-class ViTModel(ViTPreTrainedModel):
+class ViTModel(EncoderModel, ViTPreTrainedModel):
     """The ViT encoder: patch embeddings, [CLS] token and positions, ``num_hidden_layers``
-    pre-LayerNorm blocks, the final ``layernorm`` and, with ``add_pooling_layer``, ``pooler``.
+    pre-LayerNorm blocks, the final ``layernorm`` and, with ``add_pooling_layer``, ``pooler``
+    (``pooler_act(dense(h[:, 0]))``, to ``pooler_output_size``).
 
     Args:
         config: a ``ViTConfig``.
@@ -322,39 +225,8 @@ class ViTModel(ViTPreTrainedModel):
         ((2, 5, 8), (2, 8))
     """
 
-    def __init__(self, config: ViTConfig, add_pooling_layer: bool = True, *, rngs: Rngs):
-        _check_config(config)
-        super().__init__(config)
-        self.embeddings = ViTEmbeddings(config, rngs=rngs)
-        self.encoder = ViTEncoder(config, rngs=rngs)
-        self.layernorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.pooler = ViTPooler(config, rngs=rngs) if add_pooling_layer else None
-
-    def forward(
-        self,
-        pixel_values: jax.Array,
-        interpolate_pos_encoding: bool | None = None,
-        *,
-        rngs: Rngs | None = None,
-    ) -> tuple[jax.Array, jax.Array | None]:
-        """Encode a batch of images.
-
-        Args:
-            pixel_values: ``[B, C, H, W]`` float images of ``config.image_size`` (normalised
-                as the model's image processor does).
-            interpolate_pos_encoding: not supported (NotImplementedError when True).
-            rngs: a ``dropout`` stream, needed in training mode with dropout only.
-
-        Returns:
-            ``(last_hidden_state, pooler_output)``; pooler_output is None for a model built
-            with ``add_pooling_layer=False``.
-        """
-        pixel_values = _check_pixels(pixel_values, self.config, interpolate_pos_encoding)
-        dtype = self.embeddings.patch_embeddings.projection.weight.value.dtype
-        hidden = self.embeddings(pixel_values.astype(dtype), rngs=rngs)
-        hidden = self.layernorm(self.encoder(hidden, rngs=rngs))  # [B, N + 1, hidden]
-        pooled = None if self.pooler is None else self.pooler(hidden)
-        return hidden, pooled
+    embeddings_class = ViTEmbeddings
+    final_norm_name = "layernorm"
 
 
 class ViTForImageClassification(ViTPreTrainedModel):
@@ -378,29 +250,17 @@ class ViTForImageClassification(ViTPreTrainedModel):
     """
 
     def __init__(self, config: ViTConfig, *, rngs: Rngs):
-        _check_config(config)
         super().__init__(config)
         n = config.num_labels
         self.vit = ViTModel(config, add_pooling_layer=False, rngs=rngs)
         self.classifier = nn.Linear(config.hidden_size, n, rngs=rngs) if n > 0 else nn.Identity()
 
-    def forward(
-        self,
-        pixel_values: jax.Array,
-        interpolate_pos_encoding: bool | None = None,
-        *,
-        rngs: Rngs | None = None,
-    ) -> jax.Array:
-        """Classify a batch of images (arguments as ``ViTModel.forward``): logits
-        ``[B, num_labels]``."""
-        hidden, _ = self.vit(pixel_values, interpolate_pos_encoding, rngs=rngs)
-        return self.classifier(hidden[:, 0])  # [B, num_labels]
+    def outputs(self, hidden: jax.Array, pooled: jax.Array | None, *, rngs: Rngs | None) -> Any:
+        """The logits ``[B, num_labels]`` of the final [CLS] state."""
+        return self.classifier(hidden[:, 0])
 
 
-ARCHITECTURES: dict[str, type[PreTrainedModel]] = {
-    "ViTModel": ViTModel,
-    "ViTForImageClassification": ViTForImageClassification,
-}
+ARCHITECTURES = architectures(ViTModel, ViTForImageClassification)
 DEFAULT_ARCHITECTURE = "ViTModel"
 
 __all__ = [
