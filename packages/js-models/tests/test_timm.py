@@ -227,7 +227,12 @@ def test_config_written_as_timm_writes_it(timm, tmp_path):
 def test_unknown_architecture_and_model_args_are_named():
     with pytest.raises(ValueError, match=r"unknown timm architecture 'resnet18d'.*'resnet18'"):
         ResNetConfig(architecture="resnet18d")
-    with pytest.raises(NotImplementedError, match=r"model_args \['stem_type'\] of 'resnet50'"):
+    # the message lists what js builds from: the keys every timm family takes and ResNet's own
+    known = (
+        r"\['base_width', 'cardinality', 'channels', 'global_pool', 'in_chans', 'layers', "
+        r"'num_classes'\]"
+    )
+    with pytest.raises(NotImplementedError, match=r"\['stem_type'\] of 'resnet50'.*" + known):
         ResNetConfig(architecture="resnet50", model_args={"stem_type": "deep"})
     with pytest.raises(ValueError, match="global_pool 'gem' is not one of"):
         ResNetConfig(architecture="resnet18", global_pool="gem")
@@ -244,3 +249,21 @@ def test_legacy_single_dict_config_reads():
     config = ResNetConfig.from_dict({"architecture": "resnet18", "num_classes": 4, "mean": [0.5]})
     assert config.num_classes == 4 and config.pretrained_cfg["mean"] == [0.5]
     assert config.to_dict()["model_args"]["num_classes"] == 4
+
+
+def test_family_modules_and_the_timm_skeleton():
+    """The modules' ``ARCHITECTURES`` (timm name -> model) and ``DEFAULT_ARCHITECTURE`` that
+    ``js.models.from_pretrained`` reads; a family missing a part of the skeleton names it."""
+    from js.models import convnext, resnet
+    from js.models._timm import TimmModel
+
+    assert resnet.ARCHITECTURES["resnext50_32x4d"] is ResNetModel
+    assert set(convnext.ARCHITECTURES) == set(ConvNeXtConfig.architectures)
+    assert resnet.DEFAULT_ARCHITECTURE == "resnet50"
+    assert convnext.DEFAULT_ARCHITECTURE == "convnext_tiny"
+
+    class Unbuilt(TimmModel):
+        config_class = ResNetConfig
+
+    with pytest.raises(NotImplementedError, match="Unbuilt does not define _build"):
+        Unbuilt(ResNetConfig(architecture="resnet18"), rngs=js.Rngs(params=0))

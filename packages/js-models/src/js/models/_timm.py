@@ -1,5 +1,6 @@
-"""What the timm families (``resnet.py``, ``convnext.py``) share: timm's ``config.json`` and
-its classifier heads' global pooling.
+"""What the timm families (``resnet.py``, ``convnext.py``) share: timm's ``config.json``, the
+model skeleton (``TimmModel``: build, timm's initial weights, ``forward_features`` then
+``forward_head``), the module's ``ARCHITECTURES`` and the classifier heads' global pooling.
 
 timm 1.0.31's ``save_for_hf`` (``timm/models/_hub.py``) writes::
 
@@ -22,14 +23,39 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 
+import js
+from js import nn
+
 from ._base import PretrainedConfig, PreTrainedModel
 
 IMAGENET_DEFAULT_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_DEFAULT_STD = [0.229, 0.224, 0.225]
 # model_args timm records that change training only (timm drops them from exports itself).
 _TRAINING_ONLY = ("drop_rate", "drop_path_rate", "drop_block_rate")
+# model_args every timm constructor takes (a family's model_arg_names adds its own).
+_COMMON_ARGS = ("num_classes", "in_chans", "global_pool")
 # timm's SelectAdaptivePool2d pool types -> how many features per channel they give.
 POOL_TYPES = {"": 1, "avg": 1, "max": 1, "avgmax": 1, "catavgmax": 2}
+
+
+def default_cfg(*, first_conv: str, classifier: str, **changes: Any) -> dict[str, Any]:
+    """timm's ``_cfg()`` of a family: the ``pretrained_cfg`` a config made in js writes
+    (ImageNet's 224x224 preprocessing), ``changes`` updating its keys.
+
+    Example:
+        >>> default_cfg(first_conv="conv1", classifier="fc", crop_pct=0.95)["crop_pct"]
+        0.95
+    """
+    return {
+        "input_size": [3, 224, 224],
+        "pool_size": [7, 7],
+        "crop_pct": 0.875,
+        "interpolation": "bilinear",
+        "mean": IMAGENET_DEFAULT_MEAN,
+        "std": IMAGENET_DEFAULT_STD,
+        "first_conv": first_conv,
+        "classifier": classifier,
+    } | changes
 
 
 class TimmConfig(PretrainedConfig):
@@ -37,7 +63,8 @@ class TimmConfig(PretrainedConfig):
     ``model_args`` and ``pretrained_cfg`` as attributes, written back in timm's layout.
 
     Subclasses set ``architectures`` (timm's architecture name -> its constructor's arguments),
-    ``model_arg_names`` (the ``model_args`` keys this family builds from) and
+    ``model_arg_names`` (the ``model_args`` keys this family builds from, besides
+    ``num_classes``, ``in_chans`` and ``global_pool``, which every family takes) and
     ``pretrained_defaults`` (timm's ``_cfg()`` for the family, written for a config made in js).
     """
 
@@ -45,7 +72,7 @@ class TimmConfig(PretrainedConfig):
     defaults: ClassVar[dict[str, Any]] = {"num_classes": 1000, "global_pool": "avg"}
     architectures: ClassVar[dict[str, dict[str, Any]]] = {}
     default_architecture: ClassVar[str] = ""
-    model_arg_names: ClassVar[tuple[str, ...]] = ("num_classes", "in_chans", "global_pool")
+    model_arg_names: ClassVar[tuple[str, ...]] = ()
     pretrained_defaults: ClassVar[dict[str, Any]] = {}
     # config.json keys every timm family reads (set by __init__)
     architecture: str
@@ -61,12 +88,13 @@ class TimmConfig(PretrainedConfig):
                 f"{sorted(self.architectures)}. Fix: pass one of those as architecture="
             )
         model_args = dict(kwargs.get("model_args") or {})
-        unknown = sorted(set(model_args) - set(self.model_arg_names) - set(_TRAINING_ONLY))
+        known = {*_COMMON_ARGS, *self.model_arg_names}
+        unknown = sorted(set(model_args) - known - set(_TRAINING_ONLY))
         if unknown:
             raise NotImplementedError(
                 f"{type(self).__name__}: model_args {unknown} of {name!r} are not supported; "
-                f"js builds {name} from {sorted(self.model_arg_names)}. Fix: export the timm "
-                "model without them, or remove them from config.json if they are defaults"
+                f"js builds {name} from {sorted(known)}. Fix: export the timm model without "
+                "them, or remove them from config.json if they are defaults"
             )
         # timm passes model_args as the constructor's keyword arguments: they win.
         for key in ("num_classes", "global_pool"):
@@ -138,18 +166,73 @@ class TimmConfig(PretrainedConfig):
 
 
 class TimmModel(PreTrainedModel):
-    """A timm family's model: no base-model prefix, timm's ``config.json`` layout on save, and
+    """A timm family's model: no base-model prefix, timm's ``config.json`` layout on save,
     BatchNorm's ``num_batches_tracked`` counters (which js does not keep; PyTorch sets them to
-    0 when a file lacks them) skipped on load."""
+    0 when a file lacks them) skipped on load, and timm's skeleton, a family writing its parts:
+    ``_build`` (the layers, from ``config.arch_args()``), ``_init_module`` (timm's random
+    initial weights, module by module), ``forward_features`` and ``forward_head``, with
+    ``forward(x) = forward_head(forward_features(x))``.
 
+    Args:
+        config: the family's ``TimmConfig`` (timm's ``config.json``).
+        rngs: ``js.Rngs`` with ``params``, for the random initial weights.
+    """
+
+    config_class: ClassVar[type[TimmConfig]] = TimmConfig
     base_model_prefix: ClassVar[str] = ""
     ignore_on_load: ClassVar[tuple[str, ...]] = (r"(^|\.)num_batches_tracked$",)
     config: TimmConfig
+
+    def __init__(self, config: TimmConfig, *, rngs: js.Rngs):
+        super().__init__(config)
+        self.num_classes = config.num_classes
+        self._build(config.arch_args(), rngs)
+        for module in self.modules():  # timm's named_apply(_init_weights) order
+            self._init_module(module, rngs)
+
+    def _build(self, args: dict[str, Any], rngs: js.Rngs) -> None:
+        """Builds the layers with timm's names from the constructor's arguments."""
+        raise NotImplementedError(f"{type(self).__name__} does not define _build")
+
+    def _init_module(self, module: nn.Module, rngs: js.Rngs) -> None:
+        """Gives ``module`` (each of the model's in turn) timm's initial weights."""
+        raise NotImplementedError(f"{type(self).__name__} does not define _init_module")
 
     def _config_json(self) -> dict[str, Any]:
         """timm's ``config.json`` (``architecture``, ``num_classes``, ``num_features``,
         ``global_pool``, ``model_args``, ``pretrained_cfg``), not transformers' layout."""
         return self.config.to_dict()
+
+    def forward_features(self, x: jax.Array) -> jax.Array:
+        """The last feature map ``[B, num_features, H / 32, W / 32]`` of images ``[B, C, H, W]``."""
+        raise NotImplementedError(f"{type(self).__name__} does not define forward_features")
+
+    def forward_head(self, x: jax.Array, pre_logits: bool = False) -> jax.Array:
+        """The classifier on a feature map: logits ``[B, num_classes]``, or with ``pre_logits``
+        the pooled features ``[B, num_features]`` the last layer reads."""
+        raise NotImplementedError(f"{type(self).__name__} does not define forward_head")
+
+    def forward(self, pixel_values: jax.Array) -> jax.Array:
+        """Logits ``[B, num_classes]`` of images ``[B, C, H, W]`` (features if no head), as
+        timm's ``forward_head(forward_features(x))``.
+
+        Example:
+            >>> import jax.numpy as jnp, js
+            >>> from js.models.resnet import ResNetConfig, ResNetModel
+            >>> config = ResNetConfig(architecture="resnet18", num_classes=10, model_args={
+            ...     "layers": [1, 1, 1, 1], "channels": [8, 8, 8, 8]})
+            >>> model = ResNetModel(config, rngs=js.Rngs(params=0)).eval()
+            >>> forward = js.jit(lambda model, pixels: model(pixels))  # one compiled program
+            >>> forward(model, jnp.ones((2, 3, 32, 32))).shape
+            (2, 10)
+        """
+        return self.forward_head(self.forward_features(pixel_values))
+
+
+def timm_architectures(model: type[TimmModel]) -> dict[str, type[PreTrainedModel]]:
+    """A timm family module's ``ARCHITECTURES``: every architecture its config registers (timm's
+    names, ``config.json``'s ``architecture``) -> ``model``."""
+    return dict.fromkeys(model.config_class.architectures, model)
 
 
 def global_pool(x: jax.Array, pool_type: str) -> jax.Array:
@@ -170,5 +253,7 @@ __all__ = [
     "IMAGENET_DEFAULT_STD",
     "TimmConfig",
     "TimmModel",
+    "default_cfg",
     "global_pool",
+    "timm_architectures",
 ]

@@ -10,9 +10,11 @@ conv ``downsample`` from the second on, then ``blocks``: 7x7 depthwise ``conv_dw
 holds. Eval mode: drop path and head dropout are training-only and not built.
 
 Example:
-    >>> from js.models.convnext import ConvNeXtConfig, ConvNeXtModel
-    >>> ConvNeXtConfig(architecture="convnext_atto").arch_args()["dims"]
-    [40, 80, 160, 320]
+    >>> from js.models.convnext import ConvNeXtConfig
+    >>> for name in ("convnext_atto", "convnext_tiny"):
+    ...     print(name, ConvNeXtConfig(architecture=name).arch_args()["conv_mlp"])
+    convnext_atto True
+    convnext_tiny False
 """
 
 from __future__ import annotations
@@ -25,9 +27,19 @@ import jax.numpy as jnp
 import js
 from js import nn
 
-from ._base import PreTrainedModel
-from ._timm import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, TimmConfig, TimmModel
+from ._timm import TimmConfig, TimmModel, default_cfg, timm_architectures
 from ._timm import global_pool as _global_pool
+
+__all__ = [
+    "ARCHITECTURES",
+    "DEFAULT_ARCHITECTURE",
+    "ConvNeXtBlock",
+    "ConvNeXtConfig",
+    "ConvNeXtModel",
+    "ConvNeXtStage",
+    "LayerNorm2d",
+    "Mlp",
+]
 
 
 def _arch(depths: tuple[int, ...], dims: tuple[int, ...], **extra: Any) -> dict[str, Any]:
@@ -64,7 +76,6 @@ class ConvNeXtConfig(TimmConfig):
     }
     default_architecture: ClassVar[str] = "convnext_tiny"
     model_arg_names: ClassVar[tuple[str, ...]] = (
-        *TimmConfig.model_arg_names,
         "depths",
         "dims",
         "conv_mlp",
@@ -74,16 +85,9 @@ class ConvNeXtConfig(TimmConfig):
         "norm_eps",
         "conv_bias",
     )
-    pretrained_defaults: ClassVar[dict[str, Any]] = {
-        "input_size": [3, 224, 224],
-        "pool_size": [7, 7],
-        "crop_pct": 0.875,
-        "interpolation": "bicubic",
-        "mean": IMAGENET_DEFAULT_MEAN,
-        "std": IMAGENET_DEFAULT_STD,
-        "first_conv": "stem.0",
-        "classifier": "head.fc",
-    }
+    pretrained_defaults: ClassVar[dict[str, Any]] = default_cfg(
+        interpolation="bicubic", first_conv="stem.0", classifier="head.fc"
+    )
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
@@ -238,21 +242,28 @@ class ConvNeXtModel(TimmModel):
     ``num_classes=0`` builds no ``head.fc``: the output is the pooled, normalised features
     ``[B, num_features]``.
 
-    Args:
-        config: a ``ConvNeXtConfig`` (timm's ``config.json``).
-        rngs: ``js.Rngs`` with ``params`` (timm's init: truncated normal std 0.02 for convs and
-            Linear layers, zero biases, ``gamma`` = ``ls_init_value``).
+    Built from a ``ConvNeXtConfig``; random weights are timm's: truncated normal (std 0.02) for
+    convs and Linear layers, zero biases, ``gamma`` = ``ls_init_value``.
 
     Shape:
         input ``[B, in_chans, H, W]`` with H, W multiples of 32; output ``[B, num_classes]``.
+
+    Example:
+        >>> import jax.numpy as jnp, js
+        >>> tiny = {"depths": [1, 1, 1, 1], "dims": [8, 8, 8, 16]}
+        >>> config = ConvNeXtConfig(architecture="convnext_atto", num_classes=3, model_args=tiny)
+        >>> model = ConvNeXtModel(config, rngs=js.Rngs(params=0)).eval()
+        >>> features = model.forward_features(jnp.ones((1, 3, 64, 64)))
+        >>> features.shape, model.forward_head(features, pre_logits=True).shape
+        ((1, 16, 2, 2), (1, 16))
     """
 
     config_class: ClassVar[type[ConvNeXtConfig]] = ConvNeXtConfig
     config: ConvNeXtConfig
 
-    def __init__(self, config: ConvNeXtConfig, *, rngs: js.Rngs):
-        super().__init__(config)
-        args = {"ls_init_value": 1e-6, "norm_eps": 1e-6, "conv_bias": True, **config.arch_args()}
+    def _build(self, args: dict[str, Any], rngs: js.Rngs) -> None:
+        """``stem``, ``stages`` and ``head`` (timm's ``ConvNeXt.__init__``)."""
+        args = {"ls_init_value": 1e-6, "norm_eps": 1e-6, "conv_bias": True, **args}
         args["norm_eps"] = 1e-6 if args["norm_eps"] is None else args["norm_eps"]
         dims, depths = list(args["dims"]), list(args["depths"])
         kernel_sizes = args.get("kernel_sizes", 7)
@@ -264,7 +275,6 @@ class ConvNeXtModel(TimmModel):
                 f"kernel_sizes {kernel_sizes}. Fix: give four of each"
             )
         patch = args.get("patch_size", 4)
-        self.num_classes = args["num_classes"]
         self.stem = nn.Sequential(
             nn.Conv2d(args["in_chans"], dims[0], patch, patch, bias=args["conv_bias"], rngs=rngs),
             LayerNorm2d(dims[0], eps=args["norm_eps"]),
@@ -284,48 +294,20 @@ class ConvNeXtModel(TimmModel):
         self.head = NormMlpClassifierHead(
             previous, self.num_classes, args["global_pool"], args["norm_eps"], rngs=rngs
         )
-        self._init_weights(rngs)
 
-    def _init_weights(self, rngs: js.Rngs) -> None:
-        for module in self.modules():
-            if isinstance(module, (nn.Conv2d, nn.Linear)):
-                nn.init.trunc_normal_(module.weight, std=0.02, rngs=rngs)
+    def _init_module(self, module: nn.Module, rngs: js.Rngs) -> None:
+        """Truncated normal (std 0.02) for convs and Linear layers; their biases stay zero."""
+        if isinstance(module, (nn.Conv2d, nn.Linear)):
+            nn.init.trunc_normal_(module.weight, std=0.02, rngs=rngs)
 
     def forward_features(self, x: jax.Array) -> jax.Array:
-        """The last feature map ``[B, num_features, H / 32, W / 32]``."""
+        """``stem``, then the four ``stages``."""
         return self.stages(self.stem(x))
 
     def forward_head(self, x: jax.Array, pre_logits: bool = False) -> jax.Array:
         """Pool, ``head.norm``, then ``head.fc`` unless ``pre_logits``."""
         return self.head(x, pre_logits=pre_logits)
 
-    def forward(self, pixel_values: jax.Array) -> jax.Array:
-        """Logits ``[B, num_classes]`` of images ``[B, C, H, W]`` (features if no head).
 
-        Example:
-            >>> import jax.numpy as jnp, js
-            >>> config = ConvNeXtConfig(architecture="convnext_atto", num_classes=0, model_args={
-            ...     "depths": [1, 1, 1, 1], "dims": [8, 8, 8, 8]})
-            >>> model = ConvNeXtModel(config, rngs=js.Rngs(params=0)).eval()
-            >>> forward = js.jit(lambda model, pixels: model(pixels))  # one compiled program
-            >>> forward(model, jnp.ones((2, 3, 32, 32))).shape
-            (2, 8)
-        """
-        return self.forward_head(self.forward_features(pixel_values))
-
-
-ARCHITECTURES: dict[str, type[PreTrainedModel]] = dict.fromkeys(
-    ConvNeXtConfig.architectures, ConvNeXtModel
-)
-DEFAULT_ARCHITECTURE: str = "convnext_tiny"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "ConvNeXtBlock",
-    "ConvNeXtConfig",
-    "ConvNeXtModel",
-    "ConvNeXtStage",
-    "LayerNorm2d",
-    "Mlp",
-]
+ARCHITECTURES = timm_architectures(ConvNeXtModel)
+DEFAULT_ARCHITECTURE = ConvNeXtConfig.default_architecture

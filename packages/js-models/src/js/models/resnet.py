@@ -23,9 +23,17 @@ import jax
 import js
 from js import nn
 
-from ._base import PreTrainedModel
-from ._timm import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, POOL_TYPES, TimmConfig, TimmModel
+from ._timm import POOL_TYPES, TimmConfig, TimmModel, default_cfg, timm_architectures
 from ._timm import global_pool as _global_pool
+
+__all__ = [
+    "ARCHITECTURES",
+    "DEFAULT_ARCHITECTURE",
+    "BasicBlock",
+    "Bottleneck",
+    "ResNetConfig",
+    "ResNetModel",
+]
 
 
 def _plain(block: str, layers: tuple[int, ...], **extra: Any) -> dict[str, Any]:
@@ -60,23 +68,8 @@ class ResNetConfig(TimmConfig):
         "resnext101_64x4d": _plain("bottleneck", (3, 4, 23, 3), cardinality=64, base_width=4),
     }
     default_architecture: ClassVar[str] = "resnet50"
-    model_arg_names: ClassVar[tuple[str, ...]] = (
-        *TimmConfig.model_arg_names,
-        "layers",
-        "channels",
-        "cardinality",
-        "base_width",
-    )
-    pretrained_defaults: ClassVar[dict[str, Any]] = {
-        "input_size": [3, 224, 224],
-        "pool_size": [7, 7],
-        "crop_pct": 0.875,
-        "interpolation": "bilinear",
-        "mean": IMAGENET_DEFAULT_MEAN,
-        "std": IMAGENET_DEFAULT_STD,
-        "first_conv": "conv1",
-        "classifier": "fc",
-    }
+    model_arg_names: ClassVar[tuple[str, ...]] = ("layers", "channels", "cardinality", "base_width")
+    pretrained_defaults: ClassVar[dict[str, Any]] = default_cfg(first_conv="conv1", classifier="fc")
 
     def feature_count(self) -> int:
         """``channels[-1] * expansion`` (512 for resnet18, 2048 for resnet50)."""
@@ -85,10 +78,25 @@ class ResNetConfig(TimmConfig):
         return channels[-1] * _BLOCKS[args["block"]].expansion
 
 
-class BasicBlock(nn.Module):
-    """timm's ``BasicBlock``: two 3x3 conv-BN pairs and the shortcut (``expansion = 1``)."""
+class _ResidualBlock(nn.Module):
+    """What timm's ``BasicBlock`` and ``Bottleneck`` share: a residual branch of conv-BN-ReLU
+    layers ``conv1``, ``bn1``, ``act1``, ``conv2``, ... (the last ReLU after the sum) and the
+    shortcut, ``x`` or ``downsample(x)``. A block is its convolutions (``_convs``).
 
-    expansion: ClassVar[int] = 1
+    Args:
+        inplanes: the input channels.
+        planes: the block's base width; it outputs ``planes * expansion`` channels.
+        stride: the stride of the block's strided conv (and of ``downsample``).
+        downsample: the shortcut's conv-BN (timm's ``downsample_conv``), or ``None`` for ``x``.
+        cardinality: the 3x3 conv's groups (ResNeXt).
+        base_width: the width of each group at ``planes=64`` (Wide ResNet, ResNeXt).
+        rngs: ``js.Rngs`` with ``params``.
+
+    Shape:
+        ``[B, inplanes, H, W]`` -> ``[B, planes * expansion, H / stride, W / stride]``.
+    """
+
+    expansion: ClassVar[int]
 
     def __init__(
         self,
@@ -102,114 +110,103 @@ class BasicBlock(nn.Module):
         rngs: js.Rngs,
     ):
         super().__init__()
+        convs = self._convs(inplanes, planes, stride, cardinality, base_width, rngs)
+        for index, conv in enumerate(convs, start=1):  # timm's order: conv1, bn1, act1, conv2, ...
+            setattr(self, f"conv{index}", conv)
+            setattr(self, f"bn{index}", nn.BatchNorm2d(conv.out_channels))
+            setattr(self, f"act{index}", nn.ReLU())
+        self.num_convs = len(convs)
+        self.downsample = downsample
+
+    def _convs(
+        self,
+        inplanes: int,
+        planes: int,
+        stride: int,
+        cardinality: int,
+        base_width: int,
+        rngs: js.Rngs,
+    ) -> list[nn.Conv2d]:
+        """The residual branch's convolutions, in order (each gets a BatchNorm and a ReLU)."""
+        raise NotImplementedError(f"{type(self).__name__} does not define _convs")
+
+    def _layer(self, kind: str, index: int) -> nn.Module:
+        return getattr(self, f"{kind}{index}")  # conv1, bn1, act1, ... as timm names them
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        """``act_n(bn_n(conv_n(...act1(bn1(conv1(x))))) + shortcut(x))``, ``[B, C, H, W]``."""
+        shortcut = x if self.downsample is None else self.downsample(x)
+        for index in range(1, self.num_convs + 1):
+            x = self._layer("bn", index)(self._layer("conv", index)(x))
+            if index == self.num_convs:  # the shortcut joins before the last ReLU
+                x = x + shortcut
+            x = self._layer("act", index)(x)
+        return x
+
+    def last_norm(self) -> nn.BatchNorm2d:
+        """The residual branch's last BatchNorm (zero-initialised, as timm's)."""
+        norm = self._layer("bn", self.num_convs)
+        assert isinstance(norm, nn.BatchNorm2d)  # as __init__ builds it
+        return norm
+
+    @classmethod
+    def _stage(
+        cls, inplanes: int, planes: int, depth: int, stride: int, *, rngs: js.Rngs, **kwargs: int
+    ) -> nn.Sequential:
+        """timm's ``make_blocks`` for one stage of ``depth`` blocks (output stride 32,
+        ``downsample_conv``: the first block's shortcut is a strided 1x1 conv and BatchNorm)."""
+        outplanes = planes * cls.expansion
+        downsample = None
+        if stride != 1 or inplanes != outplanes:
+            downsample = nn.Sequential(
+                nn.Conv2d(inplanes, outplanes, 1, stride, bias=False, rngs=rngs),
+                nn.BatchNorm2d(outplanes),
+            )
+        blocks = [cls(inplanes, planes, stride, downsample, **kwargs, rngs=rngs)]
+        for _ in range(1, depth):
+            blocks.append(cls(outplanes, planes, 1, None, **kwargs, rngs=rngs))
+        return nn.Sequential(*blocks)
+
+
+class BasicBlock(_ResidualBlock):
+    """timm's ``BasicBlock``: ``act2(bn2(conv2(act1(bn1(conv1(x))))) + shortcut(x))``, two 3x3
+    convs, the first strided (``expansion = 1``; ``cardinality=1`` and ``base_width=64`` only)."""
+
+    expansion: ClassVar[int] = 1
+
+    def _convs(self, inplanes, planes, stride, cardinality, base_width, rngs):
         if cardinality != 1 or base_width != 64:
             raise ValueError(
                 f"BasicBlock supports cardinality=1 and base_width=64 only (as timm), got "
                 f"{cardinality} and {base_width}. Fix: use a Bottleneck architecture"
             )
-        self.conv1 = nn.Conv2d(inplanes, planes, 3, stride, padding=1, bias=False, rngs=rngs)
-        self.bn1 = nn.BatchNorm2d(planes)
-        self.act1 = nn.ReLU()
-        self.conv2 = nn.Conv2d(planes, planes, 3, padding=1, bias=False, rngs=rngs)
-        self.bn2 = nn.BatchNorm2d(planes)
-        self.act2 = nn.ReLU()
-        self.downsample = downsample
-
-    def forward(self, x: jax.Array) -> jax.Array:
-        """``act2(bn2(conv2(act1(bn1(conv1(x))))) + shortcut(x))``, ``[B, C, H, W]``."""
-        shortcut = x if self.downsample is None else self.downsample(x)
-        x = self.act1(self.bn1(self.conv1(x)))
-        x = self.bn2(self.conv2(x))
-        return self.act2(x + shortcut)
-
-    def last_norm(self) -> nn.BatchNorm2d:
-        """The residual branch's last BatchNorm (zero-initialised, as timm's)."""
-        return self.bn2
+        return [
+            nn.Conv2d(inplanes, planes, 3, stride, padding=1, bias=False, rngs=rngs),
+            nn.Conv2d(planes, planes, 3, padding=1, bias=False, rngs=rngs),
+        ]
 
 
-class Bottleneck(nn.Module):
-    """timm's ``Bottleneck`` (ResNet v1.5: the stride on the 3x3 conv; ``expansion = 4``)."""
+class Bottleneck(_ResidualBlock):
+    """timm's ``Bottleneck`` (ResNet v1.5: the stride on the 3x3 conv; ``expansion = 4``): 1x1
+    reduce to ``width``, 3x3 (strided, ``cardinality`` groups), 1x1 expand, plus the shortcut."""
 
     expansion: ClassVar[int] = 4
 
-    def __init__(
-        self,
-        inplanes: int,
-        planes: int,
-        stride: int = 1,
-        downsample: nn.Module | None = None,
-        cardinality: int = 1,
-        base_width: int = 64,
-        *,
-        rngs: js.Rngs,
-    ):
-        super().__init__()
+    def _convs(self, inplanes, planes, stride, cardinality, base_width, rngs):
         width = int(math.floor(planes * (base_width / 64)) * cardinality)
-        outplanes = planes * self.expansion
-        self.conv1 = nn.Conv2d(inplanes, width, 1, bias=False, rngs=rngs)
-        self.bn1 = nn.BatchNorm2d(width)
-        self.act1 = nn.ReLU()
-        self.conv2 = nn.Conv2d(
-            width, width, 3, stride, padding=1, groups=cardinality, bias=False, rngs=rngs
-        )
-        self.bn2 = nn.BatchNorm2d(width)
-        self.act2 = nn.ReLU()
-        self.conv3 = nn.Conv2d(width, outplanes, 1, bias=False, rngs=rngs)
-        self.bn3 = nn.BatchNorm2d(outplanes)
-        self.act3 = nn.ReLU()
-        self.downsample = downsample
-
-    def forward(self, x: jax.Array) -> jax.Array:
-        """1x1 reduce, 3x3 (strided), 1x1 expand, plus the shortcut; ``[B, C, H, W]``."""
-        shortcut = x if self.downsample is None else self.downsample(x)
-        x = self.act1(self.bn1(self.conv1(x)))
-        x = self.act2(self.bn2(self.conv2(x)))
-        x = self.bn3(self.conv3(x))
-        return self.act3(x + shortcut)
-
-    def last_norm(self) -> nn.BatchNorm2d:
-        """The residual branch's last BatchNorm (zero-initialised, as timm's)."""
-        return self.bn3
+        return [
+            nn.Conv2d(inplanes, width, 1, bias=False, rngs=rngs),
+            nn.Conv2d(
+                width, width, 3, stride, padding=1, groups=cardinality, bias=False, rngs=rngs
+            ),
+            nn.Conv2d(width, planes * self.expansion, 1, bias=False, rngs=rngs),
+        ]
 
 
-_BLOCKS: dict[str, type[BasicBlock] | type[Bottleneck]] = {
+_BLOCKS: dict[str, type[_ResidualBlock]] = {
     "basic": BasicBlock,
     "bottleneck": Bottleneck,
 }
-
-
-def _make_stage(
-    block: type[BasicBlock] | type[Bottleneck],
-    inplanes: int,
-    planes: int,
-    depth: int,
-    stride: int,
-    cardinality: int,
-    base_width: int,
-    rngs: js.Rngs,
-) -> nn.Sequential:
-    """timm's ``make_blocks`` for one stage (output stride 32, ``downsample_conv``)."""
-    downsample = None
-    if stride != 1 or inplanes != planes * block.expansion:
-        downsample = nn.Sequential(
-            nn.Conv2d(inplanes, planes * block.expansion, 1, stride, bias=False, rngs=rngs),
-            nn.BatchNorm2d(planes * block.expansion),
-        )
-    blocks = []
-    for index in range(depth):
-        blocks.append(
-            block(
-                inplanes,
-                planes,
-                stride if index == 0 else 1,
-                downsample if index == 0 else None,
-                cardinality,
-                base_width,
-                rngs=rngs,
-            )
-        )
-        inplanes = planes * block.expansion
-    return nn.Sequential(*blocks)
 
 
 class ResNetModel(TimmModel):
@@ -218,10 +215,8 @@ class ResNetModel(TimmModel):
     ``num_classes=0`` builds no ``fc`` (``fc`` is ``Identity``): the output is the pooled
     features ``[B, num_features]``, or the feature map with ``global_pool=''``.
 
-    Args:
-        config: a ``ResNetConfig`` (timm's ``config.json``).
-        rngs: ``js.Rngs`` with ``params``, for the random initial weights (timm's: Kaiming
-            normal, fan-out, for every conv; the last BatchNorm of each block zeroed).
+    Built from a ``ResNetConfig``; random weights are timm's: Kaiming normal (fan-out) for every
+    conv, the last BatchNorm of each block zeroed.
 
     Shape:
         input ``[B, in_chans, H, W]``; output ``[B, num_classes]``.
@@ -230,9 +225,8 @@ class ResNetModel(TimmModel):
     config_class: ClassVar[type[ResNetConfig]] = ResNetConfig
     config: ResNetConfig
 
-    def __init__(self, config: ResNetConfig, *, rngs: js.Rngs):
-        super().__init__(config)
-        args = config.arch_args()
+    def _build(self, args: dict[str, Any], rngs: js.Rngs) -> None:
+        """The stem, ``layer1`` ... ``layer4`` and ``fc`` (timm's ``ResNet.__init__``)."""
         block = _BLOCKS[args["block"]]
         channels = list(args.get("channels", (64, 128, 256, 512)))
         layers = list(args["layers"])
@@ -241,22 +235,21 @@ class ResNetModel(TimmModel):
                 f"ResNetModel: channels {channels} and layers {layers} differ in length. "
                 "Fix: give one channel count per stage"
             )
-        self.num_classes, self.pool_type = args["num_classes"], args["global_pool"]
+        self.pool_type = args["global_pool"]
         self.conv1 = nn.Conv2d(args["in_chans"], 64, 7, 2, padding=3, bias=False, rngs=rngs)
         self.bn1 = nn.BatchNorm2d(64)
         self.act1 = nn.ReLU()
         self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
         inplanes = 64
         for index, (planes, depth) in enumerate(zip(channels, layers, strict=True)):
-            stage = _make_stage(
-                block,
+            stage = block._stage(
                 inplanes,
                 planes,
                 depth,
                 1 if index == 0 else 2,
-                args.get("cardinality", 1),
-                args.get("base_width", 64),
-                rngs,
+                rngs=rngs,
+                cardinality=args.get("cardinality", 1),
+                base_width=args.get("base_width", 64),
             )
             setattr(self, f"layer{index + 1}", stage)
             inplanes = planes * block.expansion
@@ -265,20 +258,19 @@ class ResNetModel(TimmModel):
         pooled = self.num_features * POOL_TYPES[self.pool_type]
         num_classes = self.num_classes
         self.fc = nn.Linear(pooled, num_classes, rngs=rngs) if num_classes > 0 else nn.Identity()
-        self._init_weights(rngs)
 
-    def _init_weights(self, rngs: js.Rngs) -> None:
-        for module in self.modules():
-            if isinstance(module, nn.Conv2d):
-                nn.init.kaiming_normal_(
-                    module.weight, mode="fan_out", nonlinearity="relu", rngs=rngs
-                )
-            norm = module.last_norm() if isinstance(module, (BasicBlock, Bottleneck)) else None
-            if norm is not None and norm.weight is not None:  # timm's zero_init_last
-                nn.init.zeros_(norm.weight)
+    def _init_module(self, module: nn.Module, rngs: js.Rngs) -> None:
+        """Kaiming normal (fan-out) for every conv; each block's last BatchNorm weight zeroed
+        (timm's ``zero_init_last``)."""
+        if isinstance(module, nn.Conv2d):
+            nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu", rngs=rngs)
+        elif isinstance(module, _ResidualBlock):
+            weight = module.last_norm().weight
+            if weight is not None:
+                nn.init.zeros_(weight)
 
     def forward_features(self, x: jax.Array) -> jax.Array:
-        """The last feature map ``[B, num_features, H / 32, W / 32]``."""
+        """The stem (``conv1``, ``bn1``, ``act1``, ``maxpool``), then ``layer1`` ... ``layer4``."""
         x = self.maxpool(self.act1(self.bn1(self.conv1(x))))
         for index in range(self.num_stages):
             x = getattr(self, f"layer{index + 1}")(x)
@@ -289,31 +281,6 @@ class ResNetModel(TimmModel):
         x = _global_pool(x, self.pool_type)
         return x if pre_logits else self.fc(x)
 
-    def forward(self, pixel_values: jax.Array) -> jax.Array:
-        """Logits ``[B, num_classes]`` of images ``[B, C, H, W]`` (features if no head).
 
-        Example:
-            >>> import jax.numpy as jnp, js
-            >>> config = ResNetConfig(architecture="resnet18", num_classes=10, model_args={
-            ...     "layers": [1, 1, 1, 1], "channels": [8, 8, 8, 8]})
-            >>> model = ResNetModel(config, rngs=js.Rngs(params=0)).eval()
-            >>> forward = js.jit(lambda model, pixels: model(pixels))  # one compiled program
-            >>> forward(model, jnp.ones((2, 3, 32, 32))).shape
-            (2, 10)
-        """
-        return self.forward_head(self.forward_features(pixel_values))
-
-
-ARCHITECTURES: dict[str, type[PreTrainedModel]] = dict.fromkeys(
-    ResNetConfig.architectures, ResNetModel
-)
-DEFAULT_ARCHITECTURE: str = "resnet50"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "BasicBlock",
-    "Bottleneck",
-    "ResNetConfig",
-    "ResNetModel",
-]
+ARCHITECTURES = timm_architectures(ResNetModel)
+DEFAULT_ARCHITECTURE = ResNetConfig.default_architecture
