@@ -7,6 +7,7 @@ decode step's flops scale with top_k; the router's load-balancing loss; the expe
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -217,16 +218,22 @@ def test_decode_step_flops_scale_with_top_k():
     assert 0.8 * expected < ratio < 1.2 * expected
 
 
+def _path(fn):
+    """A path called with ``experts_dispatch``'s arguments, compiled."""
+
+    def run(x, index, weights, gate_up, down, act):
+        return fn(x, _moe.Routing(index, weights), _moe.Experts(gate_up, down, act))
+
+    return jax.jit(run, static_argnames="act")
+
+
 PATHS = {
-    name: jax.jit(fn, static_argnames="act")
-    for name, fn in {
-        "gather": _moe.experts_gather,
-        "looped": _moe.experts_looped,
-        "grouped": _moe.experts_grouped,
-        "blocked": _moe.experts_blocked,
-        "blocked by 1": lambda *a, act: _moe.experts_blocked(*a, act, block=1),
-        "dispatch": _moe.experts_dispatch,
-    }.items()
+    "gather": _path(_moe.experts_gather),
+    "looped": _path(_moe.experts_looped),
+    "grouped": _path(_moe.experts_grouped),
+    "blocked": _path(_moe.experts_blocked),
+    "blocked by 1": _path(functools.partial(_moe.experts_blocked, block=1)),
+    "dispatch": _moe.experts_dispatch,
 }
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -52,6 +53,7 @@ from jax.sharding import PartitionSpec
 
 from js import Module, Parameter, Rngs, nn, remat
 
+from ._base import PreTrainedModel
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderLayer, DecoderModel, GatedMLP
 from ._hf import activation
 
@@ -59,9 +61,24 @@ from ._hf import activation
 # Config
 
 
+# transformers' keys of the router's outputs, in every family's config
+ROUTER_DEFAULTS: dict[str, Any] = {"output_router_logits": False, "router_aux_loss_coef": 0.001}
+# and of the sparse layers as Qwen's families (Qwen2-MoE, Qwen3-MoE) place them
+SPARSE_LAYER_DEFAULTS: dict[str, Any] = {
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": None,
+    "norm_topk_prob": False,
+    **ROUTER_DEFAULTS,
+}
+
+
 class MoeConfig(DecoderConfig):
     """The hooks a sparse block reads; the defaults are Qwen's keys (``num_experts``,
     ``moe_intermediate_size``, ``norm_topk_prob``, ``decoder_sparse_step``, ``mlp_only_layers``).
+
+    A family with ``use_sliding_window`` keeps ``sliding_window`` only when it is set (else
+    ``unused_sliding_window``, as transformers writes it); one without ``layer_types`` attends
+    within ``sliding_window`` (None: full attention) in every layer.
     """
 
     # the per-expert tensors of older files (and transformers' save_pretrained): stacked name
@@ -70,6 +87,14 @@ class MoeConfig(DecoderConfig):
         "gate_up_proj": ("gate_proj", "up_proj"),
         "down_proj": ("down_proj",),
     }
+    unused_sliding_window: ClassVar[int | None] = None
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        if "mlp_only_layers" in self.defaults and self.mlp_only_layers is None:
+            self.mlp_only_layers = []
+        if "use_sliding_window" in self.defaults and not self.use_sliding_window:
+            self.sliding_window = self.unused_sliding_window
 
     def routed_experts(self) -> int:
         """The number of routed experts ``E``."""
@@ -95,71 +120,86 @@ class MoeConfig(DecoderConfig):
             and (layer_idx + 1) % self.decoder_sparse_step == 0
         )
 
+    def sliding_windows(self) -> list[int | None]:
+        """As ``layer_types`` says (``DecoderConfig.sliding_windows``) where the family has
+        them, else ``sliding_window`` in every layer."""
+        if "layer_types" in self.defaults:
+            return super().sliding_windows()
+        return [self.sliding_window] * self.num_hidden_layers
+
 
 # ---------------------------------------------------------------------------------------------
 # The experts' products
 
 
-def _swiglu(act: Callable[[jax.Array], jax.Array], h: jax.Array) -> jax.Array:
-    gate, up = jnp.split(h, 2, axis=-1)
-    return act(gate) * up
+class Experts(NamedTuple):
+    """``E`` stacked SwiGLU experts: ``gate_up`` ``[E, 2 * inner, hidden]`` (gate rows, then up
+    rows) and ``down`` ``[E, hidden, inner]`` (each expert's as a Linear's ``[out, in]``), and
+    their activation ``act``."""
+
+    gate_up: jax.Array
+    down: jax.Array
+    act: Callable[[jax.Array], jax.Array]
+
+    def swiglu(self, h: jax.Array) -> jax.Array:
+        """``act(gate) * up`` of gate-up products ``h`` ``[..., 2 * inner]``."""
+        gate, up = jnp.split(h, 2, axis=-1)
+        return self.act(gate) * up
+
+    def of(self, e: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Expert ``e``'s ``(gate_up, down)`` (``e`` traced: read in place, not gathered)."""
+        pick = functools.partial(jax.lax.dynamic_index_in_dim, index=e, keepdims=False)
+        return pick(self.gate_up), pick(self.down)
 
 
-def _combine(y: jax.Array, weights: jax.Array, dtype: Any) -> jax.Array:
-    """``[T, k, H]`` expert outputs times their routing weights ``[T, k]``, summed over k."""
-    return jnp.sum((y * weights[..., None]).astype(dtype), axis=1)
+class Routing(NamedTuple):
+    """Each token's ``k`` chosen experts, ``index`` ``[T, k]``, and their ``weights``
+    ``[T, k]``: ``A = T * k`` assignments, numbered token-major (``a // k`` is the token)."""
+
+    index: jax.Array
+    weights: jax.Array
+
+    def rows(self, x: jax.Array, order: jax.Array | None = None) -> jax.Array:
+        """The token row ``x`` ``[T, H]`` of each assignment (of ``order``, else all):
+        ``[A, H]``."""
+        assignments = jnp.arange(self.index.size) if order is None else order
+        return x[assignments // self.index.shape[1]]
+
+    def by_expert(self, num_experts: int) -> tuple[jax.Array, jax.Array]:
+        """The assignments in expert order (stable), and each expert's count."""
+        flat = self.index.reshape(-1)
+        counts = jnp.sum(flat[:, None] == jnp.arange(num_experts), axis=0)  # no scatter: fast
+        return jnp.argsort(flat, stable=True), counts
+
+    def combine(self, y: jax.Array, dtype: Any, order: jax.Array | None = None) -> jax.Array:
+        """The outputs ``y`` ``[A, H]`` of the assignments (of ``order``, else token-major)
+        times their weights, summed per token: ``[T, H]``."""
+        if order is not None:
+            y = y[jnp.argsort(order)]
+        y = y.reshape(*self.index.shape, -1)  # [T, k, H]
+        return jnp.sum((y * self.weights[..., None]).astype(dtype), axis=1)
 
 
-def experts_gather(
-    x: jax.Array,
-    index: jax.Array,
-    weights: jax.Array,
-    gate_up: jax.Array,
-    down: jax.Array,
-    act: Callable[[jax.Array], jax.Array],
-) -> jax.Array:
-    """Each token's ``k`` chosen experts, their matrices gathered (``T * k`` of them): for a
-    few tokens. ``x`` ``[T, H]``, ``index``/``weights`` ``[T, k]`` -> ``[T, H]``."""
-    chosen = index.reshape(-1)  # [T * k]
-    rows = x[jnp.arange(chosen.size) // index.shape[1]]  # each assignment's token
-    h = jnp.einsum("aoh,ah->ao", gate_up[chosen], rows)  # [T * k, 2I]
-    y = jnp.einsum("ahi,ai->ah", down[chosen], _swiglu(act, h))  # [T * k, H]
-    return _combine(y.reshape(*index.shape, -1), weights, x.dtype)
+def experts_gather(x: jax.Array, routing: Routing, experts: Experts) -> jax.Array:
+    """Each token's ``k`` chosen experts, their matrices gathered (``A`` of them): for a few
+    tokens. ``x`` ``[T, H]`` -> ``[T, H]``."""
+    chosen = routing.index.reshape(-1)  # [A]
+    h = jnp.einsum("aoh,ah->ao", experts.gate_up[chosen], routing.rows(x))  # [A, 2I]
+    y = jnp.einsum("ahi,ai->ah", experts.down[chosen], experts.swiglu(h))  # [A, H]
+    return routing.combine(y, x.dtype)
 
 
-def experts_looped(
-    x: jax.Array,
-    index: jax.Array,
-    weights: jax.Array,
-    gate_up: jax.Array,
-    down: jax.Array,
-    act: Callable[[jax.Array], jax.Array],
-) -> jax.Array:
-    """A loop over the ``T * k`` assignments, each reading its expert's matrices in place:
-    the CPU path for a decode step of a batch (gathering them all at once cost 2x there)."""
-    rows = x[jnp.arange(index.size) // index.shape[1]]
+def experts_looped(x: jax.Array, routing: Routing, experts: Experts) -> jax.Array:
+    """A loop over the ``A`` assignments, each reading its expert's matrices in place: the CPU
+    path for a decode step of a batch (gathering them all at once cost 2x there)."""
 
     def step(_: None, item: tuple[jax.Array, jax.Array]) -> tuple[None, jax.Array]:
         row, e = item
-        h = jax.lax.dynamic_index_in_dim(gate_up, e, keepdims=False) @ row
-        return None, jax.lax.dynamic_index_in_dim(down, e, keepdims=False) @ _swiglu(act, h)
+        gate_up, down = experts.of(e)
+        return None, down @ experts.swiglu(gate_up @ row)
 
-    _, y = jax.lax.scan(step, None, (rows, index.reshape(-1)))
-    return _combine(y.reshape(*index.shape, -1), weights, x.dtype)
-
-
-def _sorted_by_expert(index: jax.Array, num_experts: int) -> tuple[jax.Array, jax.Array]:
-    """The ``T * k`` assignments in expert order (stable), and each expert's count."""
-    flat = index.reshape(-1)
-    counts = jnp.sum(flat[:, None] == jnp.arange(num_experts), axis=0)  # no scatter: compiles fast
-    return jnp.argsort(flat, stable=True), counts
-
-
-def _unsort(
-    y: jax.Array, order: jax.Array, index: jax.Array, weights: jax.Array, dtype: Any
-) -> jax.Array:
-    """Rows ``y`` ``[T * k, H]`` in expert order back to ``[T, H]`` (weighted, summed)."""
-    return _combine(y[jnp.argsort(order)].reshape(*index.shape, -1), weights, dtype)
+    _, y = jax.lax.scan(step, None, (routing.rows(x), routing.index.reshape(-1)))
+    return routing.combine(y, x.dtype)
 
 
 # ragged rows of the lhs against the group's matrix [E, out, in], contracting "in"
@@ -170,21 +210,14 @@ _RAGGED = jax.lax.RaggedDotDimensionNumbers(
 )
 
 
-def experts_grouped(
-    x: jax.Array,
-    index: jax.Array,
-    weights: jax.Array,
-    gate_up: jax.Array,
-    down: jax.Array,
-    act: Callable[[jax.Array], jax.Array],
-) -> jax.Array:
+def experts_grouped(x: jax.Array, routing: Routing, experts: Experts) -> jax.Array:
     """Tokens sorted by expert, one grouped matmul (``jax.lax.ragged_dot_general``) per
     projection: the GPU/TPU path for many tokens (XLA:CPU computes every group densely)."""
-    order, sizes = _sorted_by_expert(index, gate_up.shape[0])
-    rows = x[order // index.shape[1]]  # [T * k, H]
-    h = jax.lax.ragged_dot_general(rows, gate_up, sizes, _RAGGED)
-    y = jax.lax.ragged_dot_general(_swiglu(act, h), down, sizes, _RAGGED)
-    return _unsort(y, order, index, weights, x.dtype)
+    order, sizes = routing.by_expert(experts.gate_up.shape[0])
+    rows = routing.rows(x, order)  # [A, H]
+    h = jax.lax.ragged_dot_general(rows, experts.gate_up, sizes, _RAGGED)
+    y = jax.lax.ragged_dot_general(experts.swiglu(h), experts.down, sizes, _RAGGED)
+    return routing.combine(y, x.dtype, order)
 
 
 def block_rows(assignments: int, num_experts: int) -> int:
@@ -195,22 +228,16 @@ def block_rows(assignments: int, num_experts: int) -> int:
 
 
 def experts_blocked(
-    x: jax.Array,
-    index: jax.Array,
-    weights: jax.Array,
-    gate_up: jax.Array,
-    down: jax.Array,
-    act: Callable[[jax.Array], jax.Array],
-    block: int | None = None,
+    x: jax.Array, routing: Routing, experts: Experts, block: int | None = None
 ) -> jax.Array:
     """Tokens sorted by expert, each expert's rows padded to whole blocks of ``block`` rows, a
     loop over the blocks multiplying each by its expert's matrices: the CPU path for many
-    tokens (``T * k + E * block`` rows computed, blocks past the used ones skipped)."""
-    E, H = gate_up.shape[0], x.shape[-1]
-    A = index.size
+    tokens (``A + E * block`` rows computed, blocks past the used ones skipped)."""
+    E, H = experts.gate_up.shape[0], x.shape[-1]
+    A = routing.index.size
     block = block_rows(A, E) if block is None else block
     blocks = (A + E * (block - 1)) // block  # at most this many blocks are used
-    order, sizes = _sorted_by_expert(index, E)
+    order, sizes = routing.by_expert(E)
     padded = (sizes + block - 1) // block * block
     ends = jnp.cumsum(padded)
     starts_padded, starts = ends - padded, jnp.cumsum(sizes) - sizes
@@ -220,22 +247,21 @@ def experts_blocked(
     rank = jnp.arange(blocks * block) - starts_padded[row_owner]
     held = (jnp.repeat(owner, block) < E) & (rank < sizes[row_owner])
     source = order[jnp.clip(starts[row_owner] + rank, 0, A - 1)]
-    padded_rows = jnp.where(held[:, None], x[source // index.shape[1]], 0)
-    expert = index.reshape(-1)[order]
+    padded_rows = jnp.where(held[:, None], routing.rows(x, source), 0)
+    expert = routing.index.reshape(-1)[order]
     position = starts_padded[expert] + jnp.arange(A) - starts[expert]  # row in the padded layout
 
     def step(_: None, item: tuple[jax.Array, jax.Array]) -> tuple[None, jax.Array]:
         rows, e = item
 
         def run() -> jax.Array:
-            e_ = jnp.minimum(e, E - 1)
-            h = rows @ jax.lax.dynamic_index_in_dim(gate_up, e_, keepdims=False).T
-            return _swiglu(act, h) @ jax.lax.dynamic_index_in_dim(down, e_, keepdims=False).T
+            gate_up, down = experts.of(jnp.minimum(e, E - 1))
+            return experts.swiglu(rows @ gate_up.T) @ down.T
 
         return None, jax.lax.cond(e < E, run, lambda: jnp.zeros((block, H), x.dtype))
 
     _, out = jax.lax.scan(step, None, (padded_rows.reshape(blocks, block, H), owner))
-    return _unsort(out.reshape(-1, H)[position], order, index, weights, x.dtype)
+    return routing.combine(out.reshape(-1, H)[position], x.dtype, order)
 
 
 @functools.partial(jax.jit, static_argnames="act")
@@ -253,21 +279,14 @@ def experts_dispatch(
     and TPU ``experts_grouped`` for more; on the CPU ``experts_looped`` up to ``A <= E`` and
     ``experts_blocked`` beyond. Compiled once per shape (eager calls too)."""
     A, E = index.size, gate_up.shape[0]
-    args = (x, index, weights, gate_up, down)
+    args = (x, Routing(index, weights), Experts(gate_up, down, act))
     if 4 * A <= E:
-        return experts_gather(*args, act)
-
-    def cpu(*args: jax.Array) -> jax.Array:
-        x, index, weights, gate_up, down = args
-        path = experts_looped if A <= E else experts_blocked
-        return path(x, index, weights, gate_up, down, act)
-
-    def accelerator(*args: jax.Array) -> jax.Array:
-        x, index, weights, gate_up, down = args
-        path = experts_gather if A <= E else experts_grouped
-        return path(x, index, weights, gate_up, down, act)
-
-    return jax.lax.platform_dependent(*args, cpu=cpu, default=accelerator)
+        return experts_gather(*args)
+    cpu = experts_looped if A <= E else experts_blocked
+    accelerator = experts_gather if A <= E else experts_grouped
+    return jax.lax.platform_dependent(
+        cpu=functools.partial(cpu, *args), default=functools.partial(accelerator, *args)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,19 +447,21 @@ def _uniform(shape: tuple[int, ...], fan_in: int, rngs: Rngs) -> Parameter:
     return weight
 
 
-def _read_stacked(cls: Any, weights: Any) -> Any:
-    return ExpertStacks(weights, cls.config_class.expert_file_names)
-
-
-class MoeModel(DecoderModel):
-    """A decoder of ``MoeDecoderLayer`` blocks (see ``DecoderModel.forward``)."""
-
-    layer_class: ClassVar[type[Module]] = MoeDecoderLayer
+class _ExpertFiles(PreTrainedModel):
+    """Reads transformers' per-expert tensors stacked (the config's ``expert_file_names``)."""
 
     @classmethod
     def weights_view(cls, weights: Any) -> Any:
         """The per-expert tensors of transformers' files, stacked (``ExpertStacks``)."""
-        return _read_stacked(cls, weights)
+        config = cls.config_class
+        assert issubclass(config, MoeConfig), config  # the MoE classes read MoE configs
+        return ExpertStacks(weights, config.expert_file_names)
+
+
+class MoeModel(_ExpertFiles, DecoderModel):
+    """A decoder of ``MoeDecoderLayer`` blocks (see ``DecoderModel.forward``)."""
+
+    layer_class = MoeDecoderLayer
 
     def _checkpointed(self, training: bool, cache: Any) -> Callable[..., Any] | None:
         """The skeleton's ``js.remat`` per block; while router logits are collected, each
@@ -467,40 +488,21 @@ class MoeModel(DecoderModel):
         return run
 
 
-class MoeForCausalLM(DecoderForCausalLM):
+class MoeForCausalLM(_ExpertFiles, DecoderForCausalLM):
     """A sparse decoder and its head; ``output_router_logits=True`` also returns the router
     logits and the load-balancing loss (``MoeCausalLMOutput``)."""
 
-    @classmethod
-    def weights_view(cls, weights: Any) -> Any:
-        """The per-expert tensors of transformers' files, stacked (``ExpertStacks``)."""
-        return _read_stacked(cls, weights)
-
-    def forward(  # type: ignore[override]
-        self,
-        input_ids: jax.Array | None = None,
-        attention_mask: jax.Array | None = None,
-        position_ids: jax.Array | None = None,
-        inputs_embeds: jax.Array | None = None,
-        *,
-        cache: Any = None,
-        rngs: Rngs | None = None,
-        logits_to_keep: int = 0,
-        output_router_logits: bool = False,
-    ) -> Any:
-        """Logits ``[B, L, vocab]`` (see ``DecoderForCausalLM.forward``); with
+    def forward(self, *args: Any, output_router_logits: bool = False, **kwargs: Any) -> Any:
+        """Logits ``[B, L, vocab]`` (arguments as ``DecoderForCausalLM.forward``); with
         ``output_router_logits=True`` a ``MoeCausalLMOutput(logits, aux_loss, router_logits)``,
         ``aux_loss`` over the tokens of ``attention_mask``, as transformers computes it."""
-        args = (input_ids, attention_mask, position_ids, inputs_embeds)
-        options = dict(cache=cache, rngs=rngs, logits_to_keep=logits_to_keep)
         if not output_router_logits:
-            return super().forward(*args, **options)
+            return super().forward(*args, **kwargs)
+        named = inspect.signature(super().forward).bind(*args, **kwargs).arguments
         with collect_router_logits() as collected:
-            logits = super().forward(*args, **options)
-        config = self.config
-        aux = load_balancing_loss(
-            collected, config.routed_experts(), config.num_experts_per_tok, attention_mask
-        )
+            logits = super().forward(*args, **kwargs)
+        experts, top_k = self.config.routed_experts(), self.config.num_experts_per_tok
+        aux = load_balancing_loss(collected, experts, top_k, named.get("attention_mask"))
         return MoeCausalLMOutput(logits, aux, tuple(collected))
 
 
@@ -612,13 +614,17 @@ def expert_rules(axis: str = "expert") -> list[tuple[str, PartitionSpec]]:
 
 
 __all__ = [
+    "ROUTER_DEFAULTS",
+    "SPARSE_LAYER_DEFAULTS",
     "ExpertStacks",
+    "Experts",
     "MoeCausalLMOutput",
     "MoeConfig",
     "MoeDecoderLayer",
     "MoeExperts",
     "MoeForCausalLM",
     "MoeModel",
+    "Routing",
     "SparseMoeBlock",
     "collect_router_logits",
     "expert_rules",

@@ -9,57 +9,37 @@ hub files' ``block_sparse_moe.experts.N.w1``/``w3``/``w2`` load too (``_moe.Expe
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
-from ._base import PretrainedConfig, architectures
-from ._decoder import DecoderModel
-from ._moe import MoeConfig, MoeForCausalLM, MoeModel
+from ._base import architectures, defaults_from
+from ._moe import ROUTER_DEFAULTS, MoeConfig, MoeForCausalLM, MoeModel
+from .llama import MistralConfig
 
 
 class MixtralConfig(MoeConfig):
     """A Mixtral ``config.json`` (transformers 5.23's ``MixtralConfig`` keys and defaults;
-    ``num_experts`` reads ``num_local_experts``).
+    ``num_experts`` reads ``num_local_experts``; ``rope_theta`` defaults to 1e6).
 
     Example:
         >>> from js.models.mixtral import MixtralConfig
         >>> config = MixtralConfig()
-        >>> config.num_experts, config.num_experts_per_tok, config.sliding_windows()[0]
-        (8, 2, None)
+        >>> config.num_experts, config.expert_size(), config.rope_parameters["rope_theta"]
+        (8, 14336, 1000000.0)
     """
 
-    model_type: ClassVar[str] = "mixtral"
-    family: ClassVar[str] = "Mixtral"
-    attribute_map: ClassVar[dict[str, str]] = {"num_experts": "num_local_experts"}
-    expert_file_names: ClassVar[dict[str, tuple[str, ...]]] = {
-        "gate_up_proj": ("w1", "w3"),
-        "down_proj": ("w2",),
-    }
-    defaults: ClassVar[dict[str, Any]] = {
-        "vocab_size": 32000,
-        "hidden_size": 4096,
-        "intermediate_size": 14336,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "head_dim": None,
-        "hidden_act": "silu",
-        "max_position_embeddings": 4096 * 32,
-        "initializer_range": 0.02,
-        "rms_norm_eps": 1e-5,
-        "use_cache": True,
-        "pad_token_id": None,
-        "bos_token_id": 1,
-        "eos_token_id": 2,
-        "tie_word_embeddings": False,
-        "sliding_window": None,
-        "attention_dropout": 0.0,
-        "num_experts_per_tok": 2,
-        "num_local_experts": 8,
-        "output_router_logits": False,
-        "router_aux_loss_coef": 0.001,
-        "router_jitter_noise": 0.0,
-        "rope_parameters": None,
-    }
+    model_type = "mixtral"
+    family = "Mixtral"
+    attribute_map = {"num_experts": "num_local_experts"}
+    expert_file_names = {"gate_up_proj": ("w1", "w3"), "down_proj": ("w2",)}
+    defaults = defaults_from(
+        MistralConfig.defaults,
+        rms_norm_eps=1e-5,
+        sliding_window=None,
+        num_experts_per_tok=2,
+        num_local_experts=8,
+        router_jitter_noise=0.0,
+        **ROUTER_DEFAULTS,
+    )
 
     def __init__(self, **kwargs: Any):
         if "rope_theta" not in kwargs and "rope_theta" not in (kwargs.get("rope_parameters") or {}):
@@ -78,37 +58,19 @@ class MixtralConfig(MoeConfig):
         """Every layer is sparse."""
         return True
 
-    def sliding_windows(self) -> list[int | None]:
-        """``sliding_window`` (or None) for every layer."""
-        return [self.sliding_window] * self.num_hidden_layers
-
 
 class MixtralModel(MoeModel):
     """The Mixtral decoder without a head (see ``DecoderModel.forward``)."""
 
-    config_class: ClassVar[type[PretrainedConfig]] = MixtralConfig
-    key_mapping: ClassVar[dict[str, str]] = {r"\.block_sparse_moe\.": ".mlp."}
+    config_class = MixtralConfig
+    key_mapping = {r"\.block_sparse_moe\.": ".mlp."}
 
 
 class MixtralForCausalLM(MoeForCausalLM):
-    """``MixtralModel`` and the ``lm_head`` (see ``MoeForCausalLM.forward``).
+    """``MixtralModel`` and the ``lm_head`` (see ``MoeForCausalLM.forward``)."""
 
-    Example:
-        >>> import jax.numpy as jnp, js
-        >>> from js.models.mixtral import MixtralConfig, MixtralForCausalLM
-        >>> config = MixtralConfig(vocab_size=32, hidden_size=16, intermediate_size=8,
-        ...     num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
-        ...     num_local_experts=4)
-        >>> model = MixtralForCausalLM(config, rngs=js.Rngs(params=0))
-        >>> model(jnp.array([[1, 2, 3]])).shape
-        (1, 3, 32)
-        >>> model.model.layers[0].mlp.experts.gate_up_proj.shape
-        (4, 16, 16)
-    """
-
-    config_class: ClassVar[type[PretrainedConfig]] = MixtralConfig
-    base_model_class: ClassVar[type[DecoderModel]] = MixtralModel
-    key_mapping: ClassVar[dict[str, str]] = MixtralModel.key_mapping
+    base_model_class = MixtralModel
+    key_mapping = MixtralModel.key_mapping
 
 
 ARCHITECTURES = architectures(MixtralForCausalLM, MixtralModel)

@@ -13,11 +13,11 @@ Module names are transformers 5's (``mlp.gate``, ``mlp.experts.gate_up_proj``,
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
-from ._base import PretrainedConfig, architectures
-from ._decoder import DecoderModel
-from ._moe import MoeConfig, MoeForCausalLM, MoeModel
+from ._base import architectures, defaults_from
+from ._moe import SPARSE_LAYER_DEFAULTS, MoeConfig, MoeForCausalLM, MoeModel
+from .llama import Qwen2Config
 
 
 class Qwen2MoeConfig(MoeConfig):
@@ -31,48 +31,26 @@ class Qwen2MoeConfig(MoeConfig):
         (['sliding_attention', 'full_attention', 'sliding_attention'], 5632)
     """
 
-    model_type: ClassVar[str] = "qwen2_moe"
-    family: ClassVar[str] = "Qwen2Moe"
-    defaults: ClassVar[dict[str, Any]] = {
-        "vocab_size": 151936,
-        "hidden_size": 2048,
-        "intermediate_size": 5632,
-        "num_hidden_layers": 24,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 16,
-        "hidden_act": "silu",
-        "max_position_embeddings": 32768,
-        "initializer_range": 0.02,
-        "rms_norm_eps": 1e-6,
-        "use_cache": True,
-        "tie_word_embeddings": False,
-        "rope_parameters": None,
-        "use_sliding_window": False,
-        "sliding_window": 4096,
-        "max_window_layers": 28,
-        "attention_dropout": 0.0,
-        "decoder_sparse_step": 1,
-        "moe_intermediate_size": 1408,
-        "shared_expert_intermediate_size": 5632,
-        "num_experts_per_tok": 4,
-        "num_experts": 60,
-        "norm_topk_prob": False,
-        "output_router_logits": False,
-        "router_aux_loss_coef": 0.001,
-        "mlp_only_layers": None,
-        "qkv_bias": True,
-        "layer_types": None,
-        "pad_token_id": None,
-        "bos_token_id": None,
-        "eos_token_id": None,
-    }
+    model_type = "qwen2_moe"
+    family = "Qwen2Moe"
+    unused_sliding_window = 0
+    defaults = defaults_from(
+        Qwen2Config.defaults,
+        hidden_size=2048,
+        intermediate_size=5632,
+        num_hidden_layers=24,
+        num_attention_heads=16,
+        num_key_value_heads=16,
+        qkv_bias=True,
+        moe_intermediate_size=1408,
+        shared_expert_intermediate_size=5632,
+        num_experts_per_tok=4,
+        num_experts=60,
+        **SPARSE_LAYER_DEFAULTS,
+    )
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
-        if self.mlp_only_layers is None:
-            self.mlp_only_layers = []
-        if not self.use_sliding_window:
-            self.sliding_window = 0
         if self.layer_types is None:
             self.layer_types = [
                 "sliding_attention"
@@ -93,27 +71,13 @@ class Qwen2MoeConfig(MoeConfig):
 class Qwen2MoeModel(MoeModel):
     """The Qwen2-MoE decoder without a head (see ``DecoderModel.forward``)."""
 
-    config_class: ClassVar[type[PretrainedConfig]] = Qwen2MoeConfig
+    config_class = Qwen2MoeConfig
 
 
 class Qwen2MoeForCausalLM(MoeForCausalLM):
-    """``Qwen2MoeModel`` and the ``lm_head`` (see ``MoeForCausalLM.forward``).
+    """``Qwen2MoeModel`` and the ``lm_head`` (see ``MoeForCausalLM.forward``)."""
 
-    Example:
-        >>> import jax.numpy as jnp, js
-        >>> from js.models.qwen2_moe import Qwen2MoeConfig, Qwen2MoeForCausalLM
-        >>> config = Qwen2MoeConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1,
-        ...     num_attention_heads=4, num_key_value_heads=2, num_experts=4,
-        ...     num_experts_per_tok=2, moe_intermediate_size=8, shared_expert_intermediate_size=8)
-        >>> model = Qwen2MoeForCausalLM(config, rngs=js.Rngs(params=0))
-        >>> model(jnp.array([[1, 2]])).shape
-        (1, 2, 32)
-        >>> model.model.layers[0].mlp.shared_expert_gate.weight.shape
-        (1, 16)
-    """
-
-    config_class: ClassVar[type[PretrainedConfig]] = Qwen2MoeConfig
-    base_model_class: ClassVar[type[DecoderModel]] = Qwen2MoeModel
+    base_model_class = Qwen2MoeModel
 
 
 ARCHITECTURES = architectures(Qwen2MoeForCausalLM, Qwen2MoeModel)
