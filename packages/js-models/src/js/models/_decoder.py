@@ -23,7 +23,7 @@ The generation contract (``make_cache``, ``forward(..., cache=, logits_to_keep=)
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -170,7 +170,14 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
 class DecoderAttention(Module):
     """Causal grouped-query self-attention: ``num_attention_heads`` query heads share
     ``num_key_value_heads`` key/value heads of ``head_dim``; rotary positions (when the layer
-    has a table), q/k norms, the config's score scale and ``attn_logit_softcapping``."""
+    has a table), q/k norms (named by ``qk_norm_names``), the config's score scale and
+    ``attn_logit_softcapping``; no dropout (a config's ``attention_dropout`` is not applied).
+    The projections are ``q_proj``, ``k_proj``, ``v_proj`` or one ``qkv_name`` (all queries,
+    then all keys, then all values: Phi-3's ``qkv_proj``), and ``output_name``."""
+
+    qkv_name: ClassVar[str | None] = None
+    output_name: ClassVar[str] = "o_proj"
+    qk_norm_names: ClassVar[tuple[str, str]] = ("q_norm", "k_norm")
 
     def __init__(self, config: DecoderConfig, layer_idx: int, *, rngs: Rngs):
         super().__init__()
@@ -187,31 +194,48 @@ class DecoderAttention(Module):
         self.softcap = None if softcap is None else float(softcap)
         self.init_projections(config, rngs)
         self.qk_norm = config.qk_norm()
-        if self.qk_norm == "head":
-            self.q_norm = config.make_norm(self.head_dim)
-            self.k_norm = config.make_norm(self.head_dim)
-        elif self.qk_norm == "projection":
-            self.q_norm = config.make_norm(heads * self.head_dim)
-            self.k_norm = config.make_norm(kv_heads * self.head_dim)
+        if self.qk_norm is not None:  # over each head's features, or over all heads'
+            sizes = (1, 1) if self.qk_norm == "head" else (heads, kv_heads)
+            for name, n in zip(self.qk_norm_names, sizes, strict=True):
+                setattr(self, name, config.make_norm(n * self.head_dim))
 
     def init_projections(self, config: DecoderConfig, rngs: Rngs) -> None:
-        """``q_proj``, ``k_proj``, ``v_proj``, ``o_proj`` (families with fused projections
-        override this and ``project``)."""
+        """The projections (families with another layout override this and ``project``)."""
         qkv_bias, o_bias, _ = config.projection_biases()
-        hidden, dim = config.hidden_size, self.head_dim
-        heads, kv_heads = self.num_heads, self.num_key_value_heads
-        self.q_proj = nn.Linear(hidden, heads * dim, bias=qkv_bias, rngs=rngs)
-        self.k_proj = nn.Linear(hidden, kv_heads * dim, bias=qkv_bias, rngs=rngs)
-        self.v_proj = nn.Linear(hidden, kv_heads * dim, bias=qkv_bias, rngs=rngs)
-        self.o_proj = nn.Linear(heads * dim, hidden, bias=o_bias, rngs=rngs)
+        hidden, sizes = config.hidden_size, self.qkv_sizes()
+        if self.qkv_name is not None:
+            fused = nn.Linear(hidden, sum(sizes), bias=qkv_bias, rngs=rngs)
+            setattr(self, self.qkv_name, fused)
+        else:
+            self.q_proj, self.k_proj, self.v_proj = (
+                nn.Linear(hidden, size, bias=qkv_bias, rngs=rngs) for size in sizes
+            )
+        setattr(self, self.output_name, nn.Linear(sizes[0], hidden, bias=o_bias, rngs=rngs))
+
+    def qkv_sizes(self) -> tuple[int, int, int]:
+        """The features of the queries, keys and values: ``heads * head_dim`` (kv heads)."""
+        kv = self.num_key_value_heads * self.head_dim
+        return self.num_heads * self.head_dim, kv, kv
 
     def project(self, hidden: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         """Queries, keys and values ``[B, L, heads * head_dim]`` (and kv heads)."""
-        return self.q_proj(hidden), self.k_proj(hidden), self.v_proj(hidden)
+        if self.qkv_name is None:
+            return self.q_proj(hidden), self.k_proj(hidden), self.v_proj(hidden)
+        return self.split_qkv(getattr(self, self.qkv_name)(hidden))
+
+    def split_qkv(self, qkv: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """The fused projection's output split: all queries, then all keys, then all values."""
+        q, k, _ = self.qkv_sizes()
+        return qkv[..., :q], qkv[..., q : q + k], qkv[..., q + k :]
 
     def output(self, attended: jax.Array) -> jax.Array:
         """The heads merged ``[B, L, heads * head_dim]`` projected back to the hidden size."""
-        return self.o_proj(attended)
+        return getattr(self, self.output_name)(attended)
+
+    def norm_qk(self, q: jax.Array, k: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """The queries and keys through their norms (``qk_norm_names``)."""
+        q_norm, k_norm = (getattr(self, name) for name in self.qk_norm_names)
+        return q_norm(q), k_norm(k)
 
     def forward(
         self,
@@ -222,12 +246,12 @@ class DecoderAttention(Module):
     ) -> jax.Array:
         q, k, v = self.project(hidden_states)
         if self.qk_norm == "projection":
-            q, k = self.q_norm(q), self.k_norm(k)
+            q, k = self.norm_qk(q, k)
 
         heads = self.num_heads, self.num_key_value_heads, self.num_key_value_heads
         q, k, v = (split_heads(x, n) for x, n in zip((q, k, v), heads, strict=True))
         if self.qk_norm == "head":
-            q, k = self.q_norm(q), self.k_norm(k)
+            q, k = self.norm_qk(q, k)
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if cache is not None:  # every cached slot: [B, KV, max_length, D]
@@ -236,16 +260,24 @@ class DecoderAttention(Module):
         out = F.scaled_dot_product_attention(
             q, k, v, mask, scale=self.scale, enable_gqa=True, softcap=self.softcap
         )  # [B, H, L, D]
-        return self.output(merge_heads(out))
+        return self.keyless_rows(self.output(merge_heads(out)), hidden_states, mask)
+
+    def keyless_rows(self, out: jax.Array, hidden_states: jax.Array, mask: jax.Array) -> jax.Array:
+        """The output ``[B, L, hidden]`` with the rows of queries that may attend to no key
+        (padding): as computed, from zeros as sdpa gives them (Gemma 2 gives eager's)."""
+        return out
 
 
 class GatedMLP(Module):
-    """``down_proj(act(gate_proj(x)) * up_proj(x))`` (SwiGLU with ``hidden_act`` "silu")."""
+    """``down_proj(act(gate_proj(x)) * up_proj(x))`` (SwiGLU with ``hidden_act`` "silu"); the
+    activation is the config key its class names in ``activation_key`` where it has one
+    (Gemma 2 and 3: ``hidden_activation``)."""
 
     def __init__(self, config: DecoderConfig, *, rngs: Rngs, intermediate_size: int | None = None):
         super().__init__()
-        self.hidden_act = config.hidden_act
-        activation(type(config).__name__, "hidden_act", self.hidden_act)
+        key = getattr(type(config), "activation_key", "hidden_act")
+        self.hidden_act = getattr(config, key)
+        activation(type(config).__name__, key, self.hidden_act)
         hidden, bias = config.hidden_size, config.projection_biases()[2]
         inner = config.intermediate_size if intermediate_size is None else intermediate_size
         self.gate_proj = nn.Linear(hidden, inner, bias=bias, rngs=rngs)
@@ -277,28 +309,93 @@ class FeedForward(Module):
         return getattr(self, self.out_name)(act(getattr(self, self.in_name)(x)))
 
 
+class Around(NamedTuple):
+    """The norms and the dropout around one sublayer of a ``DecoderLayer`` (attention or the
+    MLP), by module name; None where there is none."""
+
+    norm_in: str | None = None  # a norm of the sublayer's input
+    norm_out: str | None = None  # a norm of its output
+    dropout: str | None = None  # a dropout of its output
+
+
+# The norms around attention and the MLP in each arrangement a ``DecoderLayer`` can name
+# (``norms``), by transformers' module names; one name twice is one norm that both read
+BLOCK_NORMS: dict[str, tuple[Around, Around]] = {
+    "pre": (Around("input_layernorm"), Around("post_attention_layernorm")),  # Llama
+    "sandwich": (  # Gemma 2 and 3: each sublayer's input and output
+        Around("input_layernorm", "post_attention_layernorm"),
+        Around("pre_feedforward_layernorm", "post_feedforward_layernorm"),
+    ),
+    "post": (  # OLMo 2: the outputs only
+        Around(norm_out="post_attention_layernorm"),
+        Around(norm_out="post_feedforward_layernorm"),
+    ),
+    "shared": (Around("input_layernorm"), Around("input_layernorm")),  # Phi
+}
+
+
 class DecoderLayer(Module):
-    """Pre-norm block: ``x + m * self_attn(input_layernorm(x))``, then
-    ``x + m * mlp(post_attention_layernorm(x))``, ``m`` the config's ``residual_multiplier``
-    (1 unless set: Granite)."""
+    """A residual block: attention (the module ``attention_name``), then the MLP, with the
+    norms ``BLOCK_NORMS[norms]`` around them, one after the other or in ``parallel``, each
+    output through a dropout where ``dropout_names`` names one.
+
+    The default is Llama's pre-norm block, ``y = x + m * self_attn(input_layernorm(x))``, then
+    ``y + m * mlp(post_attention_layernorm(y))``, ``m`` the config's ``residual_multiplier``
+    (1 unless set: Granite); in parallel ``x + (attn(x) + mlp(x))``, each with its norms. A
+    family's block sets the class variables below, and ``arrange`` where its config picks.
+    """
 
     attention_class: ClassVar[type[DecoderAttention]] = DecoderAttention
     mlp_class: ClassVar[type[Any]] = GatedMLP
+    attention_name: ClassVar[str] = "self_attn"
+    # the dropouts of attention's and the MLP's outputs (one name twice: one module), and the
+    # config key of their probability
+    dropout_names: ClassVar[tuple[str, str] | None] = None
+    dropout_key: ClassVar[str] = ""
+    # the arrangement (``arrange`` may set it from the config): a key of BLOCK_NORMS, and
+    # whether attention and the MLP both read the block's input
+    norms: str = "pre"
+    parallel: bool = False
 
     def __init__(self, config: DecoderConfig, layer_idx: int, *, rngs: Rngs):
         super().__init__()
-        self.self_attn = self.attention_class(config, layer_idx, rngs=rngs)
+        setattr(self, self.attention_name, self.attention_class(config, layer_idx, rngs=rngs))
         self.mlp = self.mlp_class(config, rngs=rngs)
-        self.input_layernorm = config.make_norm(config.hidden_size)
-        self.post_attention_layernorm = config.make_norm(config.hidden_size)
+        self.arrange(config)
+        dropouts = self.dropout_names or (None, None)
+        self.around = tuple(
+            around._replace(dropout=dropout)
+            for around, dropout in zip(BLOCK_NORMS[self.norms], dropouts, strict=True)
+        )
+        for name in dict.fromkeys(n for a in self.around for n in (a.norm_in, a.norm_out) if n):
+            setattr(self, name, config.make_norm(config.hidden_size))
+        for name in dict.fromkeys(a.dropout for a in self.around if a.dropout):
+            setattr(self, name, nn.Dropout(getattr(config, self.dropout_key)))
         multiplier = getattr(config, "residual_multiplier", None)
         self.residual_multiplier = None if multiplier in (None, 1, 1.0) else float(multiplier)
+
+    def arrange(self, config: DecoderConfig) -> None:
+        """Set ``norms`` or ``parallel`` where the family's config picks them (Gemma, GPT-NeoX);
+        the class's otherwise."""
 
     def residual(self, x: jax.Array, update: jax.Array) -> jax.Array:
         """``x + update`` (times the residual multiplier)."""
         if self.residual_multiplier is not None:
             update = update * self.residual_multiplier
         return x + update
+
+    def sublayer(
+        self, around: Around, x: jax.Array, rngs: Rngs | None, module: Any, *args: Any
+    ) -> jax.Array:
+        """``module(x, *args)`` with the norms and the dropout ``around`` it."""
+        if around.norm_in is not None:
+            x = getattr(self, around.norm_in)(x)
+        out = module(x, *args)
+        if around.norm_out is not None:
+            out = getattr(self, around.norm_out)(out)
+        if around.dropout is not None:
+            out = getattr(self, around.dropout)(out, rngs=rngs)
+        return out
 
     def forward(
         self,
@@ -309,9 +406,13 @@ class DecoderLayer(Module):
         cache: KVCache | None = None,
         rngs: Rngs | None = None,
     ) -> jax.Array:
-        attended = self.self_attn(self.input_layernorm(hidden_states), mask, rope, cache)
-        x = self.residual(hidden_states, attended)
-        return self.residual(x, self.mlp(self.post_attention_layernorm(x)))
+        (attention_around, mlp_around), x = self.around, hidden_states
+        attention = getattr(self, self.attention_name)
+        attended = self.sublayer(attention_around, x, rngs, attention, mask, rope, cache)
+        if self.parallel:  # both read the block's input
+            return self.residual(x, attended + self.sublayer(mlp_around, x, rngs, self.mlp))
+        x = self.residual(x, attended)
+        return self.residual(x, self.sublayer(mlp_around, x, rngs, self.mlp))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -552,10 +653,22 @@ class DecoderForCausalLM(GenerationMixin, GradientCheckpointingMixin, PreTrained
         ``logits_to_keep=n > 0`` computes the logits of the last ``n`` positions only
         (``[B, n, vocab]``), as transformers' argument does; 0 (default) computes all.
         """
-        hidden = self.decoder(
-            input_ids, attention_mask, position_ids, inputs_embeds, cache=cache, rngs=rngs
-        )
+        hidden = None
+        if cache is not None and position_ids is None:  # the positions the cache counts
+            hidden = self.cached_step(input_ids, attention_mask, inputs_embeds, cache)
+        if hidden is None:
+            hidden = self.decoder(
+                input_ids, attention_mask, position_ids, inputs_embeds, cache=cache, rngs=rngs
+            )
         return self.logits(hidden, logits_to_keep)
+
+    def cached_step(
+        self, input_ids: Any, attention_mask: Any, inputs_embeds: Any, cache: KVCache
+    ) -> jax.Array | None:
+        """The last hidden state of a ``forward`` with ``cache`` and counted positions, where
+        the family computes it otherwise (Phi-3 runs a longrope sequence again); None: the
+        decoder's, as usual."""
+        return None
 
     def logits(self, hidden: jax.Array, logits_to_keep: int = 0) -> jax.Array:
         """The head over the last hidden state (the last ``logits_to_keep`` positions)."""

@@ -74,6 +74,25 @@ def standard_rope_parameters(values: dict[str, Any]) -> dict[str, Any]:
     return rope
 
 
+def fold_rope_keys(
+    kwargs: dict[str, Any], *, keep: bool = False, **keys: tuple[str, Any]
+) -> dict[str, Any]:
+    """A config's ``kwargs`` with the family's own rotary keys folded into ``rope_parameters``,
+    as transformers 5 reads them: each ``key=(own key, default)`` is taken from ``rope_scaling``
+    (or ``rope_parameters``) first, then from the config's own key, then the default. The own
+    keys leave ``kwargs`` unless ``keep``; ``standard_rope_parameters`` completes the rest.
+
+    Example:
+        >>> fold_rope_keys({"rotary_pct": 0.5}, partial_rotary_factor=("rotary_pct", 0.25))
+        {'rope_parameters': {'partial_rotary_factor': 0.5}}
+    """
+    kwargs = dict(kwargs)
+    rope = dict(kwargs.pop("rope_scaling", None) or kwargs.get("rope_parameters") or {})
+    for key, (own, default) in keys.items():
+        rope.setdefault(key, kwargs.get(own, default) if keep else kwargs.pop(own, default))
+    return {**kwargs, "rope_parameters": rope}
+
+
 def check_rope(owner: str, rope: Mapping[str, Any]) -> None:
     """A ValueError naming the rope type when it is not one js.models computes (raised when a
     model is built, before any weight is read)."""

@@ -36,18 +36,16 @@ import jax
 import jax.numpy as jnp
 
 from js import Module, Parameter, Rngs
-from js.nn import KVCache
 
-from ._base import PretrainedConfig, architectures
+from ._base import PreTrainedModel, architectures, defaults_from
 from ._decoder import (
     DecoderAttention,
     DecoderConfig,
     DecoderForCausalLM,
     DecoderLayer,
     DecoderModel,
-    GatedMLP,
 )
-from ._hf import activation, check_tokens
+from ._hf import check_tokens
 from ._rope import SUPPORTED_ROPE_TYPES
 
 # ---------------------------------------------------------------------------------------------
@@ -66,7 +64,8 @@ class GemmaConfig(DecoderConfig):
 
     model_type: ClassVar[str] = "gemma"
     family: ClassVar[str] = "Gemma"
-    # the config key naming the MLP's activation; Gemma 2 and 3 norm each sublayer's output
+    # the config key naming the MLP's activation (read by GatedMLP); Gemma 2 and 3 norm each
+    # sublayer's output
     activation_key: ClassVar[str] = "hidden_act"
     sandwich_norms: ClassVar[bool] = False
     # transformers runs Gemma 2 with its eager attention only (see GemmaAttention)
@@ -100,7 +99,7 @@ class GemmaConfig(DecoderConfig):
             self.hidden_act = "gelu_pytorch_tanh"
 
     def __getattr__(self, name: str) -> Any:
-        if name == "hidden_act" and self.activation_key != name:  # read by GatedMLP
+        if name == "hidden_act" and self.activation_key != name:  # the common name too
             return getattr(self, self.activation_key)
         return super().__getattr__(name)
 
@@ -152,36 +151,24 @@ class Gemma2Config(GemmaConfig):
 
     model_type: ClassVar[str] = "gemma2"
     family: ClassVar[str] = "Gemma2"
-    activation_key: ClassVar[str] = "hidden_activation"
-    sandwich_norms: ClassVar[bool] = True
-    eager_attention: ClassVar[bool] = True
-    defaults: ClassVar[dict[str, Any]] = {
-        "vocab_size": 256000,
-        "hidden_size": 2304,
-        "intermediate_size": 9216,
-        "num_hidden_layers": 26,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
-        "hidden_activation": "gelu_pytorch_tanh",
-        "max_position_embeddings": 8192,
-        "initializer_range": 0.02,
-        "rms_norm_eps": 1e-6,
-        "use_cache": True,
-        "pad_token_id": 0,
-        "eos_token_id": 1,
-        "bos_token_id": 2,
-        "tie_word_embeddings": True,
-        "rope_parameters": None,
-        "attention_bias": False,
-        "attention_dropout": 0.0,
-        "query_pre_attn_scalar": 256,
-        "sliding_window": 4096,
-        "layer_types": None,
-        "final_logit_softcapping": 30.0,
-        "attn_logit_softcapping": 50.0,
-        "use_bidirectional_attention": None,
-    }
+    activation_key = "hidden_activation"
+    sandwich_norms = True
+    eager_attention = True
+    defaults: ClassVar[dict[str, Any]] = defaults_from(
+        GemmaConfig.defaults,
+        drop=("hidden_act",),
+        hidden_size=2304,
+        intermediate_size=9216,
+        num_hidden_layers=26,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        hidden_activation="gelu_pytorch_tanh",
+        query_pre_attn_scalar=256,
+        sliding_window=4096,
+        layer_types=None,
+        final_logit_softcapping=30.0,
+        attn_logit_softcapping=50.0,
+    )
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
@@ -216,15 +203,15 @@ class Gemma3TextConfig(Gemma2Config):
 
     model_type: ClassVar[str] = "gemma3_text"
     family: ClassVar[str] = "Gemma3"
-    eager_attention: ClassVar[bool] = False
-    defaults: ClassVar[dict[str, Any]] = {
-        **Gemma2Config.defaults,
-        "vocab_size": 262_208,
-        "max_position_embeddings": 131_072,
-        "final_logit_softcapping": None,
-        "attn_logit_softcapping": None,
-        "use_bidirectional_attention": False,
-    }
+    eager_attention = False
+    defaults: ClassVar[dict[str, Any]] = defaults_from(
+        Gemma2Config.defaults,
+        vocab_size=262_208,
+        max_position_embeddings=131_072,
+        final_logit_softcapping=None,
+        attn_logit_softcapping=None,
+        use_bidirectional_attention=False,
+    )
 
     def __init__(self, **kwargs: Any):
         rope = _layer_type_ropes(kwargs)  # takes rope_theta, rope_local_base_freq, rope_scaling
@@ -313,14 +300,7 @@ class GemmaAttention(DecoderAttention):
         self.softcap = None if softcap is None else float(softcap)
         self.eager = config.eager_attention
 
-    def forward(
-        self,
-        hidden_states: jax.Array,
-        mask: jax.Array,
-        rope: tuple[jax.Array, jax.Array] | None,
-        cache: KVCache | None = None,
-    ) -> jax.Array:
-        out = super().forward(hidden_states, mask, rope, cache)
+    def keyless_rows(self, out: jax.Array, hidden_states: jax.Array, mask: jax.Array) -> jax.Array:
         if not self.eager:
             return out
         B, L, _ = hidden_states.shape  # with a cache: the prompt's padding, at its prefill
@@ -330,77 +310,29 @@ class GemmaAttention(DecoderAttention):
         return jnp.where(empty, self.output(v), out)
 
 
-class GemmaMLP(GatedMLP):
-    """GeGLU: the skeleton's gated MLP with the activation the config names
-    (``hidden_act`` for Gemma, ``hidden_activation`` for Gemma 2 and 3)."""
-
-    def __init__(self, config: GemmaConfig, *, rngs: Rngs):
-        super().__init__(config, rngs=rngs)
-        self.hidden_act = getattr(config, config.activation_key)
-        activation(type(config).__name__, config.activation_key, self.hidden_act)
-
-
 class GemmaDecoderLayer(DecoderLayer):
     """Gemma's pre-norm block; with the config's ``sandwich_norms`` (Gemma 2, 3):
     ``x + post_attention_layernorm(self_attn(input_layernorm(x)))``, then
-    ``x + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x)))``."""
+    ``x + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x)))``. The MLP is the
+    skeleton's gated one (GeGLU) with the activation the config's ``activation_key`` names."""
 
-    attention_class: ClassVar[type[DecoderAttention]] = GemmaAttention
-    mlp_class: ClassVar[type[Module]] = GemmaMLP
+    attention_class = GemmaAttention
 
-    def __init__(self, config: GemmaConfig, layer_idx: int, *, rngs: Rngs):
-        super().__init__(config, layer_idx, rngs=rngs)
-        self.sandwich = config.sandwich_norms
-        if self.sandwich:
-            self.pre_feedforward_layernorm = config.make_norm(config.hidden_size)
-            self.post_feedforward_layernorm = config.make_norm(config.hidden_size)
-
-    def forward(
-        self,
-        hidden_states: jax.Array,
-        mask: jax.Array,
-        rope: tuple[jax.Array, jax.Array] | None,
-        *,
-        cache: KVCache | None = None,
-        rngs: Rngs | None = None,
-    ) -> jax.Array:
-        if not self.sandwich:
-            return super().forward(hidden_states, mask, rope, cache=cache, rngs=rngs)
-        attended = self.self_attn(self.input_layernorm(hidden_states), mask, rope, cache)
-        x = hidden_states + self.post_attention_layernorm(attended)
-        return x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
+    def arrange(self, config: DecoderConfig) -> None:
+        if config.sandwich_norms:
+            self.norms = "sandwich"
 
 
 # ---------------------------------------------------------------------------------------------
 # Models
 
-# A Gemma3ForConditionalGeneration folder: the language model's weights (transformers writes
-# them as ``language_model.model.*``, as the hub's files have them; ``model.language_model.*``
-# is its modules' own name), the vision tower and projector skipped.
-_MULTIMODAL_KEYS = {
-    r"^language_model\.model\.": "model.",
-    r"^model\.language_model\.": "model.",
-    r"^language_model\.lm_head\.": "lm_head.",
-}
-_VISION_KEYS = (r"^(model\.)?vision_tower\.", r"^(model\.)?multi_modal_projector\.")
-
 
 class GemmaModel(DecoderModel):
-    """The Gemma decoder without a head: token ids -> last hidden state ``[B, L, hidden]``
-    (the skeleton's ``DecoderModel``; see its ``forward``). Blocks as the config says (Gemma,
-    Gemma 2 or Gemma 3).
+    """The Gemma decoder without a head (see ``DecoderModel.forward``); blocks as the config
+    says (Gemma, Gemma 2 or Gemma 3)."""
 
-    Example:
-        >>> import jax.numpy as jnp, js
-        >>> from js.models.gemma import GemmaConfig, GemmaModel
-        >>> config = GemmaConfig(vocab_size=32, hidden_size=16, intermediate_size=32,
-        ...     num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, head_dim=8)
-        >>> GemmaModel(config, rngs=js.Rngs(params=0))(jnp.array([[1, 2, 3]])).shape
-        (1, 3, 16)
-    """
-
-    config_class: ClassVar[type[PretrainedConfig]] = GemmaConfig
-    layer_class: ClassVar[type[Module]] = GemmaDecoderLayer
+    config_class = GemmaConfig
+    layer_class = GemmaDecoderLayer
 
     def embed(self, input_ids: Any, inputs_embeds: Any) -> jax.Array:
         """Token embeddings times ``sqrt(hidden_size)``; ``inputs_embeds`` as given (as
@@ -410,54 +342,50 @@ class GemmaModel(DecoderModel):
 
 
 class GemmaForCausalLM(DecoderForCausalLM):
-    """``GemmaModel`` and the ``lm_head`` projection to next-token logits ``[B, L, vocab]``
-    (tied to the embedding by default; soft-capped by ``final_logit_softcapping``).
+    """``GemmaModel`` and the ``lm_head`` (tied to the embedding by default; soft-capped by
+    ``final_logit_softcapping``)."""
 
-    Example:
-        >>> import jax.numpy as jnp, js
-        >>> from js.models.gemma import GemmaConfig, GemmaForCausalLM
-        >>> config = GemmaConfig(vocab_size=32, hidden_size=16, intermediate_size=32,
-        ...     num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, head_dim=8)
-        >>> model = GemmaForCausalLM(config, rngs=js.Rngs(params=0))
-        >>> model(jnp.array([[1, 2, 3]])).shape
-        (1, 3, 32)
-        >>> model.lm_head.weight is model.model.embed_tokens.weight
-        True
-    """
-
-    config_class: ClassVar[type[PretrainedConfig]] = GemmaConfig
-    base_model_class: ClassVar[type[DecoderModel]] = GemmaModel
+    base_model_class = GemmaModel
 
 
 class Gemma2Model(GemmaModel):
     """Gemma 2's decoder (see ``GemmaModel``)."""
 
-    config_class: ClassVar[type[PretrainedConfig]] = Gemma2Config
+    config_class = Gemma2Config
 
 
 class Gemma2ForCausalLM(GemmaForCausalLM):
     """Gemma 2 with its language-model head (see ``GemmaForCausalLM``)."""
 
-    config_class: ClassVar[type[PretrainedConfig]] = Gemma2Config
-    base_model_class: ClassVar[type[DecoderModel]] = Gemma2Model
+    base_model_class = Gemma2Model
 
 
-class Gemma3TextModel(GemmaModel):
+class _Gemma3Folder(PreTrainedModel):
+    """What Gemma 3's classes read from a multimodal folder: its language model's weights."""
+
+    # A Gemma3ForConditionalGeneration folder: the language model's weights (transformers
+    # writes them as ``language_model.model.*``, as the hub's files have them;
+    # ``model.language_model.*`` is its modules' own name), the vision tower and projector
+    # skipped.
+    key_mapping = {
+        r"^language_model\.model\.": "model.",
+        r"^model\.language_model\.": "model.",
+        r"^language_model\.lm_head\.": "lm_head.",
+    }
+    ignore_on_load = (r"^(model\.)?vision_tower\.", r"^(model\.)?multi_modal_projector\.")
+
+
+class Gemma3TextModel(_Gemma3Folder, GemmaModel):
     """Gemma 3's text decoder (see ``GemmaModel``); reads multimodal folders' text weights."""
 
-    config_class: ClassVar[type[PretrainedConfig]] = Gemma3TextConfig
-    key_mapping: ClassVar[dict[str, str]] = _MULTIMODAL_KEYS
-    ignore_on_load: ClassVar[tuple[str, ...]] = _VISION_KEYS
+    config_class = Gemma3TextConfig
 
 
-class Gemma3ForCausalLM(GemmaForCausalLM):
+class Gemma3ForCausalLM(_Gemma3Folder, GemmaForCausalLM):
     """Gemma 3 with its language-model head (see ``GemmaForCausalLM``); a
     ``Gemma3ForConditionalGeneration`` folder loads as this (its text model)."""
 
-    config_class: ClassVar[type[PretrainedConfig]] = Gemma3TextConfig
-    base_model_class: ClassVar[type[DecoderModel]] = Gemma3TextModel
-    key_mapping: ClassVar[dict[str, str]] = _MULTIMODAL_KEYS
-    ignore_on_load: ClassVar[tuple[str, ...]] = _VISION_KEYS
+    base_model_class = Gemma3TextModel
 
 
 ARCHITECTURES = {

@@ -33,19 +33,16 @@ import js
 from js import Buffer, Module, Rngs, nn
 from js.nn import KVCache
 
-from ._base import PretrainedConfig, architectures
-from ._decoder import (
-    DecoderAttention,
-    DecoderConfig,
-    DecoderForCausalLM,
-    DecoderLayer,
-    DecoderModel,
-)
+from ._base import architectures, defaults_from
+from ._decoder import DecoderAttention, DecoderForCausalLM, DecoderLayer, DecoderModel
 from ._hf import activation, check_tokens
+from ._rope import fold_rope_keys
+from .llama import MistralConfig
 
 
-class Phi3Config(DecoderConfig):
-    """A Phi-3 ``config.json``: transformers 5.23's ``Phi3Config`` keys and defaults.
+class Phi3Config(MistralConfig):
+    """A Phi-3 ``config.json``: transformers 5.23's ``Phi3Config`` keys and defaults; Mistral's
+    arrangement (no biases, every layer within ``sliding_window`` when it is set).
 
     ``rope_parameters`` gets ``partial_rotary_factor`` (the top-level key's, default 1.0), and
     the older rope types "su" and "yarn" become "longrope", as transformers reads them; a
@@ -62,62 +59,37 @@ class Phi3Config(DecoderConfig):
 
     model_type: ClassVar[str] = "phi3"
     family: ClassVar[str] = "Phi3"
-    defaults: ClassVar[dict[str, Any]] = {
-        "vocab_size": 32064,
-        "hidden_size": 3072,
-        "intermediate_size": 8192,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "num_key_value_heads": None,
-        "resid_pdrop": 0.0,
-        "embd_pdrop": 0.0,
-        "attention_dropout": 0.0,
-        "hidden_act": "silu",
-        "max_position_embeddings": 4096,
-        "original_max_position_embeddings": 4096,
-        "initializer_range": 0.02,
-        "rms_norm_eps": 1e-5,
-        "use_cache": True,
-        "tie_word_embeddings": False,
-        "rope_parameters": None,
-        "bos_token_id": 1,
-        "eos_token_id": 32000,
-        "pad_token_id": 32000,
-        "sliding_window": None,
-    }
+    defaults: ClassVar[dict[str, Any]] = defaults_from(
+        MistralConfig.defaults,
+        drop=("head_dim",),
+        vocab_size=32064,
+        hidden_size=3072,
+        intermediate_size=8192,
+        num_key_value_heads=None,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        max_position_embeddings=4096,
+        original_max_position_embeddings=4096,
+        rms_norm_eps=1e-5,
+        eos_token_id=32000,
+        pad_token_id=32000,
+        sliding_window=None,
+    )
 
     def __init__(self, **kwargs: Any):
-        rope = dict(kwargs.pop("rope_scaling", None) or kwargs.get("rope_parameters") or {})
-        rope.setdefault("partial_rotary_factor", kwargs.get("partial_rotary_factor", 1.0))
+        kwargs = fold_rope_keys(
+            kwargs, keep=True, partial_rotary_factor=("partial_rotary_factor", 1.0)
+        )
+        rope = kwargs["rope_parameters"]
         if rope.get("rope_type", rope.get("type")) in ("su", "yarn"):  # Phi-3's older names
             rope["rope_type"] = "longrope"
-        super().__init__(**{**kwargs, "rope_parameters": rope})
-
-    def projection_biases(self) -> tuple[bool, bool, bool]:
-        """Phi-3: no biases."""
-        return False, False, False
-
-    def sliding_windows(self) -> list[int | None]:
-        """``sliding_window`` (or None) for every layer."""
-        return [self.sliding_window] * self.num_hidden_layers
+        super().__init__(**kwargs)
 
 
 class Phi3Attention(DecoderAttention):
     """The skeleton's attention with one fused ``qkv_proj`` (queries, keys, values)."""
 
-    def init_projections(self, config: DecoderConfig, rngs: Rngs) -> None:
-        hidden, sizes = config.hidden_size, self._sizes()
-        self.qkv_proj = nn.Linear(hidden, sum(sizes), bias=False, rngs=rngs)
-        self.o_proj = nn.Linear(sizes[0], hidden, bias=False, rngs=rngs)
-
-    def _sizes(self) -> tuple[int, int, int]:
-        kv = self.num_key_value_heads * self.head_dim
-        return self.num_heads * self.head_dim, kv, kv
-
-    def project(self, hidden: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        q_size, kv_size, _ = self._sizes()
-        qkv = self.qkv_proj(hidden)
-        return qkv[..., :q_size], qkv[..., q_size : q_size + kv_size], qkv[..., q_size + kv_size :]
+    qkv_name = "qkv_proj"
 
 
 class Phi3MLP(Module):
@@ -139,16 +111,15 @@ class Phi3MLP(Module):
 class Phi3DecoderLayer(DecoderLayer):
     """The skeleton's pre-norm block with Phi-3's attention and MLP."""
 
-    attention_class: ClassVar[type[DecoderAttention]] = Phi3Attention
-    mlp_class: ClassVar[type[Module]] = Phi3MLP
+    attention_class = Phi3Attention
+    mlp_class = Phi3MLP
 
 
 class Phi3Model(DecoderModel):
-    """The Phi-3 decoder without a head: token ids -> last hidden state ``[B, L, hidden]``
-    (the skeleton's ``DecoderModel``; see its ``forward``)."""
+    """The Phi-3 decoder without a head (see ``DecoderModel.forward``)."""
 
-    config_class: ClassVar[type[PretrainedConfig]] = Phi3Config
-    layer_class: ClassVar[type[Module]] = Phi3DecoderLayer
+    config_class = Phi3Config
+    layer_class = Phi3DecoderLayer
 
 
 class Phi3Cache(KVCache):
@@ -165,8 +136,7 @@ class Phi3ForCausalLM(DecoderForCausalLM):
     """``Phi3Model`` and ``lm_head``; with ``longrope``, generation runs the sequence again
     when it outgrows ``original_max_position_embeddings`` (see the module's docstring)."""
 
-    config_class: ClassVar[type[PretrainedConfig]] = Phi3Config
-    base_model_class: ClassVar[type[DecoderModel]] = Phi3Model
+    base_model_class = Phi3Model
 
     def make_cache(self, batch_size: int, max_length: int, *, dtype: Any = None) -> KVCache:
         """The skeleton's cache; with ``longrope`` a ``Phi3Cache`` (token ids kept too)."""
@@ -176,36 +146,19 @@ class Phi3ForCausalLM(DecoderForCausalLM):
         layers, heads, dim = self.decoder.cache_layout()
         return Phi3Cache(batch_size, max_length, layers, heads, dim, dtype=dtype)
 
-    def forward(
-        self,
-        input_ids: jax.Array | None = None,
-        attention_mask: jax.Array | None = None,
-        position_ids: jax.Array | None = None,
-        inputs_embeds: jax.Array | None = None,
-        *,
-        cache: KVCache | None = None,
-        rngs: Rngs | None = None,
-        logits_to_keep: int = 0,
-    ) -> jax.Array:
-        """Logits ``[B, L, vocab]``; arguments as ``DecoderForCausalLM.forward``."""
-        if isinstance(cache, Phi3Cache) and input_ids is not None and position_ids is None:
-            ids = jnp.asarray(check_tokens(type(self).__name__, input_ids, inputs_embeds)[0])
-            return self._longrope_step(ids, attention_mask, cache, logits_to_keep)
-        return super().forward(
-            input_ids,
-            attention_mask,
-            position_ids,
-            inputs_embeds,
-            cache=cache,
-            rngs=rngs,
-            logits_to_keep=logits_to_keep,
-        )
+    def cached_step(
+        self, input_ids: Any, attention_mask: Any, inputs_embeds: Any, cache: KVCache
+    ) -> jax.Array | None:
+        """With a ``Phi3Cache`` and ``input_ids``: the step as usual, or every slot again
+        where the step takes the sequence past ``original_max_position_embeddings``."""
+        if not isinstance(cache, Phi3Cache) or input_ids is None:
+            return None
+        ids = jnp.asarray(check_tokens(type(self).__name__, input_ids, inputs_embeds)[0])
+        return self._longrope_step(ids, attention_mask, cache)
 
-    def _longrope_step(
-        self, ids: jax.Array, attention_mask: Any, cache: Phi3Cache, keep: int
-    ) -> jax.Array:
-        """The forward with a cache: as usual, or, when the call takes the sequence past
-        ``original_max_position_embeddings`` (over every row), every slot run again."""
+    def _longrope_step(self, ids: jax.Array, attention_mask: Any, cache: Phi3Cache) -> jax.Array:
+        """The hidden state of the new tokens: as usual, or, when the call takes the sequence
+        past ``original_max_position_embeddings`` (over every row), of every slot run again."""
         B, T = ids.shape
         real = (
             jnp.ones((B, T), bool) if attention_mask is None else jnp.asarray(attention_mask) != 0
@@ -221,10 +174,7 @@ class Phi3ForCausalLM(DecoderForCausalLM):
 
         def step(state: Any) -> tuple[jax.Array, Any]:  # the new tokens, as usual
             mine = js.merge(graphdef, state)
-            logits = DecoderForCausalLM.forward(
-                self, ids, attention_mask, cache=mine, logits_to_keep=keep
-            )
-            return logits, js.split(mine)[1]
+            return self.decoder(ids, attention_mask, cache=mine), js.split(mine)[1]
 
         def again(state: Any) -> tuple[jax.Array, Any]:  # every slot, with the long factors
             mine = js.merge(graphdef, state)
@@ -232,12 +182,11 @@ class Phi3ForCausalLM(DecoderForCausalLM):
             mine.reset()
             hidden = self.decoder(mine.tokens.value, valid.astype(jnp.int32), cache=mine)
             mine.start.value, mine.length.value, mine.next_position.value = start, start + T, after
-            hidden = jax.lax.dynamic_slice_in_dim(hidden, start, T, axis=1)
-            return self.logits(hidden, keep), js.split(mine)[1]
+            return jax.lax.dynamic_slice_in_dim(hidden, start, T, axis=1), js.split(mine)[1]
 
-        logits, state = jax.lax.cond(crossing, again, step, state)
+        hidden, state = jax.lax.cond(crossing, again, step, state)
         js.update(cache, state)
-        return logits
+        return hidden
 
 
 ARCHITECTURES = architectures(Phi3ForCausalLM, Phi3Model)
