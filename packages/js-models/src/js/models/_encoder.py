@@ -270,6 +270,9 @@ class EncoderPreTrainedModel(PreTrainedModel):
     ``from_embeddings``); a head model overrides ``outputs``."""
 
     config: EncoderConfig
+    # The family's base model, which its head models build: the family's first ``EncoderModel``
+    # subclass, recorded when that class is defined (``EncoderModel.__init_subclass__``).
+    base_model_class: ClassVar[type[EncoderModel]]
 
     def __init__(self, config: EncoderConfig):
         config.validate()
@@ -295,11 +298,19 @@ class EncoderPreTrainedModel(PreTrainedModel):
 class EncoderModel(EncoderPreTrainedModel):
     """The encoder without a head: ``embeddings`` (``embeddings_class``), ``encoder``
     (``encoder_class``), the final norm (at ``final_norm_name``, if any) and, with
-    ``add_pooling_layer``, ``pooler``."""
+    ``add_pooling_layer`` in a family that has one (``pooler_class``), ``pooler``."""
 
     embeddings_class: ClassVar[type[Any]]  # built as embeddings_class(config, rngs=rngs)
     encoder_class: ClassVar[type[Encoder]] = Encoder
     final_norm_name: ClassVar[str | None] = None
+    pooler_class: ClassVar[type[EncoderPooler] | None] = EncoderPooler  # None: no pooler (ELECTRA)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # the family's PreTrainedModel subclass, whose first EncoderModel this is
+        family = next(c for c in cls.__mro__ if not issubclass(c, EncoderModel))
+        if family is not EncoderPreTrainedModel and "base_model_class" not in vars(family):
+            family.base_model_class = cls
 
     def __init__(self, config: EncoderConfig, add_pooling_layer: bool = True, *, rngs: Rngs):
         super().__init__(config)
@@ -307,7 +318,8 @@ class EncoderModel(EncoderPreTrainedModel):
         self.encoder = self.encoder_class(config, rngs=rngs)
         if self.final_norm_name is not None:
             setattr(self, self.final_norm_name, config.make_norm(config.hidden_size))
-        self.pooler = EncoderPooler(config, rngs=rngs) if add_pooling_layer else None
+        pooler = self.pooler_class if add_pooling_layer else None
+        self.pooler = None if pooler is None else pooler(config, rngs=rngs)
 
     @property
     def base_model(self) -> EncoderModel:

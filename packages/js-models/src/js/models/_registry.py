@@ -29,6 +29,9 @@ MODEL_TYPES: dict[str, str] = {
     "qwen3_moe": "qwen3_moe",
     "qwen2_moe": "qwen2_moe",
     "bert": "bert",
+    "roberta": "roberta",
+    "xlm-roberta": "roberta",
+    "electra": "electra",
     "vit": "vit",
 }
 # timm architecture names by prefix ("resnet18", "convnext_atto") -> module.

@@ -1,5 +1,7 @@
-"""BERT (Devlin et al., 2018) as transformers 5.23 builds it: ``BertModel`` and
-``BertForSequenceClassification``, loading Hugging Face ``model_type: "bert"`` folders.
+"""BERT (Devlin et al., 2018) as transformers 5.23 builds it: ``BertModel`` and its heads
+(``BertForSequenceClassification``, ``BertForTokenClassification``,
+``BertForQuestionAnswering``, ``BertForMaskedLM``), loading Hugging Face ``model_type: "bert"``
+folders.
 
 Module names are transformers' (``embeddings.LayerNorm``, ``encoder.layer.N.attention.self.
 query``, ``pooler.dense``), which are also the keys of its files: transformers 5 did not rename
@@ -7,8 +9,9 @@ BERT's modules, so files load without renaming. ``key_mapping`` covers the one o
 transformers still accepts (TensorFlow-era ``LayerNorm.gamma``/``beta``), and ``ignore_on_load``
 the ``position_ids`` buffer files written before transformers 4.31 carry.
 
-The blocks are the encoder skeleton's (``_encoder.py``) in its post-norm arrangement; this
-file holds BERT's config, embeddings, token inputs and classification head.
+The blocks are the encoder skeleton's (``_encoder.py``) in its post-norm arrangement and the
+heads its ``_encoder_heads.py``; this file holds BERT's config, embeddings, token inputs and
+masked-LM head, which RoBERTa and ELECTRA build on.
 
 Encoder only: ``is_decoder``, cross-attention and relative position embeddings raise
 NotImplementedError when the model is built.
@@ -25,6 +28,7 @@ import numpy as np
 from js import Buffer, Rngs, nn
 from js.nn.attention import padding_mask
 
+from . import _encoder_heads as heads
 from ._base import architectures
 from ._encoder import EncoderConfig, EncoderModel, EncoderPreTrainedModel
 from ._hf import check_tokens
@@ -58,20 +62,28 @@ class BertConfig(EncoderConfig):
         for key in ("is_decoder", "add_cross_attention"):
             if getattr(self, key, False):
                 raise NotImplementedError(
-                    f"BertModel: {key}=True (BERT as a decoder) is not implemented; js.models "
+                    f"{self.owner()}: {key}=True (BERT as a decoder) is not implemented; js.models "
                     f"ports the encoder. Fix: set {key} to false in config.json"
                 )
         kind = getattr(self, "position_embedding_type", "absolute")
         if kind != "absolute":
             raise NotImplementedError(
-                f"BertModel: position_embedding_type={kind!r} is not implemented (transformers "
-                "5 dropped relative position embeddings too). Fix: use an 'absolute' checkpoint"
+                f"{self.owner()}: position_embedding_type={kind!r} is not implemented "
+                "(transformers 5 dropped relative position embeddings too). Fix: use an "
+                "'absolute' checkpoint"
             )
         super().validate()
 
 
 class BertEmbeddings(nn.Module):
-    """Word + position + token-type embeddings, then LayerNorm and dropout.
+    """Word + position + token-type embeddings, then LayerNorm and dropout, at ``H`` =
+    ``embedding_size`` where the config has one (ELECTRA), else ``hidden_size``.
+
+    Args:
+        config: a ``BertConfig`` (or a RoBERTa or ELECTRA config).
+        rngs: ``js.Rngs`` with a ``params`` stream.
+        position_padding_idx: None (BERT: positions ``0..L-1``), or RoBERTa's padding index:
+            the position table's zero row, tokens counted from it + 1 (``default_position_ids``).
 
     Shape:
         ``input_ids``, ``token_type_ids``, ``position_ids`` ``[B, L]`` ints -> ``[B, L, H]``.
@@ -80,16 +92,20 @@ class BertEmbeddings(nn.Module):
     position_ids: Buffer  # [1, max_position_embeddings] int, 0..max-1 (not saved)
     token_type_ids: Buffer  # [1, max_position_embeddings] int, zeros (not saved)
 
-    def __init__(self, config: BertConfig, *, rngs: Rngs):
+    def __init__(self, config: BertConfig, *, rngs: Rngs, position_padding_idx: int | None = None):
         super().__init__()
-        H = config.hidden_size
-        pad = config.pad_token_id
+        H = getattr(config, "embedding_size", config.hidden_size)
+        pad, positions = config.pad_token_id, config.max_position_embeddings
         self.word_embeddings = nn.Embedding(config.vocab_size, H, padding_idx=pad, rngs=rngs)
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, H, rngs=rngs)
+        self.position_embeddings = nn.Embedding(
+            positions, H, padding_idx=position_padding_idx, rngs=rngs
+        )
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, H, rngs=rngs)
         self.LayerNorm = config.make_norm(H)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.max_positions = config.max_position_embeddings
+        self.owner, self.max_positions = config.owner(), positions
+        # the first position a token takes: 0, or past the padding index
+        self.first_position = 0 if position_padding_idx is None else position_padding_idx + 1
         # transformers' non-persistent buffers (not in its files): [1, max_positions] each
         positions = np.arange(config.max_position_embeddings)[None]
         self.register_buffer("position_ids", positions, persistent=False)
@@ -106,21 +122,27 @@ class BertEmbeddings(nn.Module):
     ) -> jax.Array:
         embeds = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds
         B, L = embeds.shape[:2]  # embeds [B, L, H]
-        if L > self.max_positions:
+        limit, first = self.max_positions - self.first_position, self.first_position
+        if L > limit:
+            past = f" less the {first} positions before the first token" if first else ""
             raise ValueError(
-                f"BertModel: sequence length {L} exceeds max_position_embeddings="
-                f"{self.max_positions}. Fix: truncate the input to {self.max_positions} tokens"
+                f"{self.owner}: sequence length {L} exceeds max_position_embeddings="
+                f"{self.max_positions}{past}. Fix: truncate the input to {limit} tokens"
             )
         if position_ids is None:
-            position_ids = self.position_ids.value[:, :L]  # [1, L]
+            position_ids = self.default_position_ids(input_ids, L)  # [1 or B, L]
         if token_type_ids is None:  # transformers gathers its zero buffer at position_ids
             token_type_ids = jnp.broadcast_to(self.token_type_ids.value[:, :L], (B, L))
         embeddings = embeds + self.token_type_embeddings(token_type_ids)
         embeddings = embeddings + self.position_embeddings(position_ids)
         return self.dropout(self.LayerNorm(embeddings), rngs=rngs)
 
+    def default_position_ids(self, input_ids: jax.Array | None, length: int) -> jax.Array:
+        """The positions of inputs given without ``position_ids``: ``0..L-1`` ``[1, L]``."""
+        return self.position_ids.value[:, :length]
 
-def _padding_mask(attention_mask: Any, shape: tuple[int, int]) -> jax.Array | None:
+
+def _padding_mask(owner: str, attention_mask: Any, shape: tuple[int, int]) -> jax.Array | None:
     """transformers' ``attention_mask`` ``[B, L]`` (1 = token, 0 = padding) -> the boolean
     key mask ``[B, 1, 1, L]`` (True = attend), or None for no mask."""
     if attention_mask is None:
@@ -128,7 +150,7 @@ def _padding_mask(attention_mask: Any, shape: tuple[int, int]) -> jax.Array | No
     mask = jnp.asarray(attention_mask)
     if mask.shape != shape:
         raise ValueError(
-            f"BertModel: attention_mask must be [batch, seq_len] = {list(shape)} like "
+            f"{owner}: attention_mask must be [batch, seq_len] = {list(shape)} like "
             f"input_ids, got {list(mask.shape)}. Fix: pass the tokenizer's attention_mask "
             "(1 for tokens, 0 for padding)"
         )
@@ -137,7 +159,8 @@ def _padding_mask(attention_mask: Any, shape: tuple[int, int]) -> jax.Array | No
 
 class BertPreTrainedModel(EncoderPreTrainedModel):
     """What every BERT model shares: its config class, prefix, file-name rules and
-    ``forward`` (token ids in; each model's ``outputs`` out)."""
+    ``forward`` (token ids in; each model's ``outputs`` out). RoBERTa and ELECTRA models
+    share them too, with their own config class and prefix."""
 
     config: BertConfig
     config_class = BertConfig
@@ -160,7 +183,7 @@ class BertPreTrainedModel(EncoderPreTrainedModel):
         *,
         rngs: Rngs | None = None,
     ) -> Any:
-        """Encode a batch (``BertModel``) or classify it (``BertForSequenceClassification``).
+        """Encode a batch (``BertModel``) or run a head on it (``BertFor...``).
 
         Args:
             input_ids: token ids ``[B, L]`` (or give ``inputs_embeds [B, L, H]`` instead).
@@ -174,13 +197,17 @@ class BertPreTrainedModel(EncoderPreTrainedModel):
         Returns:
             ``BertModel``: ``(last_hidden_state [B, L, H], pooler_output [B, H])``,
             pooler_output None for a model built with ``add_pooling_layer=False``;
-            ``BertForSequenceClassification``: logits ``[B, num_labels]``.
+            ``BertForSequenceClassification``: logits ``[B, num_labels]``;
+            ``BertForTokenClassification``: logits ``[B, L, num_labels]``;
+            ``BertForQuestionAnswering``: ``(start_logits [B, L], end_logits [B, L])``;
+            ``BertForMaskedLM``: logits ``[B, L, vocab_size]``.
         """
-        input_ids, inputs_embeds = check_tokens("BertModel", input_ids, inputs_embeds)
+        owner = self.config.owner()
+        input_ids, inputs_embeds = check_tokens(owner, input_ids, inputs_embeds)
         given = inputs_embeds if input_ids is None else input_ids
         assert given is not None  # check_tokens returns exactly one
         B, L = given.shape[:2]
-        mask = _padding_mask(attention_mask, (B, L))
+        mask = _padding_mask(owner, attention_mask, (B, L))
         hidden = self.base_model.embeddings(
             input_ids, token_type_ids, position_ids, inputs_embeds, rngs=rngs
         )  # [B, L, H]
@@ -213,7 +240,7 @@ class BertModel(EncoderModel, BertPreTrainedModel):
     embeddings_class = BertEmbeddings
 
 
-class BertForSequenceClassification(BertPreTrainedModel):
+class BertForSequenceClassification(heads.EncoderForSequenceClassification, BertPreTrainedModel):
     """BERT with a linear ``classifier`` on the pooled [CLS] state: ``num_labels`` logits.
 
     Args:
@@ -236,25 +263,68 @@ class BertForSequenceClassification(BertPreTrainedModel):
         ((2, 2), 'positive')
     """
 
-    def __init__(self, config: BertConfig, *, rngs: Rngs):
-        super().__init__(config)
-        p = config.classifier_dropout
-        self.bert = BertModel(config, rngs=rngs)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob if p is None else p)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels, rngs=rngs)
 
-    def outputs(self, hidden: jax.Array, pooled: jax.Array | None, *, rngs: Rngs | None) -> Any:
-        """The logits ``[B, num_labels]`` of the pooled [CLS] state."""
-        return self.classifier(self.dropout(pooled, rngs=rngs))
+class BertForTokenClassification(heads.EncoderForTokenClassification, BertPreTrainedModel):
+    """BERT (no pooler) with ``dropout`` and a linear ``classifier`` on every token: logits
+    ``[B, L, num_labels]`` (``EncoderForTokenClassification``)."""
 
 
-ARCHITECTURES = architectures(BertModel, BertForSequenceClassification)
+class BertForQuestionAnswering(heads.EncoderForQuestionAnswering, BertPreTrainedModel):
+    """BERT (no pooler) with ``qa_outputs``: ``(start_logits, end_logits)``, each ``[B, L]``
+    (``EncoderForQuestionAnswering``)."""
+
+
+class BertLMPredictionHead(nn.Module):
+    """transformers' ``cls.predictions``: ``transform`` (dense, ``hidden_act``, LayerNorm),
+    then ``decoder`` to the vocabulary with the head's ``bias`` (see ``decoder_and_bias``)."""
+
+    def __init__(self, config: BertConfig, word_embeddings: nn.Embedding, *, rngs: Rngs):
+        super().__init__()
+        self.transform = heads.PredictionTransform(config, config.hidden_act, rngs=rngs)
+        H = config.hidden_size
+        self.decoder, self.bias = heads.decoder_and_bias(config, H, word_embeddings, rngs=rngs)
+
+    def forward(self, hidden_states: jax.Array) -> jax.Array:
+        return self.decoder(self.transform(hidden_states))  # [B, L, vocab_size]
+
+
+class BertOnlyMLMHead(nn.Module):
+    """transformers' ``cls``: the ``predictions`` head."""
+
+    def __init__(self, config: BertConfig, word_embeddings: nn.Embedding, *, rngs: Rngs):
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config, word_embeddings, rngs=rngs)
+
+    def forward(self, sequence_output: jax.Array) -> jax.Array:
+        return self.predictions(sequence_output)
+
+
+class BertForMaskedLM(heads.EncoderForMaskedLM, BertPreTrainedModel):
+    """BERT (no pooler) with the masked-LM head ``cls``: logits ``[B, L, vocab_size]``, the
+    decoder's weight the word embeddings' with ``tie_word_embeddings`` (transformers' default)."""
+
+    lm_head_class = BertOnlyMLMHead
+    lm_head_name = "cls"
+
+
+ARCHITECTURES = architectures(
+    BertModel,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertForQuestionAnswering,
+    BertForMaskedLM,
+)
 DEFAULT_ARCHITECTURE = "BertModel"
 
 __all__ = [
     "ARCHITECTURES",
     "DEFAULT_ARCHITECTURE",
     "BertConfig",
+    "BertEmbeddings",
+    "BertForMaskedLM",
+    "BertForQuestionAnswering",
     "BertForSequenceClassification",
+    "BertForTokenClassification",
     "BertModel",
+    "BertPreTrainedModel",
 ]

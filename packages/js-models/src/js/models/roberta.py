@@ -1,0 +1,184 @@
+"""RoBERTa (Liu et al., 2019) and XLM-RoBERTa (Conneau et al., 2019) as transformers 5.23
+builds them, loading Hugging Face ``model_type: "roberta"`` and ``"xlm-roberta"`` folders.
+
+RoBERTa is BERT (``bert.py``: the embeddings, blocks, token inputs and file rules) with two
+differences: positions are counted from ``pad_token_id + 1`` over the non-padding tokens, the
+padding tokens taking ``pad_token_id`` (fairseq's ``make_positions``,
+``create_position_ids_from_input_ids``), and its heads are its own: the masked-LM ``lm_head``
+(``dense``, gelu, ``layer_norm``, ``decoder`` tied to the word embeddings, ``bias``) and the
+sequence classifier's ``classifier`` (``dense``, tanh, ``out_proj`` on the first token, without
+a pooler). XLM-RoBERTa is RoBERTa under its own names and config (``XLMRoberta*``).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from js import Rngs, nn
+
+from . import _encoder_heads as heads
+from ._base import architectures, defaults_from
+from ._encoder import EncoderConfig, EncoderModel
+from .bert import BertConfig, BertEmbeddings, BertPreTrainedModel
+
+
+class RobertaConfig(BertConfig):
+    """A RoBERTa ``config.json``: transformers' ``RobertaConfig`` keys and defaults (BERT's,
+    with RoBERTa's vocabulary and padding token)."""
+
+    model_type = "roberta"
+    defaults = defaults_from(BertConfig.defaults, vocab_size=50265, pad_token_id=1)
+
+
+class XLMRobertaConfig(RobertaConfig):
+    """An XLM-RoBERTa ``config.json`` (transformers' ``XLMRobertaConfig``: RoBERTa's keys, BERT's
+    vocabulary size by default)."""
+
+    model_type = "xlm-roberta"
+    defaults = defaults_from(RobertaConfig.defaults, vocab_size=30522)
+
+
+def create_position_ids_from_input_ids(input_ids: jax.Array, padding_idx: int) -> jax.Array:
+    """Each token's position: ``padding_idx + 1`` onwards, counting only non-padding tokens;
+    a padding token gets ``padding_idx`` (transformers' function of the same name).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> create_position_ids_from_input_ids(jnp.array([[0, 7, 9, 2, 1, 1]]), 1).tolist()
+        [[2, 3, 4, 5, 1, 1]]
+    """
+    mask = (input_ids != padding_idx).astype(jnp.int32)  # [B, L]
+    return jnp.cumsum(mask, axis=1) * mask + padding_idx
+
+
+class RobertaEmbeddings(BertEmbeddings):
+    """BERT's embeddings with RoBERTa's positions: the position table's ``pad_token_id`` row is
+    the padding's, tokens count from ``pad_token_id + 1`` (``inputs_embeds``: all tokens)."""
+
+    def __init__(self, config: BertConfig, *, rngs: Rngs):
+        super().__init__(config, rngs=rngs, position_padding_idx=config.pad_token_id)
+
+    def default_position_ids(self, input_ids: jax.Array | None, length: int) -> jax.Array:
+        """``[B, L]`` from ``input_ids``' padding, or ``[1, L]`` consecutive positions."""
+        first = self.first_position  # pad_token_id + 1
+        if input_ids is None:  # no ids to tell the padding by
+            return jnp.arange(first, first + length)[None]
+        return create_position_ids_from_input_ids(input_ids, first - 1)
+
+
+class RobertaPreTrainedModel(BertPreTrainedModel):
+    """BERT's ``forward`` and file rules for RoBERTa's (and XLM-RoBERTa's) models, under the
+    prefix ``roberta``."""
+
+    config_class = RobertaConfig
+    base_model_prefix = "roberta"
+
+
+class RobertaModel(EncoderModel, RobertaPreTrainedModel):
+    """The RoBERTa encoder: ``BertModel`` with ``RobertaEmbeddings`` (see
+    ``BertPreTrainedModel.forward``)."""
+
+    embeddings_class = RobertaEmbeddings
+
+
+class RobertaLMHead(heads.PredictionTransform):
+    """transformers' ``lm_head``: ``dense``, gelu, ``layer_norm``, then ``decoder`` to the
+    vocabulary with the head's ``bias`` (see ``decoder_and_bias``)."""
+
+    norm_name = "layer_norm"
+
+    def __init__(self, config: EncoderConfig, word_embeddings: nn.Embedding, *, rngs: Rngs):
+        super().__init__(config, "gelu", rngs=rngs)
+        H = config.hidden_size
+        self.decoder, self.bias = heads.decoder_and_bias(config, H, word_embeddings, rngs=rngs)
+
+    def forward(self, hidden_states: jax.Array) -> jax.Array:
+        return self.decoder(super().forward(hidden_states))  # [B, L, vocab_size]
+
+
+class RobertaForMaskedLM(heads.EncoderForMaskedLM, RobertaPreTrainedModel):
+    """RoBERTa (no pooler) with ``lm_head``: logits ``[B, L, vocab_size]``."""
+
+    lm_head_class = RobertaLMHead
+
+
+class RobertaForSequenceClassification(
+    heads.EncoderForSequenceClassification, RobertaPreTrainedModel
+):
+    """RoBERTa (no pooler) with ``classifier`` (dense, tanh, out_proj) on the first token:
+    logits ``[B, num_labels]``."""
+
+    classifier_activation = "tanh"
+
+
+class RobertaForTokenClassification(heads.EncoderForTokenClassification, RobertaPreTrainedModel):
+    """RoBERTa with ``dropout`` and ``classifier`` on every token: ``[B, L, num_labels]``."""
+
+
+class RobertaForQuestionAnswering(heads.EncoderForQuestionAnswering, RobertaPreTrainedModel):
+    """RoBERTa with ``qa_outputs``: ``(start_logits, end_logits)``, each ``[B, L]``."""
+
+
+class XLMRobertaPreTrainedModel(RobertaPreTrainedModel):
+    """XLM-RoBERTa's models: RoBERTa's, with ``XLMRobertaConfig``."""
+
+    config_class = XLMRobertaConfig
+
+
+class XLMRobertaModel(XLMRobertaPreTrainedModel, RobertaModel):
+    """XLM-RoBERTa's encoder (``RobertaModel``)."""
+
+
+class XLMRobertaForMaskedLM(XLMRobertaPreTrainedModel, RobertaForMaskedLM):
+    """XLM-RoBERTa with ``lm_head`` (``RobertaForMaskedLM``)."""
+
+
+class XLMRobertaForSequenceClassification(
+    XLMRobertaPreTrainedModel, RobertaForSequenceClassification
+):
+    """XLM-RoBERTa with its ``classifier`` (``RobertaForSequenceClassification``)."""
+
+
+class XLMRobertaForTokenClassification(XLMRobertaPreTrainedModel, RobertaForTokenClassification):
+    """XLM-RoBERTa with a token ``classifier`` (``RobertaForTokenClassification``)."""
+
+
+class XLMRobertaForQuestionAnswering(XLMRobertaPreTrainedModel, RobertaForQuestionAnswering):
+    """XLM-RoBERTa with ``qa_outputs`` (``RobertaForQuestionAnswering``)."""
+
+
+ARCHITECTURES = architectures(
+    RobertaModel,
+    RobertaForMaskedLM,
+    RobertaForSequenceClassification,
+    RobertaForTokenClassification,
+    RobertaForQuestionAnswering,
+    XLMRobertaModel,
+    XLMRobertaForMaskedLM,
+    XLMRobertaForSequenceClassification,
+    XLMRobertaForTokenClassification,
+    XLMRobertaForQuestionAnswering,
+)
+DEFAULT_ARCHITECTURE = "RobertaModel"
+
+__all__ = [
+    "ARCHITECTURES",
+    "DEFAULT_ARCHITECTURE",
+    "RobertaConfig",
+    "RobertaEmbeddings",
+    "RobertaForMaskedLM",
+    "RobertaForQuestionAnswering",
+    "RobertaForSequenceClassification",
+    "RobertaForTokenClassification",
+    "RobertaLMHead",
+    "RobertaModel",
+    "RobertaPreTrainedModel",
+    "XLMRobertaConfig",
+    "XLMRobertaForMaskedLM",
+    "XLMRobertaForQuestionAnswering",
+    "XLMRobertaForSequenceClassification",
+    "XLMRobertaForTokenClassification",
+    "XLMRobertaModel",
+    "XLMRobertaPreTrainedModel",
+]
