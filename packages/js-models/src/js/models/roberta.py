@@ -106,8 +106,7 @@ class RobertaForMaskedLM(heads.EncoderForMaskedLM, RobertaPreTrainedModel):
 class RobertaForSequenceClassification(
     heads.EncoderForSequenceClassification, RobertaPreTrainedModel
 ):
-    """RoBERTa (no pooler) with ``classifier`` (dense, tanh, out_proj) on the first token:
-    logits ``[B, num_labels]``."""
+    """RoBERTa with its ``classifier`` (``ClassificationHead``, tanh) on the first token."""
 
     classifier_activation = "tanh"
 
