@@ -107,31 +107,39 @@ class EncoderConfig(LabelledConfig):
 
 class EncoderSelfAttention(Module):
     """Multi-head self-attention: the ``query``/``key``/``value`` projections (biased unless
-    ``qkv_bias`` is false) and js.nn's scaled dot-product attention, heads merged.
+    ``qkv_bias`` is false) and js.nn's scaled dot-product attention, heads merged, then the
+    output projection where the family's self-attention holds it.
 
     Shape:
-        ``hidden_states`` ``[B, L, hidden]``, ``mask`` None or boolean ``[B, 1, 1, L]`` (True =
-        attend) -> ``[B, L, hidden]``.
+        ``hidden_states`` ``[B, L, hidden]``, ``mask`` None, boolean ``[B, 1, 1, L]`` (True =
+        attend) or floating (added to the scores, ``[B|1, heads|1, L, L]``) -> ``[B, L, hidden]``.
     """
+
+    # transformers' names of the query, key and value projections and of the output projection
+    # (hidden -> hidden, biased), None where the output is another block's (BERT's
+    # ``attention.output.dense``); DistilBERT's are ("q_lin", "k_lin", "v_lin", "out_lin").
+    projection_names: ClassVar[tuple[str, str, str, str | None]] = ("query", "key", "value", None)
 
     def __init__(self, config: EncoderConfig, *, rngs: Rngs):
         super().__init__()
         H, bias = config.hidden_size, getattr(config, "qkv_bias", True)
         self.num_attention_heads = config.num_attention_heads
-        self.query = nn.Linear(H, H, bias=bias, rngs=rngs)
-        self.key = nn.Linear(H, H, bias=bias, rngs=rngs)
-        self.value = nn.Linear(H, H, bias=bias, rngs=rngs)
+        *qkv, out = self.projection_names
+        for name in qkv:
+            setattr(self, name, nn.Linear(H, H, bias=bias, rngs=rngs))
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        if out is not None:
+            setattr(self, out, nn.Linear(H, H, rngs=rngs))
 
     def forward(
         self, hidden_states: jax.Array, mask: jax.Array | None, *, rngs: Rngs | None = None
     ) -> jax.Array:
-        heads = self.num_attention_heads
-        q = split_heads(self.query(hidden_states), heads)  # [B, heads, L, head_dim]
-        k = split_heads(self.key(hidden_states), heads)
-        v = split_heads(self.value(hidden_states), heads)
+        heads, (*qkv, out) = self.num_attention_heads, self.projection_names
+        # [B, heads, L, head_dim] each
+        q, k, v = (split_heads(getattr(self, name)(hidden_states), heads) for name in qkv)
         p, training = self.dropout.p, self.dropout.training
-        return attend(q, k, v, mask, dropout=p, training=training, rngs=rngs)  # [B, L, hidden]
+        attended = attend(q, k, v, mask, dropout=p, training=training, rngs=rngs)  # [B, L, hidden]
+        return attended if out is None else getattr(self, out)(attended)
 
 
 class EncoderOutput(Module):
@@ -202,7 +210,8 @@ class EncoderLayer(Module):
     adding its input; post-norm (BERT) or pre-norm (ViT, ``layernorm_before``/``_after``) as the
     config's ``pre_norm`` says."""
 
-    attention_class: ClassVar[type[EncoderAttention]] = EncoderAttention
+    # built as attention_class(config, rngs=rngs), called as attention(x, mask, residual, rngs=)
+    attention_class: ClassVar[type[Any]] = EncoderAttention
 
     def __init__(self, config: EncoderConfig, *, rngs: Rngs):
         super().__init__()
@@ -228,7 +237,7 @@ class Encoder(Module):
         ``hidden_states`` ``[B, L, hidden]`` (and the attention ``mask``) -> ``[B, L, hidden]``.
     """
 
-    layer_class: ClassVar[type[EncoderLayer]] = EncoderLayer
+    layer_class: ClassVar[type[Any]] = EncoderLayer  # a Module: layer_class(config, rngs=rngs)
 
     def __init__(self, config: EncoderConfig, *, rngs: Rngs):
         super().__init__()
@@ -297,11 +306,14 @@ class EncoderPreTrainedModel(PreTrainedModel):
 
 class EncoderModel(EncoderPreTrainedModel):
     """The encoder without a head: ``embeddings`` (``embeddings_class``), ``encoder``
-    (``encoder_class``), the final norm (at ``final_norm_name``, if any) and, with
-    ``add_pooling_layer`` in a family that has one (``pooler_class``), ``pooler``."""
+    (``encoder_class``, at ``encoder_name``), the final norm (at ``final_norm_name``, if any)
+    and, with ``add_pooling_layer`` in a family that has one (``pooler_class``), ``pooler``."""
 
     embeddings_class: ClassVar[type[Any]]  # built as embeddings_class(config, rngs=rngs)
-    encoder_class: ClassVar[type[Encoder]] = Encoder
+    # built as encoder_class(config, rngs=rngs), called as encoder(hidden, mask, rngs=rngs)
+    encoder_class: ClassVar[type[Any]] = Encoder
+    # where the encoder is (transformers' name): BERT's "encoder", DistilBERT's "transformer"
+    encoder_name: ClassVar[str] = "encoder"
     final_norm_name: ClassVar[str | None] = None
     pooler_class: ClassVar[type[EncoderPooler] | None] = EncoderPooler  # None: no pooler (ELECTRA)
 
@@ -315,7 +327,7 @@ class EncoderModel(EncoderPreTrainedModel):
     def __init__(self, config: EncoderConfig, add_pooling_layer: bool = True, *, rngs: Rngs):
         super().__init__(config)
         self.embeddings = self.embeddings_class(config, rngs=rngs)
-        self.encoder = self.encoder_class(config, rngs=rngs)
+        setattr(self, self.encoder_name, self.encoder_class(config, rngs=rngs))
         if self.final_norm_name is not None:
             setattr(self, self.final_norm_name, config.make_norm(config.hidden_size))
         pooler = self.pooler_class if add_pooling_layer else None
@@ -331,7 +343,7 @@ class EncoderModel(EncoderPreTrainedModel):
     ) -> tuple[jax.Array, jax.Array | None]:
         """``(last_hidden_state [B, L, hidden], pooler_output [B, pooler_output_size] or None)`` of
         the embedded inputs ``hidden`` ``[B, L, hidden]``: the layers, then the final norm."""
-        hidden = self.encoder(hidden, mask, rngs=rngs)
+        hidden = getattr(self, self.encoder_name)(hidden, mask, rngs=rngs)
         if self.final_norm_name is not None:
             hidden = getattr(self, self.final_norm_name)(hidden)
         pooled = None if self.pooler is None else self.pooler(hidden)

@@ -32,6 +32,9 @@ MODEL_TYPES: dict[str, str] = {
     "roberta": "roberta",
     "xlm-roberta": "roberta",
     "electra": "electra",
+    "distilbert": "distilbert",
+    "mpnet": "mpnet",
+    "modernbert": "modernbert",
     "vit": "vit",
 }
 # timm architecture names by prefix ("resnet18", "convnext_atto") -> module.
