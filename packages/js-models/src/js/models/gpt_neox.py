@@ -16,8 +16,8 @@ differs from the decoder skeleton's Llama arrangement (``_decoder.py``):
   ``x + attn(ln1(x)) + mlp(ln2(x))``, otherwise ``y = x + attn(ln1(x))``, ``y + mlp(ln2(y))``;
 - MLP ``dense_4h_to_h(act(dense_h_to_4h(x)))`` (``gelu``); ``embed_out`` untied by default.
 
-Dropout: ``hidden_dropout`` applies in training mode (with a ``dropout`` stream);
-``attention_dropout`` is not applied (the skeleton's attention has no dropout).
+``hidden_dropout`` drops the embeddings and each sublayer's output in training mode (with a
+``dropout`` stream); ``attention_dropout`` is not applied.
 """
 
 from __future__ import annotations
@@ -27,16 +27,17 @@ from typing import Any, ClassVar
 import jax
 
 from js import Module, Rngs, nn
-from js.nn import KVCache
 
-from ._base import PretrainedConfig, PreTrainedModel, architectures
+from ._base import PreTrainedModel, architectures
 from ._decoder import (
     DecoderAttention,
     DecoderConfig,
     DecoderForCausalLM,
+    DecoderLayer,
     DecoderModel,
     FeedForward,
 )
+from ._rope import fold_rope_keys
 
 
 class GPTNeoXConfig(DecoderConfig):
@@ -79,11 +80,12 @@ class GPTNeoXConfig(DecoderConfig):
     }
 
     def __init__(self, **kwargs: Any):
-        # transformers: rope_parameters (or rope_scaling) first, then the hub's own keys
-        rope = dict(kwargs.pop("rope_scaling", None) or kwargs.get("rope_parameters") or {})
-        rope.setdefault("rope_theta", kwargs.pop("rotary_emb_base", 10000.0))
-        rope.setdefault("partial_rotary_factor", kwargs.pop("rotary_pct", 0.25))
-        super().__init__(**{**kwargs, "rope_parameters": rope})
+        rope = fold_rope_keys(
+            kwargs,
+            rope_theta=("rotary_emb_base", 10000.0),
+            partial_rotary_factor=("rotary_pct", 0.25),
+        )
+        super().__init__(**rope)
 
     def projection_biases(self) -> tuple[bool, bool, bool]:
         """The attention's projections have a bias with ``attention_bias``; the MLP's always."""
@@ -95,94 +97,59 @@ class GPTNeoXConfig(DecoderConfig):
 
 
 class GPTNeoXAttention(DecoderAttention):
-    """The skeleton's attention with the fused ``query_key_value`` and the output ``dense``."""
+    """The skeleton's attention with the fused ``query_key_value`` (laid out per head, not
+    all queries first) and the output ``dense``."""
 
-    def init_projections(self, config: DecoderConfig, rngs: Rngs) -> None:
-        bias, hidden = config.projection_biases()[0], config.hidden_size
-        self.query_key_value = nn.Linear(hidden, 3 * hidden, bias=bias, rngs=rngs)
-        self.dense = nn.Linear(hidden, hidden, bias=bias, rngs=rngs)
+    qkv_name = "query_key_value"
+    output_name = "dense"
 
-    def project(self, hidden: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        B, L, _ = hidden.shape  # per head: [query | key | value], head_dim each
-        qkv = self.query_key_value(hidden).reshape(B, L, self.num_heads, 3, self.head_dim)
+    def split_qkv(self, qkv: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        B, L, _ = qkv.shape  # per head: [query | key | value], head_dim each
+        qkv = qkv.reshape(B, L, self.num_heads, 3, self.head_dim)
         q, k, v = (qkv[:, :, :, i].reshape(B, L, -1) for i in range(3))
         return q, k, v
-
-    def output(self, attended: jax.Array) -> jax.Array:
-        return self.dense(attended)
 
 
 class GPTNeoXMLP(FeedForward):
     """``dense_4h_to_h(act(dense_h_to_4h(x)))`` with ``hidden_act``."""
 
-    in_name: ClassVar[str] = "dense_h_to_4h"
-    out_name: ClassVar[str] = "dense_4h_to_h"
+    in_name = "dense_h_to_4h"
+    out_name = "dense_4h_to_h"
 
 
-class GPTNeoXLayer(Module):
+class GPTNeoXLayer(DecoderLayer):
     """A block with ``attention`` after ``input_layernorm`` and ``mlp`` after
-    ``post_attention_layernorm``, parallel or sequential (``use_parallel_residual``)."""
+    ``post_attention_layernorm``, each output through a dropout (``hidden_dropout``):
+    ``x + attn(ln1(x)) + mlp(ln2(x))`` with ``use_parallel_residual``, else
+    ``y = x + attn(ln1(x))``, ``y + mlp(ln2(y))``."""
 
-    def __init__(self, config: GPTNeoXConfig, layer_idx: int, *, rngs: Rngs):
-        super().__init__()
-        self.use_parallel_residual = bool(config.use_parallel_residual)
-        self.input_layernorm = config.make_norm(config.hidden_size)
-        self.post_attention_layernorm = config.make_norm(config.hidden_size)
-        self.post_attention_dropout = nn.Dropout(config.hidden_dropout)
-        self.post_mlp_dropout = nn.Dropout(config.hidden_dropout)
-        self.attention = GPTNeoXAttention(config, layer_idx, rngs=rngs)
-        self.mlp = GPTNeoXMLP(config, rngs=rngs)
+    attention_class = GPTNeoXAttention
+    mlp_class = GPTNeoXMLP
+    attention_name = "attention"
+    dropout_names = ("post_attention_dropout", "post_mlp_dropout")
+    dropout_key = "hidden_dropout"
 
-    def forward(
-        self,
-        hidden_states: jax.Array,
-        mask: jax.Array,
-        rope: tuple[jax.Array, jax.Array] | None,
-        *,
-        cache: KVCache | None = None,
-        rngs: Rngs | None = None,
-    ) -> jax.Array:
-        attended = self.attention(self.input_layernorm(hidden_states), mask, rope, cache)
-        attended = self.post_attention_dropout(attended, rngs=rngs)
-        if self.use_parallel_residual:
-            fed = self.mlp(self.post_attention_layernorm(hidden_states))
-            return self.post_mlp_dropout(fed, rngs=rngs) + attended + hidden_states
-        attended = attended + hidden_states
-        fed = self.mlp(self.post_attention_layernorm(attended))
-        return self.post_mlp_dropout(fed, rngs=rngs) + attended
+    def arrange(self, config: DecoderConfig) -> None:
+        self.parallel = bool(config.use_parallel_residual)
 
 
 class GPTNeoXPreTrainedModel(PreTrainedModel):
     """What every GPT-NeoX class shares: config class, prefix, file names."""
 
-    config_class: ClassVar[type[PretrainedConfig]] = GPTNeoXConfig
-    base_model_prefix: ClassVar[str] = "gpt_neox"
+    config_class = GPTNeoXConfig
+    base_model_prefix = "gpt_neox"
     # transformers 5.23's module name of the head (its files say embed_out)
-    key_mapping: ClassVar[dict[str, str]] = {r"^lm_head\.": "embed_out."}
+    key_mapping = {r"^lm_head\.": "embed_out."}
     # buffers of older files, computed here (transformers' _keys_to_ignore_on_load_unexpected)
-    ignore_on_load: ClassVar[tuple[str, ...]] = (
-        r"attention\.bias",
-        r"attention\.masked_bias",
-        r"rotary_emb\.inv_freq",
-    )
+    ignore_on_load = (r"attention\.bias", r"attention\.masked_bias", r"rotary_emb\.inv_freq")
 
 
 class GPTNeoXModel(GPTNeoXPreTrainedModel, DecoderModel):
-    """The GPT-NeoX decoder without a head: token ids -> last hidden state ``[B, L, hidden]``
-    (see ``DecoderModel.forward``).
+    """The GPT-NeoX decoder without a head (see ``DecoderModel.forward``)."""
 
-    Example:
-        >>> import jax.numpy as jnp, js
-        >>> from js.models.gpt_neox import GPTNeoXConfig, GPTNeoXModel
-        >>> config = GPTNeoXConfig(vocab_size=32, hidden_size=16, intermediate_size=32,
-        ...     num_hidden_layers=1, num_attention_heads=2)
-        >>> GPTNeoXModel(config, rngs=js.Rngs(params=0))(jnp.array([[1, 2, 3]])).shape
-        (1, 3, 16)
-    """
-
-    layer_class: ClassVar[type[Module]] = GPTNeoXLayer
-    embed_name: ClassVar[str] = "embed_in"
-    norm_name: ClassVar[str] = "final_layer_norm"
+    layer_class = GPTNeoXLayer
+    embed_name = "embed_in"
+    norm_name = "final_layer_norm"
 
     def build(self, config: Any, rngs: Rngs) -> None:
         super().build(config, rngs)
@@ -204,19 +171,10 @@ class GPTNeoXModel(GPTNeoXPreTrainedModel, DecoderModel):
 
 class GPTNeoXForCausalLM(GPTNeoXPreTrainedModel, DecoderForCausalLM):
     """``GPTNeoXModel`` and the head ``embed_out`` projecting to logits ``[B, L, vocab]``
-    (``gpt_neox.embed_in.weight`` itself with ``tie_word_embeddings``).
+    (``gpt_neox.embed_in.weight`` itself with ``tie_word_embeddings``)."""
 
-    Example:
-        >>> import jax.numpy as jnp, js
-        >>> from js.models.gpt_neox import GPTNeoXConfig, GPTNeoXForCausalLM
-        >>> config = GPTNeoXConfig(vocab_size=32, hidden_size=16, intermediate_size=32,
-        ...     num_hidden_layers=1, num_attention_heads=2)
-        >>> GPTNeoXForCausalLM(config, rngs=js.Rngs(params=0))(jnp.array([[1, 2, 3]])).shape
-        (1, 3, 32)
-    """
-
-    base_model_class: ClassVar[type[DecoderModel]] = GPTNeoXModel
-    head_name: ClassVar[str] = "embed_out"
+    base_model_class = GPTNeoXModel
+    head_name = "embed_out"
 
 
 ARCHITECTURES = architectures(GPTNeoXForCausalLM, GPTNeoXModel)

@@ -12,8 +12,8 @@ the decoder skeleton's Llama arrangement (``_decoder.py``):
 - rotary positions on the first ``partial_rotary_factor`` of each head (default 0.5);
 - MLP ``fc2(act(fc1(x)))`` (``gelu_new``), a final ``final_layernorm``, a head with a bias.
 
-Dropout: ``embd_pdrop`` and ``resid_pdrop`` apply in training mode (with a ``dropout`` stream);
-``attention_dropout`` is not applied (the skeleton's attention has no dropout).
+In training mode (with a ``dropout`` stream) ``embd_pdrop`` drops embeddings and
+``resid_pdrop`` each sublayer's output; the skeleton's attention has no dropout.
 """
 
 from __future__ import annotations
@@ -23,16 +23,17 @@ from typing import Any, ClassVar
 import jax
 
 from js import Module, Rngs, nn
-from js.nn import KVCache
 
-from ._base import PretrainedConfig, architectures
+from ._base import architectures
 from ._decoder import (
     DecoderAttention,
     DecoderConfig,
     DecoderForCausalLM,
+    DecoderLayer,
     DecoderModel,
     FeedForward,
 )
+from ._rope import fold_rope_keys
 
 
 class PhiConfig(DecoderConfig):
@@ -73,10 +74,8 @@ class PhiConfig(DecoderConfig):
     }
 
     def __init__(self, **kwargs: Any):
-        # transformers: rope_parameters (or rope_scaling) first, then the top-level key
-        rope = dict(kwargs.pop("rope_scaling", None) or kwargs.get("rope_parameters") or {})
-        rope.setdefault("partial_rotary_factor", kwargs.pop("partial_rotary_factor", 0.5))
-        super().__init__(**{**kwargs, "rope_parameters": rope})
+        rope = fold_rope_keys(kwargs, partial_rotary_factor=("partial_rotary_factor", 0.5))
+        super().__init__(**rope)
 
     def projection_biases(self) -> tuple[bool, bool, bool]:
         """Phi: every projection has a bias."""
@@ -86,77 +85,41 @@ class PhiConfig(DecoderConfig):
         """``LayerNorm`` (with a bias) and ``layer_norm_eps``."""
         return nn.LayerNorm(size, eps=self.layer_norm_eps)
 
+    def qk_norm(self) -> str | None:
+        """With ``qk_layernorm``, a LayerNorm over each head's queries and keys."""
+        return "head" if self.qk_layernorm else None
+
 
 class PhiAttention(DecoderAttention):
     """The skeleton's attention with the output projection ``dense`` and, with
     ``qk_layernorm``, LayerNorms over each head's queries and keys (before the rotary part)."""
 
-    def init_projections(self, config: DecoderConfig, rngs: Rngs) -> None:
-        super().init_projections(config, rngs)
-        self.dense = self.o_proj
-        del self.o_proj
-        self.qk_layernorm = bool(config.qk_layernorm)
-        if self.qk_layernorm:
-            self.q_layernorm = config.make_norm(self.head_dim)
-            self.k_layernorm = config.make_norm(self.head_dim)
-
-    def project(self, hidden: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        q, k, v = super().project(hidden)
-        if self.qk_layernorm:  # over each head's features: [B, L, n, D]
-            q = self.q_layernorm(q.reshape(*q.shape[:-1], -1, self.head_dim)).reshape(q.shape)
-            k = self.k_layernorm(k.reshape(*k.shape[:-1], -1, self.head_dim)).reshape(k.shape)
-        return q, k, v
-
-    def output(self, attended: jax.Array) -> jax.Array:
-        return self.dense(attended)
+    output_name = "dense"
+    qk_norm_names = ("q_layernorm", "k_layernorm")
 
 
 class PhiMLP(FeedForward):
     """``fc2(act(fc1(x)))`` with ``hidden_act``."""
 
 
-class PhiDecoderLayer(Module):
+class PhiDecoderLayer(DecoderLayer):
     """Parallel block: ``drop(self_attn(ln(x))) + drop(mlp(ln(x))) + x``, ``ln`` the one
-    ``input_layernorm``."""
+    ``input_layernorm``, ``drop`` the one ``resid_dropout``."""
 
-    def __init__(self, config: PhiConfig, layer_idx: int, *, rngs: Rngs):
-        super().__init__()
-        self.self_attn = PhiAttention(config, layer_idx, rngs=rngs)
-        self.mlp = PhiMLP(config, rngs=rngs)
-        self.input_layernorm = config.make_norm(config.hidden_size)
-        self.resid_dropout = nn.Dropout(config.resid_pdrop)
-
-    def forward(
-        self,
-        hidden_states: jax.Array,
-        mask: jax.Array,
-        rope: tuple[jax.Array, jax.Array] | None,
-        *,
-        cache: KVCache | None = None,
-        rngs: Rngs | None = None,
-    ) -> jax.Array:
-        normed = self.input_layernorm(hidden_states)
-        attended = self.resid_dropout(self.self_attn(normed, mask, rope, cache), rngs=rngs)
-        fed = self.resid_dropout(self.mlp(normed), rngs=rngs)
-        return attended + fed + hidden_states
+    attention_class = PhiAttention
+    mlp_class = PhiMLP
+    norms = "shared"
+    parallel = True
+    dropout_names = ("resid_dropout", "resid_dropout")
+    dropout_key = "resid_pdrop"
 
 
 class PhiModel(DecoderModel):
-    """The Phi decoder without a head: token ids -> last hidden state ``[B, L, hidden]`` (see
-    ``DecoderModel.forward``).
+    """The Phi decoder without a head (see ``DecoderModel.forward``)."""
 
-    Example:
-        >>> import jax.numpy as jnp, js
-        >>> from js.models.phi import PhiConfig, PhiModel
-        >>> config = PhiConfig(vocab_size=32, hidden_size=16, intermediate_size=32,
-        ...     num_hidden_layers=1, num_attention_heads=4)
-        >>> PhiModel(config, rngs=js.Rngs(params=0))(jnp.array([[1, 2, 3]])).shape
-        (1, 3, 16)
-    """
-
-    config_class: ClassVar[type[PretrainedConfig]] = PhiConfig
-    layer_class: ClassVar[type[Module]] = PhiDecoderLayer
-    norm_name: ClassVar[str] = "final_layernorm"
+    config_class = PhiConfig
+    layer_class = PhiDecoderLayer
+    norm_name = "final_layernorm"
 
     def build(self, config: Any, rngs: Rngs) -> None:
         super().build(config, rngs)
@@ -171,26 +134,14 @@ class PhiModel(DecoderModel):
         rngs: Rngs | None,
     ) -> jax.Array:
         """``embed_dropout`` over the embeddings (no learned positions)."""
-        return self.embed_dropout(
-            super().embed_positions(hidden, position_ids, added, rngs=rngs), rngs=rngs
-        )
+        hidden = super().embed_positions(hidden, position_ids, added, rngs=rngs)
+        return self.embed_dropout(hidden, rngs=rngs)
 
 
 class PhiForCausalLM(DecoderForCausalLM):
-    """``PhiModel`` and the ``lm_head`` (with a bias) projecting to logits ``[B, L, vocab]``.
+    """``PhiModel`` and the ``lm_head`` (with a bias) projecting to logits ``[B, L, vocab]``."""
 
-    Example:
-        >>> import jax.numpy as jnp, js
-        >>> from js.models.phi import PhiConfig, PhiForCausalLM
-        >>> config = PhiConfig(vocab_size=32, hidden_size=16, intermediate_size=32,
-        ...     num_hidden_layers=1, num_attention_heads=4)
-        >>> model = PhiForCausalLM(config, rngs=js.Rngs(params=0))
-        >>> model(jnp.array([[1, 2, 3]])).shape, model.lm_head.bias is not None
-        ((1, 3, 32), True)
-    """
-
-    config_class: ClassVar[type[PretrainedConfig]] = PhiConfig
-    base_model_class: ClassVar[type[DecoderModel]] = PhiModel
+    base_model_class = PhiModel
 
     def head_bias(self) -> bool:
         """Phi's head has a bias."""
