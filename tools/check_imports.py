@@ -87,6 +87,7 @@ THIRD_PARTY = {
     "rich": "rich",
     "safetensors": "safetensors",
     "tensorboardX": "tensorboardX",
+    "tokenizers": "tokenizers",
     "torch": "torch",
     "wandb": "wandb",
 }
