@@ -231,24 +231,25 @@ class EncoderLayer(Module):
 
 
 class Encoder(Module):
-    """``num_hidden_layers`` layers (``layer_class``) in ``layer``.
+    """``num_hidden_layers`` layers (``layer_class``, called as ``layer(hidden, mask, rngs=)``)
+    in ``layer`` (``layers_name``: CLIP's are ``layers``).
 
     Shape:
         ``hidden_states`` ``[B, L, hidden]`` (and the attention ``mask``) -> ``[B, L, hidden]``.
     """
 
     layer_class: ClassVar[type[Any]] = EncoderLayer  # a Module: layer_class(config, rngs=rngs)
+    layers_name: ClassVar[str] = "layer"
 
     def __init__(self, config: EncoderConfig, *, rngs: Rngs):
         super().__init__()
-        self.layer = nn.ModuleList(
-            [self.layer_class(config, rngs=rngs) for _ in range(config.num_hidden_layers)]
-        )
+        layers = [self.layer_class(config, rngs=rngs) for _ in range(config.num_hidden_layers)]
+        setattr(self, self.layers_name, nn.ModuleList(layers))
 
     def forward(
         self, hidden_states: jax.Array, mask: jax.Array | None, *, rngs: Rngs | None = None
     ) -> jax.Array:
-        for layer in self.layer:
+        for layer in getattr(self, self.layers_name):
             hidden_states = layer(hidden_states, mask, rngs=rngs)
         return hidden_states
 
@@ -346,8 +347,12 @@ class EncoderModel(EncoderPreTrainedModel):
         hidden = getattr(self, self.encoder_name)(hidden, mask, rngs=rngs)
         if self.final_norm_name is not None:
             hidden = getattr(self, self.final_norm_name)(hidden)
-        pooled = None if self.pooler is None else self.pooler(hidden)
-        return hidden, pooled
+        return hidden, self.pool(hidden)
+
+    def pool(self, hidden: jax.Array) -> jax.Array | None:
+        """The pooled output of the final hidden states ``[B, L, hidden]``: ``pooler``'s (None
+        without one); a family that pools otherwise (DINOv2, CLIP, SigLIP) overrides this."""
+        return None if self.pooler is None else self.pooler(hidden)
 
 
 __all__ = [

@@ -36,6 +36,14 @@ MODEL_TYPES: dict[str, str] = {
     "mpnet": "mpnet",
     "modernbert": "modernbert",
     "vit": "vit",
+    "dinov2": "dinov2",
+    "dinov2_with_registers": "dinov2",
+    "clip": "clip",
+    "clip_text_model": "clip",
+    "clip_vision_model": "clip",
+    "siglip": "siglip",
+    "siglip_text_model": "siglip",
+    "siglip_vision_model": "siglip",
 }
 # timm architecture names by prefix ("resnet18", "convnext_atto") -> module.
 TIMM_PREFIXES: dict[str, str] = {

@@ -10,24 +10,30 @@ without renaming; ``key_mapping`` maps transformers 5's module names to them, fo
 written from a model's ``state_dict()`` directly.
 
 The blocks are the encoder skeleton's (``_encoder.py``, BERT's) in its pre-norm arrangement;
-this file holds ViT's config, patch embeddings, pixel inputs and classification head.
-
-``interpolate_pos_encoding`` (other image sizes) and masked-image modelling are not ported.
+this file holds ViT's config, patch embeddings and classification head; images go in through
+``_vision.py`` (shared with the other vision towers), which also resizes the positions for images
+of another size (``interpolate_pos_encoding``). Masked-image modelling is not ported.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import jax
-import jax.numpy as jnp
 
 from js import Parameter, Rngs, nn
 
 from ._base import architectures
-from ._encoder import EncoderConfig, EncoderModel, EncoderPreTrainedModel
+from ._encoder import EncoderConfig, EncoderModel
+from ._vision import (
+    VisionPreTrainedModel,
+    pair,
+    patch_grid,
+    patchify,
+    prepend,
+    resize_positions,
+)
 
 
 class ViTConfig(EncoderConfig):
@@ -59,17 +65,6 @@ class ViTConfig(EncoderConfig):
     }
 
 
-def _pair(owner: str, key: str, value: Any) -> tuple[int, int]:
-    """``image_size``/``patch_size``: an int or a pair, as transformers reads them."""
-    pair = tuple(value) if isinstance(value, Sequence) else (value, value)
-    if len(pair) != 2 or not all(isinstance(v, int) and v > 0 for v in pair):
-        raise ValueError(
-            f"{owner}: {key} must be a positive int or a pair of them, got {value!r}. "
-            f"Fix: set {key} in config.json, e.g. 224"
-        )
-    return pair  # type: ignore[return-value]
-
-
 class ViTPatchEmbeddings(nn.Module):
     """Non-overlapping patches, each projected to ``hidden_size`` by a strided convolution.
 
@@ -79,10 +74,10 @@ class ViTPatchEmbeddings(nn.Module):
 
     def __init__(self, config: ViTConfig, *, rngs: Rngs):
         super().__init__()
-        self.image_size = _pair("ViTModel", "image_size", config.image_size)
-        self.patch_size = _pair("ViTModel", "patch_size", config.patch_size)
-        (h, w), (ph, pw) = self.image_size, self.patch_size
-        self.num_patches = (h // ph) * (w // pw)
+        self.image_size = pair(config.owner(), "image_size", config.image_size)
+        self.patch_size = pair(config.owner(), "patch_size", config.patch_size)
+        self.grid = patch_grid(self.image_size, self.patch_size)  # (rows, columns)
+        self.num_patches = self.grid[0] * self.grid[1]
         self.num_channels = config.num_channels
         self.projection = nn.Conv2d(
             config.num_channels,
@@ -93,18 +88,19 @@ class ViTPatchEmbeddings(nn.Module):
         )
 
     def forward(self, pixel_values: jax.Array) -> jax.Array:
-        patches = self.projection(pixel_values)  # [B, hidden, H / P, W / P]
-        B, D = patches.shape[:2]
-        return patches.reshape(B, D, -1).transpose(0, 2, 1)  # [B, patches, hidden]
+        return patchify(self.projection, pixel_values)  # [B, patches, hidden]
 
 
 class ViTEmbeddings(nn.Module):
-    """The [CLS] token and the patch embeddings, plus learnt position embeddings.
+    """The [CLS] token and the patch embeddings, plus learnt position embeddings (resized to
+    the patch grid of images of another size; ``antialias`` as PyTorch's, DINOv2 with registers).
 
     Weights:
         ``cls_token`` ``[1, 1, hidden]``, ``position_embeddings`` ``[1, patches + 1, hidden]``,
         both ``N(0, initializer_range)``.
     """
+
+    antialias: ClassVar[bool] = False
 
     def __init__(self, config: ViTConfig, *, rngs: Rngs):
         super().__init__()
@@ -118,10 +114,11 @@ class ViTEmbeddings(nn.Module):
 
     def forward(self, pixel_values: jax.Array, *, rngs: Rngs | None = None) -> jax.Array:
         embeddings = self.patch_embeddings(pixel_values)  # [B, patches, hidden]
-        B, _, D = embeddings.shape
-        cls = jnp.broadcast_to(self.cls_token.value, (B, 1, D))
-        embeddings = jnp.concatenate([cls, embeddings], axis=1)  # [B, patches + 1, hidden]
-        return self.dropout(embeddings + self.position_embeddings.value, rngs=rngs)
+        embeddings = prepend(self.cls_token.value, embeddings)  # [B, patches + 1, hidden]
+        table, patches = self.position_embeddings.value, self.patch_embeddings
+        grid = patch_grid(pixel_values.shape[2:], patches.patch_size)  # the images' own
+        positions = resize_positions(table, patches.grid, grid, leading=1, antialias=self.antialias)
+        return self.dropout(embeddings + positions, rngs=rngs)
 
 
 # transformers 5's ViT module names (its WeightRenaming for "ViTModel", reversed) -> the
@@ -139,9 +136,9 @@ _NEW_NAMES = {
 }
 
 
-class ViTPreTrainedModel(EncoderPreTrainedModel):
-    """What every ViT model shares: its config class, prefix, file-name rules and ``forward``
-    (images in; each model's ``outputs`` out)."""
+class ViTPreTrainedModel(VisionPreTrainedModel):
+    """What every ViT model shares: its config class, prefix and file-name rules (``forward``:
+    ``VisionPreTrainedModel``'s, images in; each model's ``outputs`` out)."""
 
     config: ViTConfig
     config_class = ViTConfig
@@ -154,51 +151,6 @@ class ViTPreTrainedModel(EncoderPreTrainedModel):
         rf"encoder\.layer\.(\d+)\.{re.escape(old)}$": rf"layers.\1.{new}"
         for new, old in _NEW_NAMES.items()
     }
-
-    def forward(
-        self,
-        pixel_values: jax.Array,
-        interpolate_pos_encoding: bool | None = None,
-        *,
-        rngs: Rngs | None = None,
-    ) -> Any:
-        """Encode (``ViTModel``) or classify (``ViTForImageClassification``) a batch of images.
-
-        Args:
-            pixel_values: ``[B, C, H, W]`` float images of ``config.image_size`` (normalised
-                as the model's image processor does).
-            interpolate_pos_encoding: not supported (NotImplementedError when True).
-            rngs: a ``dropout`` stream, needed in training mode with dropout only.
-
-        Returns:
-            ``ViTModel``: ``(last_hidden_state, pooler_output)``, pooler_output None for a
-            model built with ``add_pooling_layer=False``; ``ViTForImageClassification``:
-            logits ``[B, num_labels]``.
-        """
-        pixel_values = _check_pixels(pixel_values, self.config, interpolate_pos_encoding)
-        embeddings = self.base_model.embeddings
-        dtype = embeddings.patch_embeddings.projection.weight.value.dtype
-        hidden = embeddings(pixel_values.astype(dtype), rngs=rngs)  # [B, N + 1, hidden]
-        return self.from_embeddings(hidden, None, rngs=rngs)
-
-
-def _check_pixels(pixel_values: Any, config: ViTConfig, interpolate: bool | None) -> jax.Array:
-    """``pixel_values`` as an array ``[B, C, H, W]`` of the configured size, or a clear error."""
-    if interpolate:
-        raise NotImplementedError(
-            "ViTModel: interpolate_pos_encoding=True (images of another size) is not "
-            "implemented. Fix: resize the images to config.image_size"
-        )
-    pixel_values = jnp.asarray(pixel_values)
-    C = config.num_channels
-    H, W = _pair("ViTModel", "image_size", config.image_size)
-    if pixel_values.ndim != 4 or pixel_values.shape[1:] != (C, H, W):
-        raise ValueError(
-            f"ViTModel: pixel_values must be [batch, {C}, {H}, {W}] (channels first, as in "
-            f"transformers), got {list(pixel_values.shape)}. Fix: resize to image_size and "
-            "put channels before height and width (x.transpose(0, 3, 1, 2) for NHWC)"
-        )
-    return pixel_values
 
 
 class ViTModel(EncoderModel, ViTPreTrainedModel):
