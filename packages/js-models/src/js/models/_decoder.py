@@ -432,17 +432,24 @@ class DecoderModel(GradientCheckpointingMixin, PreTrainedModel):
     embed_name: ClassVar[str] = "embed_tokens"
     layers_name: ClassVar[str] = "layers"
     norm_name: ClassVar[str] = "norm"
+    # the family's dropout over the embeddings entering the blocks, if it has one: its module
+    # name (GPT-2's ``drop``) and the config key of its rate (``embd_pdrop``)
+    embed_dropout_name: ClassVar[str | None] = None
+    embed_dropout_key: ClassVar[str] = ""
 
     def __init__(self, config: Any, *, rngs: Rngs):
         super().__init__(config)
-        self.build(config, rngs)
-
-    def build(self, config: Any, rngs: Rngs) -> None:
-        """The modules: embedding, layers, final norm (in this order: the random draws)."""
         self.sliding_windows = tuple(config.sliding_windows())
         self.layer_ropes = tuple(config.layer_ropes())
         for kind in sorted(set(self.layer_ropes) - {None}):
             check_rope(type(config).__name__, config.rope_parameters_for(kind))
+        self.build(config, rngs)
+        if self.embed_dropout_name is not None:
+            rate = getattr(config, self.embed_dropout_key)
+            setattr(self, self.embed_dropout_name, nn.Dropout(rate))
+
+    def build(self, config: Any, rngs: Rngs) -> None:
+        """The modules: embedding, layers, final norm (in this order: the random draws)."""
         embedding = nn.Embedding(
             config.vocab_size, config.hidden_size, getattr(config, "pad_token_id", None), rngs=rngs
         )
@@ -490,9 +497,13 @@ class DecoderModel(GradientCheckpointingMixin, PreTrainedModel):
         *,
         rngs: Rngs | None,
     ) -> jax.Array:
-        """The hidden state entering the blocks: ``hidden`` (plus ``added``). Families with
-        learned positions or embedding dropout override it."""
-        return hidden if added is None else hidden + added
+        """The hidden state entering the blocks: ``hidden`` (plus ``added``), through the
+        embedding dropout where the family has one. Families with learned positions add them
+        here."""
+        hidden = hidden if added is None else hidden + added
+        if self.embed_dropout_name is not None:
+            hidden = getattr(self, self.embed_dropout_name)(hidden, rngs=rngs)
+        return hidden
 
     def forward(
         self,

@@ -120,9 +120,8 @@ def _f32(x: Any) -> Any:
 
 
 def _inv_freq(dim: int, theta: float) -> np.ndarray:
-    """``1 / theta ** (arange(0, dim, 2) / dim)`` in float32 on the host: NumPy's float32
-    power agrees with torch's in 99% of entries (XLA's, folded into a program, in 65%)."""
-    return _f32(1.0) / (_f32(theta) ** (np.arange(0, dim, 2, dtype=np.float32) / _f32(dim)))
+    """``F.rope_inv_freq`` (float32, computed on the host) as a NumPy array."""
+    return np.asarray(F.rope_inv_freq(dim, theta))
 
 
 # The tables below repeat transformers' float32 operations in its order, on the host. A
@@ -243,8 +242,8 @@ def rope_cos_sin(
     layout) under ``rope`` (a ``rope_parameters`` dict), rotating ``dim`` features of a head
     (the head dim, or its rotary part with a ``partial_rotary_factor``).
     ``max_position_embeddings`` (the config's) is read by ``dynamic``, and by ``yarn`` and
-    ``longrope`` without a ``factor``."""
-    check_rope(owner, rope)
+    ``longrope`` without a ``factor``. ``rope`` was checked (``check_rope``) when the model
+    was built."""
     kind = rope["rope_type"]
     scaling = 1.0
     seq_len = jnp.max(position_ids) + 1  # the call's length, as dynamic_rope_update's

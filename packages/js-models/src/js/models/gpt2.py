@@ -86,6 +86,10 @@ class GPT2Config(DecoderConfig):
         "tie_word_embeddings": True,
     }
 
+    def layer_ropes(self) -> list[str | None]:
+        """No rotary table: GPT-2 learns its positions (``wpe``)."""
+        return [None] * self.n_layer
+
 
 def _normal(rngs: Rngs, shape: tuple[int, ...], std: float) -> jax.Array:
     return nn.init.normal_(Parameter(jnp.zeros(shape, jnp.float32)), 0.0, std, rngs=rngs).value
@@ -251,9 +255,11 @@ class GPT2Model(GPT2PreTrainedModel, DecoderModel):
         (1, 2, 16)
     """
 
-    embed_name: ClassVar[str] = "wte"
-    layers_name: ClassVar[str] = "h"
-    norm_name: ClassVar[str] = "ln_f"
+    embed_name = "wte"
+    layers_name = "h"
+    norm_name = "ln_f"
+    embed_dropout_name = "drop"
+    embed_dropout_key = "embd_pdrop"
 
     def build(self, config: Any, rngs: Rngs) -> None:
         if getattr(config, "add_cross_attention", False):
@@ -262,14 +268,11 @@ class GPT2Model(GPT2PreTrainedModel, DecoderModel):
                 "not supported. Fix: set add_cross_attention=False in the config"
             )
         std = config.initializer_range
-        self.sliding_windows = (None,) * config.n_layer
-        self.layer_ropes = (None,) * config.n_layer  # learned positions, no rotary
         self.embed_dim = config.n_embd
         self.wte = nn.Embedding(config.vocab_size, config.n_embd, rngs=rngs)
         self.wte.weight = Parameter(_normal(rngs, (config.vocab_size, config.n_embd), std))
         self.wpe = nn.Embedding(config.n_positions, config.n_embd, rngs=rngs)
         self.wpe.weight = Parameter(_normal(rngs, (config.n_positions, config.n_embd), std))
-        self.drop = nn.Dropout(config.embd_pdrop)
         self.h = nn.ModuleList([GPT2Block(config, i, rngs=rngs) for i in range(config.n_layer)])
         self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
 
@@ -296,9 +299,7 @@ class GPT2Model(GPT2PreTrainedModel, DecoderModel):
     ) -> jax.Array:
         """``drop(embeds + wpe(positions) [+ wte(token_type_ids)])``."""
         hidden = hidden + self.wpe(position_ids).astype(hidden.dtype)
-        if added is not None:
-            hidden = hidden + added
-        return self.drop(hidden, rngs=rngs)
+        return super().embed_positions(hidden, position_ids, added, rngs=rngs)
 
     def forward(
         self,

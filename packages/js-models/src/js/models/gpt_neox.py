@@ -150,23 +150,12 @@ class GPTNeoXModel(GPTNeoXPreTrainedModel, DecoderModel):
     layer_class = GPTNeoXLayer
     embed_name = "embed_in"
     norm_name = "final_layer_norm"
+    embed_dropout_name = "emb_dropout"
+    embed_dropout_key = "hidden_dropout"
 
     def build(self, config: Any, rngs: Rngs) -> None:
         super().build(config, rngs)
         self.embedding.padding_idx = None  # transformers' embed_in has no padding row
-        self.emb_dropout = nn.Dropout(config.hidden_dropout)
-
-    def embed_positions(
-        self,
-        hidden: jax.Array,
-        position_ids: jax.Array,
-        added: jax.Array | None,
-        *,
-        rngs: Rngs | None,
-    ) -> jax.Array:
-        """``emb_dropout`` over the embeddings (no learned positions)."""
-        hidden = super().embed_positions(hidden, position_ids, added, rngs=rngs)
-        return self.emb_dropout(hidden, rngs=rngs)
 
 
 class GPTNeoXForCausalLM(GPTNeoXPreTrainedModel, DecoderForCausalLM):

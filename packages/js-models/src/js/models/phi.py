@@ -20,9 +20,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import jax
-
-from js import Module, Rngs, nn
+from js import Module, nn
 
 from ._base import architectures
 from ._decoder import (
@@ -120,22 +118,8 @@ class PhiModel(DecoderModel):
     config_class = PhiConfig
     layer_class = PhiDecoderLayer
     norm_name = "final_layernorm"
-
-    def build(self, config: Any, rngs: Rngs) -> None:
-        super().build(config, rngs)
-        self.embed_dropout = nn.Dropout(config.embd_pdrop)
-
-    def embed_positions(
-        self,
-        hidden: jax.Array,
-        position_ids: jax.Array,
-        added: jax.Array | None,
-        *,
-        rngs: Rngs | None,
-    ) -> jax.Array:
-        """``embed_dropout`` over the embeddings (no learned positions)."""
-        hidden = super().embed_positions(hidden, position_ids, added, rngs=rngs)
-        return self.embed_dropout(hidden, rngs=rngs)
+    embed_dropout_name = "embed_dropout"
+    embed_dropout_key = "embd_pdrop"
 
 
 class PhiForCausalLM(DecoderForCausalLM):
