@@ -134,14 +134,7 @@ CASES = {  # transformers class -> (config, inputs, outputs); DINOv2 at another 
 }
 
 
-# js.models' save_pretrained writes a 0-D tensor as [1] (np.ascontiguousarray makes ndim >= 1),
-# so transformers re-initialises CLIP's scalar logit_scale from js's folder.
-_SCALAR_SAVE = pytest.mark.xfail(strict=True, reason="save_pretrained writes 0-D tensors as [1]")
-
-
-@pytest.mark.parametrize(
-    "hf_class", [pytest.param(c, marks=_SCALAR_SAVE) if c == "CLIPModel" else c for c in CASES]
-)
+@pytest.mark.parametrize("hf_class", list(CASES))
 def test_loads_both_ways(hf_class, tmp_path):
     config, inputs, names = CASES[hf_class]
     reference = _reference(hf_class, config, tmp_path / "hf")

@@ -133,8 +133,13 @@ def test_bad_inputs_are_refused():
     model = ViTModel(ViTConfig(**VIT_TINY), rngs=js.Rngs(params=0)).eval()
     with pytest.raises(ValueError, match=r"pixel_values must be \[batch, 3, 16, 16\]"):
         model(jnp.ones((2, 16, 16, 3)))
-    with pytest.raises(NotImplementedError, match="interpolate_pos_encoding=True"):
-        model(jnp.asarray(PIXELS), interpolate_pos_encoding=True)
+    # another image size is refused unless the positions are interpolated
+    # (test_vision_towers compares interpolate_pos_encoding=True with transformers)
+    with pytest.raises(ValueError, match="pixel_values must be"):
+        model(jnp.ones((1, 3, 24, 40)))
+    patch = VIT_TINY["patch_size"]
+    hidden = model(jnp.ones((1, 3, 24, 40)), interpolate_pos_encoding=True)[0]
+    assert hidden.shape[1] == 1 + (24 // patch) * (40 // patch)
 
 
 @pytest.mark.parametrize(

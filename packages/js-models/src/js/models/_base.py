@@ -19,13 +19,22 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from js import nn
 
 from ._pretrained import from_pretrained, load_pretrained, save_pretrained
+
+# transformers 5.23's defaults of every config key a family reads and writes, by model_type:
+# data (checked against transformers' config classes by the tests), filled in as the
+# ``defaults`` of a config class that sets its ``model_type`` and no ``defaults`` of its own.
+_TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = json.loads(
+    (Path(__file__).parent / "transformers_defaults.json").read_text()
+)
 
 
 class PretrainedConfig:
@@ -44,6 +53,11 @@ class PretrainedConfig:
     # transformers' aliases: a read or write of the alias goes to the key (GPT-2's
     # ``hidden_size`` is its ``n_embd``).
     attribute_map: ClassVar[dict[str, str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "defaults" not in vars(cls) and cls.model_type in _TRANSFORMERS_DEFAULTS:
+            cls.defaults = _TRANSFORMERS_DEFAULTS[cls.model_type]
 
     def __init__(self, **kwargs: Any):
         for key, value in {**copy.deepcopy(self.defaults), **kwargs}.items():
@@ -145,25 +159,9 @@ class PreTrainedModel(nn.Module):
         save_pretrained(self, path)
 
 
-def defaults_from(
-    base: Mapping[str, Any], *, drop: tuple[str, ...] = (), **changes: Any
-) -> dict[str, Any]:
-    """A family's ``defaults`` written as its differences from a related family's: ``base``'s
-    keys less ``drop``, with ``changes`` updating or adding keys.
-
-    Example:
-        >>> defaults_from({"vocab_size": 32000, "mlp_bias": False}, drop=("mlp_bias",), head_dim=8)
-        {'vocab_size': 32000, 'head_dim': 8}
-    """
-    missing = [key for key in drop if key not in base]
-    if missing:
-        raise KeyError(f"defaults_from: drop names keys the base does not have: {missing}")
-    return {**{k: v for k, v in base.items() if k not in drop}, **changes}
-
-
 def architectures(*classes: type[PreTrainedModel]) -> dict[str, type[PreTrainedModel]]:
     """A family module's ``ARCHITECTURES``: each class under its own (transformers') name."""
     return {cls.__name__: cls for cls in classes}
 
 
-__all__ = ["PreTrainedModel", "PretrainedConfig", "architectures", "defaults_from"]
+__all__ = ["PreTrainedModel", "PretrainedConfig", "architectures"]

@@ -258,7 +258,8 @@ def save_pretrained(model: FamilyModel, path: str | os.PathLike) -> None:
                 "save_pretrained: the model spans several processes. Fix: gather it first "
                 "(js.shard onto a one-process mesh) or save a checkpoint with js.training"
             )
-        tensors[rename_key(rules, name)] = np.ascontiguousarray(jax.device_get(array))
+        host = jax.device_get(array)  # ascontiguousarray alone would make a scalar [1]
+        tensors[rename_key(rules, name)] = np.ascontiguousarray(host).reshape(np.shape(host))
     folder.mkdir(parents=True, exist_ok=True)
     partial = folder / f"{WEIGHTS_NAME}.partial"
     safetensors.numpy.save_file(tensors, str(partial), metadata={"format": "pt"})

@@ -45,16 +45,6 @@ class BertConfig(EncoderConfig):
     """
 
     model_type = "bert"
-    defaults: ClassVar[dict[str, Any]] = {
-        **EncoderConfig.defaults,
-        "vocab_size": 30522,
-        "max_position_embeddings": 512,
-        "type_vocab_size": 2,
-        "pad_token_id": 0,
-        "classifier_dropout": None,
-        "is_decoder": False,
-        "add_cross_attention": False,
-    }
 
     def validate(self) -> None:
         """What this port does not build (BERT as a decoder, relative positions), refused

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 from js import Module, Parameter, Rngs, nn
 from js.nn.attention import decoder_mask, padding_mask
 
-from ._base import PretrainedConfig, PreTrainedModel, architectures, defaults_from
+from ._base import PretrainedConfig, PreTrainedModel, architectures
 from ._decoder import FeedForward
 from ._encoder import Encoder, EncoderConfig, EncoderModel, EncoderSelfAttention
 from ._hf import check_tokens
@@ -48,18 +48,11 @@ class CLIPTowerConfig(EncoderConfig):
     keys both read, transformers' ``attention_dropout`` (the blocks'
     ``attention_probs_dropout_prob``), and the tower's part of a dual model's ``config.json``
     (``base_config_key``) when a tower loads from a dual model's folder. The towers' defaults
-    are transformers' for the keys js reads (others, such as ``projection_dim`` and the
-    initialisers', are kept from the file and written back)."""
+    (transformers_defaults.json) are transformers' for the keys js reads (others, such as
+    ``projection_dim`` and the initialisers', are kept from the file and written back)."""
 
     attribute_map = {"attention_probs_dropout_prob": "attention_dropout"}
     base_config_key: ClassVar[str]
-    defaults = defaults_from(
-        EncoderConfig.defaults,
-        drop=("hidden_dropout_prob", "attention_probs_dropout_prob"),
-        hidden_act="quick_gelu",
-        layer_norm_eps=1e-5,
-        attention_dropout=0.0,
-    )
 
     @classmethod
     def from_dict(cls, config: Mapping[str, Any]) -> Self:
@@ -76,15 +69,6 @@ class CLIPTextConfig(CLIPTowerConfig):
 
     model_type = "clip_text_model"
     base_config_key = "text_config"
-    defaults = defaults_from(
-        CLIPTowerConfig.defaults,
-        vocab_size=49408,
-        hidden_size=512,
-        intermediate_size=2048,
-        num_attention_heads=8,
-        max_position_embeddings=77,
-        eos_token_id=49407,
-    )
 
 
 class CLIPVisionConfig(CLIPTowerConfig):
@@ -92,9 +76,6 @@ class CLIPVisionConfig(CLIPTowerConfig):
 
     model_type = "clip_vision_model"
     base_config_key = "vision_config"
-    defaults = defaults_from(
-        CLIPTowerConfig.defaults, num_channels=3, image_size=224, patch_size=32
-    )
 
 
 class CLIPConfig(PretrainedConfig):
@@ -112,7 +93,6 @@ class CLIPConfig(PretrainedConfig):
     model_type = "clip"
     text_config_class: ClassVar[type[CLIPTowerConfig]] = CLIPTextConfig
     vision_config_class: ClassVar[type[CLIPTowerConfig]] = CLIPVisionConfig
-    defaults = {"projection_dim": 512, "logit_scale_init_value": 2.6592}
 
     def __init__(self, text_config: Any = None, vision_config: Any = None, **kwargs: Any):
         super().__init__(**kwargs)

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 from js import Module, Parameter, Rngs, nn
 from js.nn import functional as F
 
-from ._base import architectures, defaults_from
+from ._base import architectures
 from ._decoder import FeedForward
 from ._encoder import Encoder, EncoderAttention, EncoderModel
 from ._encoder_heads import EncoderHeadModel
@@ -42,16 +42,6 @@ class Dinov2Config(ViTConfig):
     ``drop_path_rate``, which js does not read, are kept from the file)."""
 
     model_type = "dinov2"
-    defaults = defaults_from(
-        ViTConfig.defaults,
-        drop=("intermediate_size", "encoder_stride", "pooler_output_size", "pooler_act"),
-        layer_norm_eps=1e-6,
-        patch_size=14,
-        mlp_ratio=4,
-        layerscale_value=1.0,
-        use_swiglu_ffn=False,
-        use_mask_token=True,
-    )
 
     @property
     def intermediate_size(self) -> int:
@@ -64,7 +54,6 @@ class Dinov2WithRegistersConfig(Dinov2Config):
     token is always there (no ``use_mask_token``)."""
 
     model_type = "dinov2_with_registers"
-    defaults = defaults_from(Dinov2Config.defaults, drop=("use_mask_token",), num_register_tokens=4)
 
 
 class Dinov2Embeddings(ViTEmbeddings):

@@ -25,7 +25,7 @@ from js import Module, Rngs, nn
 from js.nn import functional as F
 
 from . import _encoder_heads as heads
-from ._base import architectures, defaults_from
+from ._base import architectures
 from ._encoder import Encoder, EncoderConfig, EncoderModel, EncoderSelfAttention
 from ._hf import activation
 from ._text_embeddings import TextEmbeddings
@@ -55,18 +55,6 @@ class DistilBertConfig(EncoderConfig):
     }
     layer_norm_eps: ClassVar[float] = 1e-12  # fixed in transformers (not a config.json key)
     # BERT's encoder keys land on their DistilBERT names through attribute_map
-    defaults: ClassVar[dict[str, Any]] = defaults_from(
-        EncoderConfig.defaults,
-        drop=("layer_norm_eps",),
-        num_hidden_layers=6,
-        vocab_size=30522,
-        max_position_embeddings=512,
-        sinusoidal_pos_embds=False,
-        qa_dropout=0.1,
-        seq_classif_dropout=0.2,
-        pad_token_id=0,
-        tie_word_embeddings=True,
-    )
 
 
 class DistilBertEmbeddings(TextEmbeddings):

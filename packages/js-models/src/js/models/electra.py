@@ -18,23 +18,17 @@ import jax
 from js import Rngs, nn
 
 from . import _encoder_heads as heads
-from ._base import architectures, defaults_from
+from ._base import architectures
 from ._encoder import EncoderConfig, EncoderModel
 from ._hf import activation
 from .bert import BertConfig, BertEmbeddings, BertPreTrainedModel
 
-# transformers' ElectraConfig sizes: ELECTRA-small's discriminator, its embeddings 128 wide
-SMALL: dict[str, Any] = dict(
-    embedding_size=128, hidden_size=256, num_attention_heads=4, intermediate_size=1024
-)
-
 
 class ElectraConfig(BertConfig):
     """An ELECTRA ``config.json``: transformers' ``ElectraConfig`` keys and defaults (BERT's at
-    ``SMALL`` sizes; ``embedding_size`` is the embeddings' width)."""
+    ELECTRA-small's sizes; ``embedding_size`` is the embeddings' width)."""
 
     model_type = "electra"
-    defaults = defaults_from(BertConfig.defaults, **SMALL)
 
 
 class ElectraPreTrainedModel(BertPreTrainedModel):

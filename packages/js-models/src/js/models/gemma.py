@@ -37,7 +37,7 @@ import jax.numpy as jnp
 
 from js import Module, Parameter, Rngs
 
-from ._base import PreTrainedModel, architectures, defaults_from
+from ._base import PreTrainedModel, architectures
 from ._decoder import (
     DecoderAttention,
     DecoderConfig,
@@ -70,28 +70,6 @@ class GemmaConfig(DecoderConfig):
     sandwich_norms: ClassVar[bool] = False
     # transformers runs Gemma 2 with its eager attention only (see GemmaAttention)
     eager_attention: ClassVar[bool] = False
-    defaults: ClassVar[dict[str, Any]] = {
-        "vocab_size": 256000,
-        "hidden_size": 3072,
-        "intermediate_size": 24576,
-        "num_hidden_layers": 28,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 16,
-        "head_dim": 256,
-        "hidden_act": "gelu_pytorch_tanh",
-        "max_position_embeddings": 8192,
-        "initializer_range": 0.02,
-        "rms_norm_eps": 1e-6,
-        "use_cache": True,
-        "pad_token_id": 0,
-        "eos_token_id": 1,
-        "bos_token_id": 2,
-        "tie_word_embeddings": True,
-        "rope_parameters": None,
-        "attention_bias": False,
-        "attention_dropout": 0.0,
-        "use_bidirectional_attention": None,
-    }
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
@@ -154,21 +132,6 @@ class Gemma2Config(GemmaConfig):
     activation_key = "hidden_activation"
     sandwich_norms = True
     eager_attention = True
-    defaults: ClassVar[dict[str, Any]] = defaults_from(
-        GemmaConfig.defaults,
-        drop=("hidden_act",),
-        hidden_size=2304,
-        intermediate_size=9216,
-        num_hidden_layers=26,
-        num_attention_heads=8,
-        num_key_value_heads=4,
-        hidden_activation="gelu_pytorch_tanh",
-        query_pre_attn_scalar=256,
-        sliding_window=4096,
-        layer_types=None,
-        final_logit_softcapping=30.0,
-        attn_logit_softcapping=50.0,
-    )
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
@@ -204,14 +167,6 @@ class Gemma3TextConfig(Gemma2Config):
     model_type: ClassVar[str] = "gemma3_text"
     family: ClassVar[str] = "Gemma3"
     eager_attention = False
-    defaults: ClassVar[dict[str, Any]] = defaults_from(
-        Gemma2Config.defaults,
-        vocab_size=262_208,
-        max_position_embeddings=131_072,
-        final_logit_softcapping=None,
-        attn_logit_softcapping=None,
-        use_bidirectional_attention=False,
-    )
 
     def __init__(self, **kwargs: Any):
         rope = _layer_type_ropes(kwargs)  # takes rope_theta, rope_local_base_freq, rope_scaling

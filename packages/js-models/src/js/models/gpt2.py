@@ -57,34 +57,6 @@ class GPT2Config(DecoderConfig):
         "num_attention_heads": "n_head",
         "num_hidden_layers": "n_layer",
     }
-    defaults = {
-        "vocab_size": 50257,
-        "n_positions": 1024,
-        "n_embd": 768,
-        "n_layer": 12,
-        "n_head": 12,
-        "n_inner": None,
-        "activation_function": "gelu_new",
-        "resid_pdrop": 0.1,
-        "embd_pdrop": 0.1,
-        "attn_pdrop": 0.1,
-        "layer_norm_epsilon": 1e-5,
-        "initializer_range": 0.02,
-        "summary_type": "cls_index",
-        "summary_use_proj": True,
-        "summary_activation": None,
-        "summary_proj_to_labels": True,
-        "summary_first_dropout": 0.1,
-        "scale_attn_weights": True,
-        "use_cache": True,
-        "bos_token_id": 50256,
-        "eos_token_id": 50256,
-        "pad_token_id": None,
-        "scale_attn_by_inverse_layer_idx": False,
-        "reorder_and_upcast_attn": False,
-        "add_cross_attention": False,
-        "tie_word_embeddings": True,
-    }
 
     def layer_ropes(self) -> list[str | None]:
         """No rotary table: GPT-2 learns its positions (``wpe``)."""

@@ -55,29 +55,6 @@ class GPTNeoXConfig(DecoderConfig):
     model_type: ClassVar[str] = "gpt_neox"
     family: ClassVar[str] = "GPTNeoX"
     attribute_map: ClassVar[dict[str, str]] = {"num_key_value_heads": "num_attention_heads"}
-    defaults: ClassVar[dict[str, Any]] = {
-        "vocab_size": 50432,
-        "hidden_size": 6144,
-        "num_hidden_layers": 44,
-        "num_attention_heads": 64,
-        "intermediate_size": 24576,
-        "hidden_act": "gelu",
-        "attention_dropout": 0.0,
-        "hidden_dropout": 0.0,
-        "classifier_dropout": 0.1,
-        "max_position_embeddings": 2048,
-        "initializer_range": 0.02,
-        "layer_norm_eps": 1e-5,
-        "use_cache": True,
-        "bos_token_id": 0,
-        "eos_token_id": 2,
-        "pad_token_id": None,
-        "tie_word_embeddings": False,
-        "use_parallel_residual": True,
-        "rope_parameters": None,
-        "attention_bias": True,
-        "is_decoder": False,
-    }
 
     def __init__(self, **kwargs: Any):
         rope = fold_rope_keys(

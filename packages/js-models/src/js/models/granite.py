@@ -7,11 +7,10 @@ update before the residual sum, and the logits are divided by ``logits_scaling``
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from ._base import architectures, defaults_from
+from ._base import architectures
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
-from .llama import LlamaConfig
 
 
 class GraniteConfig(DecoderConfig):
@@ -36,14 +35,6 @@ class GraniteConfig(DecoderConfig):
 
     model_type: ClassVar[str] = "granite"
     family: ClassVar[str] = "Granite"
-    defaults: ClassVar[dict[str, Any]] = defaults_from(
-        LlamaConfig.defaults,
-        drop=("pretraining_tp", "head_dim"),
-        embedding_multiplier=1.0,
-        logits_scaling=1.0,
-        residual_multiplier=1.0,
-        attention_multiplier=1.0,
-    )
 
     def attention_scale(self) -> float:
         """``attention_multiplier`` (transformers' Granite attention's ``scaling``)."""

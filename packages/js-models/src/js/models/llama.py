@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ._base import architectures, defaults_from
+from ._base import architectures
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
 from ._rope import SUPPORTED_ROPE_TYPES
 
@@ -57,29 +57,6 @@ class LlamaConfig(DecoderConfig):
 
     model_type: ClassVar[str] = "llama"
     family: ClassVar[str] = "Llama"
-    defaults: ClassVar[dict[str, Any]] = {
-        "vocab_size": 32000,
-        "hidden_size": 4096,
-        "intermediate_size": 11008,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "num_key_value_heads": None,
-        "hidden_act": "silu",
-        "max_position_embeddings": 2048,
-        "initializer_range": 0.02,
-        "rms_norm_eps": 1e-6,
-        "use_cache": True,
-        "pad_token_id": None,
-        "bos_token_id": 1,
-        "eos_token_id": 2,
-        "pretraining_tp": 1,
-        "tie_word_embeddings": False,
-        "rope_parameters": None,
-        "attention_bias": False,
-        "attention_dropout": 0.0,
-        "mlp_bias": False,
-        "head_dim": None,
-    }
 
     @classmethod
     def from_dict(cls, config: Mapping[str, Any]) -> LlamaConfig:
@@ -110,20 +87,6 @@ class Qwen2Config(LlamaConfig):
 
     model_type: ClassVar[str] = "qwen2"
     family: ClassVar[str] = "Qwen2"
-    defaults: ClassVar[dict[str, Any]] = defaults_from(
-        LlamaConfig.defaults,
-        drop=("pretraining_tp", "attention_bias", "mlp_bias", "head_dim"),
-        vocab_size=151936,
-        intermediate_size=22016,
-        num_key_value_heads=32,
-        max_position_embeddings=32768,
-        bos_token_id=None,
-        eos_token_id=None,
-        use_sliding_window=False,
-        sliding_window=4096,
-        max_window_layers=28,
-        layer_types=None,
-    )
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
@@ -158,14 +121,6 @@ class MistralConfig(LlamaConfig):
 
     model_type: ClassVar[str] = "mistral"
     family: ClassVar[str] = "Mistral"
-    defaults: ClassVar[dict[str, Any]] = defaults_from(
-        LlamaConfig.defaults,
-        drop=("pretraining_tp", "attention_bias", "mlp_bias"),
-        intermediate_size=14336,
-        num_key_value_heads=8,
-        max_position_embeddings=4096 * 32,
-        sliding_window=4096,
-    )
 
     def projection_biases(self) -> tuple[bool, bool, bool]:
         """Mistral: no biases."""

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import architectures, defaults_from
-from ._moe import ROUTER_DEFAULTS, MoeConfig, MoeForCausalLM, MoeModel
-from .llama import MistralConfig
+from ._base import architectures
+from ._moe import MoeConfig, MoeForCausalLM, MoeModel
 
 
 class MixtralConfig(MoeConfig):
@@ -31,15 +30,6 @@ class MixtralConfig(MoeConfig):
     family = "Mixtral"
     attribute_map = {"num_experts": "num_local_experts"}
     expert_file_names = {"gate_up_proj": ("w1", "w3"), "down_proj": ("w2",)}
-    defaults = defaults_from(
-        MistralConfig.defaults,
-        rms_norm_eps=1e-5,
-        sliding_window=None,
-        num_experts_per_tok=2,
-        num_local_experts=8,
-        router_jitter_noise=0.0,
-        **ROUTER_DEFAULTS,
-    )
 
     def __init__(self, **kwargs: Any):
         if "rope_theta" not in kwargs and "rope_theta" not in (kwargs.get("rope_parameters") or {}):

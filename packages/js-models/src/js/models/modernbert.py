@@ -36,7 +36,7 @@ from js.nn import functional as F
 from js.nn.attention import causal_mask
 
 from . import _encoder_heads as heads
-from ._base import architectures, defaults_from
+from ._base import architectures
 from ._encoder import EncoderConfig, EncoderModel
 from ._hf import activation, attend, split_heads
 from ._rope import check_rope, rope_cos_sin, standard_rope_parameters
@@ -70,30 +70,6 @@ class ModernBertConfig(EncoderConfig):
         "attention_probs_dropout_prob": "attention_dropout",
     }
     # the keys js reads (transformers' other keys, e.g. the special tokens', are kept as given)
-    defaults: ClassVar[dict[str, Any]] = defaults_from(
-        EncoderConfig.defaults,
-        drop=("layer_norm_eps",),
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        vocab_size=50368,
-        intermediate_size=1152,
-        num_hidden_layers=22,
-        max_position_embeddings=8192,
-        norm_eps=1e-5,
-        norm_bias=False,
-        pad_token_id=50283,
-        attention_bias=False,
-        layer_types=None,
-        local_attention=128,
-        mlp_bias=False,
-        mlp_dropout=0.0,
-        decoder_bias=True,
-        classifier_pooling="cls",
-        classifier_dropout=0.0,
-        classifier_bias=False,
-        classifier_activation="gelu",
-        tie_word_embeddings=True,
-    )
 
     def __init__(self, **kwargs: Any):
         rope = _layer_type_ropes(kwargs)  # takes the older rotary keys out of kwargs

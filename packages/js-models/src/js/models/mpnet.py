@@ -20,7 +20,6 @@ Its heads are RoBERTa's (``lm_head``; ``classifier`` with tanh on the first toke
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -29,7 +28,7 @@ import numpy as np
 from js import Module, Rngs, nn
 
 from . import _encoder_heads as heads
-from ._base import architectures, defaults_from
+from ._base import architectures
 from ._encoder import (
     Encoder,
     EncoderAttention,
@@ -53,14 +52,6 @@ class MPNetConfig(EncoderConfig):
     """
 
     model_type = "mpnet"
-    defaults: ClassVar[dict[str, Any]] = defaults_from(
-        EncoderConfig.defaults,
-        vocab_size=30527,
-        max_position_embeddings=512,
-        relative_attention_num_buckets=32,
-        pad_token_id=1,
-        tie_word_embeddings=True,
-    )
 
 
 class MPNetEmbeddings(TextEmbeddings):

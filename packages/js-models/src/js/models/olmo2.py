@@ -5,11 +5,10 @@ rotary. ``attention_bias`` puts a bias on q, k, v and o; the MLP has none.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from ._base import architectures, defaults_from
+from ._base import architectures
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderLayer, DecoderModel
-from .llama import LlamaConfig
 
 
 class Olmo2Config(DecoderConfig):
@@ -18,15 +17,6 @@ class Olmo2Config(DecoderConfig):
 
     model_type: ClassVar[str] = "olmo2"
     family: ClassVar[str] = "Olmo2"
-    defaults: ClassVar[dict[str, Any]] = defaults_from(
-        LlamaConfig.defaults,
-        drop=("pretraining_tp", "mlp_bias", "head_dim"),
-        vocab_size=50304,
-        pad_token_id=1,
-        bos_token_id=None,
-        eos_token_id=50279,
-        rms_norm_eps=1e-5,
-    )
 
     def qk_norm(self) -> str | None:
         """An RMSNorm over the whole query (and key) projection, all heads together."""

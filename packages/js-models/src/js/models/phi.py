@@ -48,28 +48,6 @@ class PhiConfig(DecoderConfig):
 
     model_type: ClassVar[str] = "phi"
     family: ClassVar[str] = "Phi"
-    defaults: ClassVar[dict[str, Any]] = {
-        "vocab_size": 51200,
-        "hidden_size": 2048,
-        "intermediate_size": 8192,
-        "num_hidden_layers": 24,
-        "num_attention_heads": 32,
-        "num_key_value_heads": None,
-        "resid_pdrop": 0.0,
-        "embd_pdrop": 0.0,
-        "attention_dropout": 0.0,
-        "hidden_act": "gelu_new",
-        "max_position_embeddings": 2048,
-        "initializer_range": 0.02,
-        "layer_norm_eps": 1e-5,
-        "use_cache": True,
-        "tie_word_embeddings": False,
-        "rope_parameters": None,
-        "qk_layernorm": False,
-        "bos_token_id": 1,
-        "eos_token_id": 2,
-        "pad_token_id": None,
-    }
 
     def __init__(self, **kwargs: Any):
         rope = fold_rope_keys(kwargs, partial_rotary_factor=("partial_rotary_factor", 0.5))

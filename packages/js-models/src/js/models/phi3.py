@@ -33,7 +33,7 @@ import js
 from js import Buffer, Module, Rngs, nn
 from js.nn import KVCache
 
-from ._base import architectures, defaults_from
+from ._base import architectures
 from ._decoder import DecoderAttention, DecoderForCausalLM, DecoderLayer, DecoderModel
 from ._hf import activation, check_tokens
 from ._rope import fold_rope_keys
@@ -59,22 +59,6 @@ class Phi3Config(MistralConfig):
 
     model_type: ClassVar[str] = "phi3"
     family: ClassVar[str] = "Phi3"
-    defaults: ClassVar[dict[str, Any]] = defaults_from(
-        MistralConfig.defaults,
-        drop=("head_dim",),
-        vocab_size=32064,
-        hidden_size=3072,
-        intermediate_size=8192,
-        num_key_value_heads=None,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        max_position_embeddings=4096,
-        original_max_position_embeddings=4096,
-        rms_norm_eps=1e-5,
-        eos_token_id=32000,
-        pad_token_id=32000,
-        sliding_window=None,
-    )
 
     def __init__(self, **kwargs: Any):
         kwargs = fold_rope_keys(

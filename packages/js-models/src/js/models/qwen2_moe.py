@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import architectures, defaults_from
-from ._moe import SPARSE_LAYER_DEFAULTS, MoeConfig, MoeForCausalLM, MoeModel
-from .llama import Qwen2Config
+from ._base import architectures
+from ._moe import MoeConfig, MoeForCausalLM, MoeModel
 
 
 class Qwen2MoeConfig(MoeConfig):
@@ -34,20 +33,6 @@ class Qwen2MoeConfig(MoeConfig):
     model_type = "qwen2_moe"
     family = "Qwen2Moe"
     unused_sliding_window = 0
-    defaults = defaults_from(
-        Qwen2Config.defaults,
-        hidden_size=2048,
-        intermediate_size=5632,
-        num_hidden_layers=24,
-        num_attention_heads=16,
-        num_key_value_heads=16,
-        qkv_bias=True,
-        moe_intermediate_size=1408,
-        shared_expert_intermediate_size=5632,
-        num_experts_per_tok=4,
-        num_experts=60,
-        **SPARSE_LAYER_DEFAULTS,
-    )
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)

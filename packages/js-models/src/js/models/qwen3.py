@@ -6,9 +6,9 @@ in transformers 5.23. Module names are transformers' (``model.layers.N.self_attn
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from ._base import architectures, defaults_from
+from ._base import architectures
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
 from .llama import Qwen2Config
 
@@ -31,9 +31,6 @@ class Qwen3Config(Qwen2Config):
 
     model_type: ClassVar[str] = "qwen3"
     family: ClassVar[str] = "Qwen3"
-    defaults: ClassVar[dict[str, Any]] = defaults_from(
-        Qwen2Config.defaults, head_dim=128, attention_bias=False
-    )
 
     def projection_biases(self) -> tuple[bool, bool, bool]:
         """Qwen3: ``attention_bias`` on q, k, v and o (Llama's rule), no MLP bias."""

@@ -10,8 +10,8 @@ Module names are transformers 5's (``mlp.gate``, ``mlp.experts.gate_up_proj``); 
 
 from __future__ import annotations
 
-from ._base import architectures, defaults_from
-from ._moe import SPARSE_LAYER_DEFAULTS, MoeConfig, MoeForCausalLM, MoeModel
+from ._base import architectures
+from ._moe import MoeConfig, MoeForCausalLM, MoeModel
 from .qwen3 import Qwen3Config
 
 
@@ -30,18 +30,6 @@ class Qwen3MoeConfig(MoeConfig):
     model_type = "qwen3_moe"
     family = "Qwen3Moe"
     attribute_map = {"num_experts": "num_local_experts"}
-    defaults = defaults_from(
-        Qwen3Config.defaults,
-        drop=("head_dim", "max_window_layers", "layer_types"),
-        hidden_size=2048,
-        intermediate_size=6144,
-        num_hidden_layers=24,
-        num_key_value_heads=4,
-        moe_intermediate_size=768,
-        num_experts_per_tok=8,
-        num_local_experts=128,
-        **SPARSE_LAYER_DEFAULTS,
-    )
 
     qk_norm = Qwen3Config.qk_norm  # an RMSNorm over each head's queries and keys
 

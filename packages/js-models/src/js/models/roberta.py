@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from js import Rngs, nn
 
 from . import _encoder_heads as heads
-from ._base import architectures, defaults_from
+from ._base import architectures
 from ._encoder import EncoderConfig, EncoderModel
 from .bert import BertConfig, BertEmbeddings, BertPreTrainedModel
 
@@ -28,7 +28,6 @@ class RobertaConfig(BertConfig):
     with RoBERTa's vocabulary and padding token)."""
 
     model_type = "roberta"
-    defaults = defaults_from(BertConfig.defaults, vocab_size=50265, pad_token_id=1)
 
 
 class XLMRobertaConfig(RobertaConfig):
@@ -36,7 +35,6 @@ class XLMRobertaConfig(RobertaConfig):
     vocabulary size by default)."""
 
     model_type = "xlm-roberta"
-    defaults = defaults_from(RobertaConfig.defaults, vocab_size=30522)
 
 
 def create_position_ids_from_input_ids(input_ids: jax.Array, padding_idx: int) -> jax.Array:

@@ -19,14 +19,12 @@ Not ported: the sigmoid loss and ``SiglipForImageClassification``.
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 
 from js import Module, Parameter, Rngs, nn
 
-from ._base import architectures, defaults_from
+from ._base import architectures
 from ._decoder import FeedForward
 from .clip import (
     CLIPConfig,
@@ -41,27 +39,12 @@ from .clip import (
 )
 
 
-def _siglip_defaults(clip: dict[str, Any], **changes: Any) -> dict[str, Any]:
-    """A SigLIP tower's defaults: CLIP's tower's, with SigLIP's activation and norms (and no
-    ``initializer_range``), then ``changes``."""
-    return defaults_from(
-        clip,
-        drop=("initializer_range",),
-        hidden_act="gelu_pytorch_tanh",
-        layer_norm_eps=1e-6,
-        **changes,
-    )
-
-
 class SiglipTextConfig(CLIPTextConfig):
     """A SigLIP text tower's config (transformers' ``SiglipTextConfig``; ``projection_size``
     None means ``hidden_size``)."""
 
     model_type = "siglip_text_model"
     # BERT-base's sizes (the tower config's), not CLIP's text tower's; pools the last token
-    defaults = _siglip_defaults(
-        CLIPTowerConfig.defaults, vocab_size=32000, max_position_embeddings=64, projection_size=None
-    )
 
 
 class SiglipVisionConfig(CLIPVisionConfig):
@@ -69,7 +52,6 @@ class SiglipVisionConfig(CLIPVisionConfig):
     the attention-pooling head)."""
 
     model_type = "siglip_vision_model"
-    defaults = _siglip_defaults(CLIPVisionConfig.defaults, patch_size=16, vision_use_head=True)
 
 
 class SiglipConfig(CLIPConfig):
@@ -78,7 +60,6 @@ class SiglipConfig(CLIPConfig):
     model_type = "siglip"
     text_config_class = SiglipTextConfig
     vision_config_class = SiglipVisionConfig
-    defaults = defaults_from(CLIPConfig.defaults, drop=("projection_dim", "logit_scale_init_value"))
 
 
 class SiglipTextModel(CLIPTextModel):

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ._base import architectures, defaults_from
+from ._base import architectures
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
-from .llama import LlamaConfig
 
 
 class SmolLM3Config(DecoderConfig):
@@ -38,25 +37,6 @@ class SmolLM3Config(DecoderConfig):
 
     model_type: ClassVar[str] = "smollm3"
     family: ClassVar[str] = "SmolLM3"
-    defaults: ClassVar[dict[str, Any]] = defaults_from(
-        LlamaConfig.defaults,
-        drop=("pretraining_tp", "head_dim"),
-        vocab_size=128256,
-        hidden_size=2048,
-        num_hidden_layers=36,
-        num_attention_heads=16,
-        num_key_value_heads=4,
-        max_position_embeddings=32768,
-        pad_token_id=128004,
-        bos_token_id=128000,
-        eos_token_id=128001,
-        tie_word_embeddings=True,
-        use_sliding_window=False,
-        sliding_window=None,
-        no_rope_layers=None,
-        no_rope_layer_interval=4,
-        layer_types=None,
-    )
 
     def __init__(self, **kwargs: Any):
         if kwargs.get("rope_theta") is None:  # SmolLM3's default_theta

@@ -51,18 +51,6 @@ class ViTConfig(EncoderConfig):
     model_type = "vit"
     pre_norm = True
     self_attention_name = "attention"
-    defaults: ClassVar[dict[str, Any]] = {
-        **EncoderConfig.defaults,
-        "hidden_dropout_prob": 0.0,
-        "attention_probs_dropout_prob": 0.0,
-        "image_size": 224,
-        "patch_size": 16,
-        "num_channels": 3,
-        "qkv_bias": True,
-        "encoder_stride": 16,
-        "pooler_output_size": None,
-        "pooler_act": "tanh",
-    }
 
 
 class ViTPatchEmbeddings(nn.Module):
