@@ -222,7 +222,7 @@ def test_tied_head_is_one_parameter():
 
 
 def test_registry_names():
-    assert llama.DEFAULT_ARCHITECTURE == "LlamaForCausalLM"
+    assert next(iter(llama.ARCHITECTURES)) == "LlamaForCausalLM"
     for name, cls in llama.ARCHITECTURES.items():
         assert cls.__name__ == name
         assert cls.base_model_prefix == "model"

@@ -160,7 +160,8 @@ class PreTrainedModel(nn.Module):
 
 
 def architectures(*classes: type[PreTrainedModel]) -> dict[str, type[PreTrainedModel]]:
-    """A family module's ``ARCHITECTURES``: each class under its own (transformers') name."""
+    """A family module's ``ARCHITECTURES``: each class under its own (transformers') name; the
+    first serves a folder whose ``config.json`` names no architecture."""
     return {cls.__name__: cls for cls in classes}
 
 

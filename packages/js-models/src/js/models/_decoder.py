@@ -618,8 +618,12 @@ class DecoderForCausalLM(GenerationMixin, GradientCheckpointingMixin, PreTrained
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "config_class" not in vars(cls):  # a family names its base model; the config follows
-            cls.config_class = cls.base_model_class.config_class
+        base = cls.base_model_class  # a family names its base model; its config and file rules
+        if "config_class" not in vars(cls):
+            cls.config_class = base.config_class
+        for rules in ("key_mapping", "save_key_mapping", "ignore_on_load", "adapter_key_mapping"):
+            if getattr(cls, rules) is getattr(PreTrainedModel, rules):  # none of the family's own
+                setattr(cls, rules, getattr(base, rules))
 
     def __init__(self, config: Any, *, rngs: Rngs):
         super().__init__(config)

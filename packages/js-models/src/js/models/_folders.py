@@ -129,14 +129,15 @@ def _class_of(config: Mapping[str, Any], folder: Path) -> type[FamilyModel]:
     family, name, kind = _family(config, folder)
     module = _module(family, folder)
     classes: dict[str, Any] = module.ARCHITECTURES
-    name = name or module.DEFAULT_ARCHITECTURE
+    default = getattr(module, "DEFAULT_ARCHITECTURE", None) or next(iter(classes))
+    name = name or default
     if name not in classes:
         what = "architectures[0]" if kind == "transformers" else "architecture"
         raise ValueError(
             f"from_pretrained: {folder / CONFIG_NAME} has {what} {name!r}, which js.models."
             f"{family} does not implement; it has {sorted(classes)}. Fix: load one of those "
             f"with its own from_pretrained (e.g. js.models.{family}."
-            f"{module.DEFAULT_ARCHITECTURE}.from_pretrained(path) takes what it can use)"
+            f"{default}.from_pretrained(path) takes what it can use)"
         )
     return classes[name]
 

@@ -2,8 +2,9 @@
 
 A transformers folder names its family by ``model_type`` in ``config.json`` (and its class by
 ``architectures``); a timm folder by ``architecture`` (``"resnet18"``). Each family module
-defines ``ARCHITECTURES`` (architecture name -> model class) and ``DEFAULT_ARCHITECTURE`` (the
-class for a config without ``architectures``). Modules are imported on first use.
+defines ``ARCHITECTURES`` (architecture name -> model class), whose first class serves a config
+without ``architectures`` unless the module names another as ``DEFAULT_ARCHITECTURE`` (the timm
+families). Modules are imported on first use.
 """
 
 from __future__ import annotations

@@ -33,6 +33,18 @@ from ._base import architectures
 from ._encoder import EncoderConfig, EncoderModel, EncoderPreTrainedModel
 from ._hf import check_tokens
 
+__all__ = [
+    "ARCHITECTURES",
+    "BertConfig",
+    "BertEmbeddings",
+    "BertForMaskedLM",
+    "BertForQuestionAnswering",
+    "BertForSequenceClassification",
+    "BertForTokenClassification",
+    "BertModel",
+    "BertPreTrainedModel",
+]
+
 
 class BertConfig(EncoderConfig):
     """A BERT ``config.json``: transformers' ``BertConfig`` keys and defaults (bert-base; the
@@ -304,17 +316,3 @@ ARCHITECTURES = architectures(
     BertForQuestionAnswering,
     BertForMaskedLM,
 )
-DEFAULT_ARCHITECTURE = "BertModel"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "BertConfig",
-    "BertEmbeddings",
-    "BertForMaskedLM",
-    "BertForQuestionAnswering",
-    "BertForSequenceClassification",
-    "BertForTokenClassification",
-    "BertModel",
-    "BertPreTrainedModel",
-]

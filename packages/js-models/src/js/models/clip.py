@@ -40,6 +40,17 @@ from ._encoder import Encoder, EncoderConfig, EncoderModel, EncoderSelfAttention
 from ._hf import check_tokens
 from ._vision import VisionPreTrainedModel, pair, patch_grid, patchify, prepend, resize_positions
 
+__all__ = [
+    "ARCHITECTURES",
+    "CLIPConfig",
+    "CLIPModel",
+    "CLIPOutput",
+    "CLIPTextConfig",
+    "CLIPTextModel",
+    "CLIPVisionConfig",
+    "CLIPVisionModel",
+]
+
 # -- configs --------------------------------------------------------------------------------
 
 
@@ -395,16 +406,3 @@ class CLIPModel(PreTrainedModel):
 
 
 ARCHITECTURES = architectures(CLIPModel, CLIPTextModel, CLIPVisionModel)
-DEFAULT_ARCHITECTURE = "CLIPModel"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "CLIPConfig",
-    "CLIPModel",
-    "CLIPOutput",
-    "CLIPTextConfig",
-    "CLIPTextModel",
-    "CLIPVisionConfig",
-    "CLIPVisionModel",
-]

@@ -34,6 +34,16 @@ from ._encoder_heads import EncoderHeadModel
 from ._vision import VisionPreTrainedModel
 from .vit import ViTConfig, ViTEmbeddings
 
+__all__ = [
+    "ARCHITECTURES",
+    "Dinov2Config",
+    "Dinov2ForImageClassification",
+    "Dinov2Model",
+    "Dinov2WithRegistersConfig",
+    "Dinov2WithRegistersForImageClassification",
+    "Dinov2WithRegistersModel",
+]
+
 
 class Dinov2Config(ViTConfig):
     """A DINOv2 ``config.json`` (transformers' ``Dinov2Config``: ViT-B/14 at 224): ViT's keys,
@@ -213,15 +223,3 @@ ARCHITECTURES = architectures(
     Dinov2WithRegistersModel,
     Dinov2WithRegistersForImageClassification,
 )
-DEFAULT_ARCHITECTURE = "Dinov2Model"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "Dinov2Config",
-    "Dinov2ForImageClassification",
-    "Dinov2Model",
-    "Dinov2WithRegistersConfig",
-    "Dinov2WithRegistersForImageClassification",
-    "Dinov2WithRegistersModel",
-]

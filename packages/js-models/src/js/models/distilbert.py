@@ -31,6 +31,17 @@ from ._hf import activation
 from ._text_embeddings import TextEmbeddings
 from .bert import BertPreTrainedModel
 
+__all__ = [
+    "ARCHITECTURES",
+    "DistilBertConfig",
+    "DistilBertForMaskedLM",
+    "DistilBertForQuestionAnswering",
+    "DistilBertForSequenceClassification",
+    "DistilBertForTokenClassification",
+    "DistilBertModel",
+    "DistilBertPreTrainedModel",
+]
+
 
 class DistilBertConfig(EncoderConfig):
     """A DistilBERT ``config.json``: transformers' ``DistilBertConfig`` keys and defaults
@@ -203,16 +214,3 @@ ARCHITECTURES = architectures(
     DistilBertForTokenClassification,
     DistilBertForQuestionAnswering,
 )
-DEFAULT_ARCHITECTURE = "DistilBertModel"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "DistilBertConfig",
-    "DistilBertForMaskedLM",
-    "DistilBertForQuestionAnswering",
-    "DistilBertForSequenceClassification",
-    "DistilBertForTokenClassification",
-    "DistilBertModel",
-    "DistilBertPreTrainedModel",
-]

@@ -23,6 +23,19 @@ from ._encoder import EncoderConfig, EncoderModel
 from ._hf import activation
 from .bert import BertConfig, BertEmbeddings, BertPreTrainedModel
 
+__all__ = [
+    "ARCHITECTURES",
+    "ElectraConfig",
+    "ElectraDiscriminatorPredictions",
+    "ElectraForMaskedLM",
+    "ElectraForPreTraining",
+    "ElectraForQuestionAnswering",
+    "ElectraForSequenceClassification",
+    "ElectraForTokenClassification",
+    "ElectraModel",
+    "ElectraPreTrainedModel",
+]
+
 
 class ElectraConfig(BertConfig):
     """An ELECTRA ``config.json``: transformers' ``ElectraConfig`` keys and defaults (BERT's at
@@ -134,18 +147,3 @@ ARCHITECTURES = architectures(
     ElectraForTokenClassification,
     ElectraForQuestionAnswering,
 )
-DEFAULT_ARCHITECTURE = "ElectraModel"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "ElectraConfig",
-    "ElectraDiscriminatorPredictions",
-    "ElectraForMaskedLM",
-    "ElectraForPreTraining",
-    "ElectraForQuestionAnswering",
-    "ElectraForSequenceClassification",
-    "ElectraForTokenClassification",
-    "ElectraModel",
-    "ElectraPreTrainedModel",
-]

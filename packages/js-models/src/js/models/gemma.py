@@ -354,11 +354,9 @@ ARCHITECTURES = {
     ),
     "Gemma3ForConditionalGeneration": Gemma3ForCausalLM,  # its text model
 }
-DEFAULT_ARCHITECTURE = "GemmaForCausalLM"
 
 __all__ = [
     "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
     "SUPPORTED_ROPE_TYPES",
     "Gemma2Config",
     "Gemma2ForCausalLM",

@@ -31,7 +31,6 @@ from ._hf import activation, merge_heads, split_heads
 
 __all__ = [
     "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
     "GPT2Config",
     "GPT2LMHeadModel",
     "GPT2Model",
@@ -355,5 +354,4 @@ class GPT2LMHeadModel(GPT2PreTrainedModel, DecoderForCausalLM):
         return self.logits(hidden_states, logits_to_keep)
 
 
-ARCHITECTURES = architectures(GPT2Model, GPT2LMHeadModel)
-DEFAULT_ARCHITECTURE = "GPT2LMHeadModel"
+ARCHITECTURES = architectures(GPT2LMHeadModel, GPT2Model)

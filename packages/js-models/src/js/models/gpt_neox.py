@@ -39,6 +39,13 @@ from ._decoder import (
 )
 from ._rope import fold_rope_keys
 
+__all__ = [
+    "ARCHITECTURES",
+    "GPTNeoXConfig",
+    "GPTNeoXForCausalLM",
+    "GPTNeoXModel",
+]
+
 
 class GPTNeoXConfig(DecoderConfig):
     """A GPT-NeoX ``config.json``: transformers 5.23's ``GPTNeoXConfig`` keys and defaults.
@@ -144,12 +151,3 @@ class GPTNeoXForCausalLM(GPTNeoXPreTrainedModel, DecoderForCausalLM):
 
 
 ARCHITECTURES = architectures(GPTNeoXForCausalLM, GPTNeoXModel)
-DEFAULT_ARCHITECTURE = "GPTNeoXForCausalLM"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "GPTNeoXConfig",
-    "GPTNeoXForCausalLM",
-    "GPTNeoXModel",
-]

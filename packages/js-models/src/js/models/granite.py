@@ -12,6 +12,13 @@ from typing import ClassVar
 from ._base import architectures
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
 
+__all__ = [
+    "ARCHITECTURES",
+    "GraniteConfig",
+    "GraniteForCausalLM",
+    "GraniteModel",
+]
+
 
 class GraniteConfig(DecoderConfig):
     """A Granite ``config.json`` (transformers 5.23's ``GraniteConfig`` keys and defaults).
@@ -59,12 +66,3 @@ class GraniteForCausalLM(DecoderForCausalLM):
 
 
 ARCHITECTURES = architectures(GraniteForCausalLM, GraniteModel)
-DEFAULT_ARCHITECTURE = "GraniteForCausalLM"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "GraniteConfig",
-    "GraniteForCausalLM",
-    "GraniteModel",
-]

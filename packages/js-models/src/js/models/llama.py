@@ -32,6 +32,20 @@ from ._base import architectures
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
 from ._rope import SUPPORTED_ROPE_TYPES
 
+__all__ = [
+    "ARCHITECTURES",
+    "SUPPORTED_ROPE_TYPES",
+    "LlamaConfig",
+    "LlamaForCausalLM",
+    "LlamaModel",
+    "MistralConfig",
+    "MistralForCausalLM",
+    "MistralModel",
+    "Qwen2Config",
+    "Qwen2ForCausalLM",
+    "Qwen2Model",
+]
+
 # ---------------------------------------------------------------------------------------------
 # Configs
 
@@ -196,19 +210,3 @@ class MistralForCausalLM(LlamaForCausalLM):
 ARCHITECTURES = architectures(
     LlamaForCausalLM, LlamaModel, Qwen2ForCausalLM, Qwen2Model, MistralForCausalLM, MistralModel
 )
-DEFAULT_ARCHITECTURE = "LlamaForCausalLM"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "SUPPORTED_ROPE_TYPES",
-    "LlamaConfig",
-    "LlamaForCausalLM",
-    "LlamaModel",
-    "MistralConfig",
-    "MistralForCausalLM",
-    "MistralModel",
-    "Qwen2Config",
-    "Qwen2ForCausalLM",
-    "Qwen2Model",
-]

@@ -14,6 +14,13 @@ from typing import Any
 from ._base import architectures
 from ._moe import MoeConfig, MoeForCausalLM, MoeModel
 
+__all__ = [
+    "ARCHITECTURES",
+    "MixtralConfig",
+    "MixtralForCausalLM",
+    "MixtralModel",
+]
+
 
 class MixtralConfig(MoeConfig):
     """A Mixtral ``config.json`` (transformers 5.23's ``MixtralConfig`` keys and defaults;
@@ -60,16 +67,6 @@ class MixtralForCausalLM(MoeForCausalLM):
     """``MixtralModel`` and the ``lm_head`` (see ``MoeForCausalLM.forward``)."""
 
     base_model_class = MixtralModel
-    key_mapping = MixtralModel.key_mapping
 
 
 ARCHITECTURES = architectures(MixtralForCausalLM, MixtralModel)
-DEFAULT_ARCHITECTURE = "MixtralForCausalLM"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "MixtralConfig",
-    "MixtralForCausalLM",
-    "MixtralModel",
-]

@@ -43,6 +43,17 @@ from ._rope import check_rope, rope_cos_sin, standard_rope_parameters
 from ._text_embeddings import TextEmbeddings
 from .bert import BertPreTrainedModel
 
+__all__ = [
+    "ARCHITECTURES",
+    "ModernBertConfig",
+    "ModernBertForMaskedLM",
+    "ModernBertForQuestionAnswering",
+    "ModernBertForSequenceClassification",
+    "ModernBertForTokenClassification",
+    "ModernBertModel",
+    "ModernBertPreTrainedModel",
+]
+
 LAYER_TYPES = ("full_attention", "sliding_attention")
 # the older config keys of each layer type's rope_theta, and transformers' defaults
 _THETAS = {
@@ -364,16 +375,3 @@ ARCHITECTURES = architectures(
     ModernBertForTokenClassification,
     ModernBertForQuestionAnswering,
 )
-DEFAULT_ARCHITECTURE = "ModernBertModel"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "ModernBertConfig",
-    "ModernBertForMaskedLM",
-    "ModernBertForQuestionAnswering",
-    "ModernBertForSequenceClassification",
-    "ModernBertForTokenClassification",
-    "ModernBertModel",
-    "ModernBertPreTrainedModel",
-]

@@ -41,6 +41,17 @@ from ._text_embeddings import TextEmbeddings
 from .bert import BertPreTrainedModel
 from .roberta import RobertaLMHead
 
+__all__ = [
+    "ARCHITECTURES",
+    "MPNetConfig",
+    "MPNetForMaskedLM",
+    "MPNetForQuestionAnswering",
+    "MPNetForSequenceClassification",
+    "MPNetForTokenClassification",
+    "MPNetModel",
+    "MPNetPreTrainedModel",
+]
+
 
 class MPNetConfig(EncoderConfig):
     """An MPNet ``config.json``: transformers' ``MPNetConfig`` keys and defaults (mpnet-base:
@@ -187,16 +198,3 @@ ARCHITECTURES = architectures(
     MPNetForTokenClassification,
     MPNetForQuestionAnswering,
 )
-DEFAULT_ARCHITECTURE = "MPNetModel"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "MPNetConfig",
-    "MPNetForMaskedLM",
-    "MPNetForQuestionAnswering",
-    "MPNetForSequenceClassification",
-    "MPNetForTokenClassification",
-    "MPNetModel",
-    "MPNetPreTrainedModel",
-]

@@ -10,6 +10,14 @@ from typing import ClassVar
 from ._base import architectures
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderLayer, DecoderModel
 
+__all__ = [
+    "ARCHITECTURES",
+    "Olmo2Config",
+    "Olmo2DecoderLayer",
+    "Olmo2ForCausalLM",
+    "Olmo2Model",
+]
+
 
 class Olmo2Config(DecoderConfig):
     """An OLMo 2 ``config.json`` (transformers 5.23's ``Olmo2Config`` keys and defaults);
@@ -44,13 +52,3 @@ class Olmo2ForCausalLM(DecoderForCausalLM):
 
 
 ARCHITECTURES = architectures(Olmo2ForCausalLM, Olmo2Model)
-DEFAULT_ARCHITECTURE = "Olmo2ForCausalLM"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "Olmo2Config",
-    "Olmo2DecoderLayer",
-    "Olmo2ForCausalLM",
-    "Olmo2Model",
-]

@@ -33,6 +33,13 @@ from ._decoder import (
 )
 from ._rope import fold_rope_keys
 
+__all__ = [
+    "ARCHITECTURES",
+    "PhiConfig",
+    "PhiForCausalLM",
+    "PhiModel",
+]
+
 
 class PhiConfig(DecoderConfig):
     """A Phi ``config.json``: transformers 5.23's ``PhiConfig`` keys and defaults.
@@ -111,12 +118,3 @@ class PhiForCausalLM(DecoderForCausalLM):
 
 
 ARCHITECTURES = architectures(PhiForCausalLM, PhiModel)
-DEFAULT_ARCHITECTURE = "PhiForCausalLM"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "PhiConfig",
-    "PhiForCausalLM",
-    "PhiModel",
-]

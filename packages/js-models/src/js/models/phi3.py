@@ -39,6 +39,14 @@ from ._hf import activation, check_tokens
 from ._rope import fold_rope_keys
 from .llama import MistralConfig
 
+__all__ = [
+    "ARCHITECTURES",
+    "Phi3Cache",
+    "Phi3Config",
+    "Phi3ForCausalLM",
+    "Phi3Model",
+]
+
 
 class Phi3Config(MistralConfig):
     """A Phi-3 ``config.json``: transformers 5.23's ``Phi3Config`` keys and defaults; Mistral's
@@ -174,13 +182,3 @@ class Phi3ForCausalLM(DecoderForCausalLM):
 
 
 ARCHITECTURES = architectures(Phi3ForCausalLM, Phi3Model)
-DEFAULT_ARCHITECTURE = "Phi3ForCausalLM"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "Phi3Cache",
-    "Phi3Config",
-    "Phi3ForCausalLM",
-    "Phi3Model",
-]

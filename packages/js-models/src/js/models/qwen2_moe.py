@@ -18,6 +18,13 @@ from typing import Any
 from ._base import architectures
 from ._moe import MoeConfig, MoeForCausalLM, MoeModel
 
+__all__ = [
+    "ARCHITECTURES",
+    "Qwen2MoeConfig",
+    "Qwen2MoeForCausalLM",
+    "Qwen2MoeModel",
+]
+
 
 class Qwen2MoeConfig(MoeConfig):
     """A Qwen2-MoE ``config.json`` (transformers 5.23's ``Qwen2MoeConfig`` keys and defaults;
@@ -66,12 +73,3 @@ class Qwen2MoeForCausalLM(MoeForCausalLM):
 
 
 ARCHITECTURES = architectures(Qwen2MoeForCausalLM, Qwen2MoeModel)
-DEFAULT_ARCHITECTURE = "Qwen2MoeForCausalLM"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "Qwen2MoeConfig",
-    "Qwen2MoeForCausalLM",
-    "Qwen2MoeModel",
-]

@@ -12,6 +12,8 @@ from ._base import architectures
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
 from .llama import Qwen2Config
 
+__all__ = ["ARCHITECTURES", "Qwen3Config", "Qwen3ForCausalLM", "Qwen3Model"]
+
 
 class Qwen3Config(Qwen2Config):
     """A Qwen3 ``config.json`` (transformers 5.23's ``Qwen3Config`` keys and defaults).
@@ -54,6 +56,3 @@ class Qwen3ForCausalLM(DecoderForCausalLM):
 
 
 ARCHITECTURES = architectures(Qwen3ForCausalLM, Qwen3Model)
-DEFAULT_ARCHITECTURE = "Qwen3ForCausalLM"
-
-__all__ = ["ARCHITECTURES", "DEFAULT_ARCHITECTURE", "Qwen3Config", "Qwen3ForCausalLM", "Qwen3Model"]

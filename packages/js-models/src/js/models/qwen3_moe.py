@@ -14,6 +14,13 @@ from ._base import architectures
 from ._moe import MoeConfig, MoeForCausalLM, MoeModel
 from .qwen3 import Qwen3Config
 
+__all__ = [
+    "ARCHITECTURES",
+    "Qwen3MoeConfig",
+    "Qwen3MoeForCausalLM",
+    "Qwen3MoeModel",
+]
+
 
 class Qwen3MoeConfig(MoeConfig):
     """A Qwen3-MoE ``config.json`` (transformers 5.23's ``Qwen3MoeConfig`` keys and defaults:
@@ -47,12 +54,3 @@ class Qwen3MoeForCausalLM(MoeForCausalLM):
 
 
 ARCHITECTURES = architectures(Qwen3MoeForCausalLM, Qwen3MoeModel)
-DEFAULT_ARCHITECTURE = "Qwen3MoeForCausalLM"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "Qwen3MoeConfig",
-    "Qwen3MoeForCausalLM",
-    "Qwen3MoeModel",
-]

@@ -22,6 +22,26 @@ from ._base import architectures
 from ._encoder import EncoderConfig, EncoderModel
 from .bert import BertConfig, BertEmbeddings, BertPreTrainedModel
 
+__all__ = [
+    "ARCHITECTURES",
+    "RobertaConfig",
+    "RobertaEmbeddings",
+    "RobertaForMaskedLM",
+    "RobertaForQuestionAnswering",
+    "RobertaForSequenceClassification",
+    "RobertaForTokenClassification",
+    "RobertaLMHead",
+    "RobertaModel",
+    "RobertaPreTrainedModel",
+    "XLMRobertaConfig",
+    "XLMRobertaForMaskedLM",
+    "XLMRobertaForQuestionAnswering",
+    "XLMRobertaForSequenceClassification",
+    "XLMRobertaForTokenClassification",
+    "XLMRobertaModel",
+    "XLMRobertaPreTrainedModel",
+]
+
 
 class RobertaConfig(BertConfig):
     """A RoBERTa ``config.json``: transformers' ``RobertaConfig`` keys and defaults (BERT's,
@@ -157,25 +177,3 @@ ARCHITECTURES = architectures(
     XLMRobertaForTokenClassification,
     XLMRobertaForQuestionAnswering,
 )
-DEFAULT_ARCHITECTURE = "RobertaModel"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "RobertaConfig",
-    "RobertaEmbeddings",
-    "RobertaForMaskedLM",
-    "RobertaForQuestionAnswering",
-    "RobertaForSequenceClassification",
-    "RobertaForTokenClassification",
-    "RobertaLMHead",
-    "RobertaModel",
-    "RobertaPreTrainedModel",
-    "XLMRobertaConfig",
-    "XLMRobertaForMaskedLM",
-    "XLMRobertaForQuestionAnswering",
-    "XLMRobertaForSequenceClassification",
-    "XLMRobertaForTokenClassification",
-    "XLMRobertaModel",
-    "XLMRobertaPreTrainedModel",
-]

@@ -38,6 +38,16 @@ from .clip import (
     CLIPVisionPreTrainedModel,
 )
 
+__all__ = [
+    "ARCHITECTURES",
+    "SiglipConfig",
+    "SiglipModel",
+    "SiglipTextConfig",
+    "SiglipTextModel",
+    "SiglipVisionConfig",
+    "SiglipVisionModel",
+]
+
 
 class SiglipTextConfig(CLIPTextConfig):
     """A SigLIP text tower's config (transformers' ``SiglipTextConfig``; ``projection_size``
@@ -161,15 +171,3 @@ class SiglipModel(CLIPModel):
 
 
 ARCHITECTURES = architectures(SiglipModel, SiglipTextModel, SiglipVisionModel)
-DEFAULT_ARCHITECTURE = "SiglipModel"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "SiglipConfig",
-    "SiglipModel",
-    "SiglipTextConfig",
-    "SiglipTextModel",
-    "SiglipVisionConfig",
-    "SiglipVisionModel",
-]

@@ -13,6 +13,13 @@ from typing import Any, ClassVar
 from ._base import architectures
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
 
+__all__ = [
+    "ARCHITECTURES",
+    "SmolLM3Config",
+    "SmolLM3ForCausalLM",
+    "SmolLM3Model",
+]
+
 
 class SmolLM3Config(DecoderConfig):
     """A SmolLM3 ``config.json`` (transformers 5.23's ``SmolLM3Config`` keys and defaults).
@@ -73,12 +80,3 @@ class SmolLM3ForCausalLM(DecoderForCausalLM):
 
 
 ARCHITECTURES = architectures(SmolLM3ForCausalLM, SmolLM3Model)
-DEFAULT_ARCHITECTURE = "SmolLM3ForCausalLM"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "SmolLM3Config",
-    "SmolLM3ForCausalLM",
-    "SmolLM3Model",
-]

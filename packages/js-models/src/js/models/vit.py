@@ -35,6 +35,13 @@ from ._vision import (
     resize_positions,
 )
 
+__all__ = [
+    "ARCHITECTURES",
+    "ViTConfig",
+    "ViTForImageClassification",
+    "ViTModel",
+]
+
 
 class ViTConfig(EncoderConfig):
     """A ViT ``config.json``: transformers' ``ViTConfig`` keys and defaults (ViT-B/16, 224):
@@ -201,12 +208,3 @@ class ViTForImageClassification(ViTPreTrainedModel):
 
 
 ARCHITECTURES = architectures(ViTModel, ViTForImageClassification)
-DEFAULT_ARCHITECTURE = "ViTModel"
-
-__all__ = [
-    "ARCHITECTURES",
-    "DEFAULT_ARCHITECTURE",
-    "ViTConfig",
-    "ViTForImageClassification",
-    "ViTModel",
-]
