@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))
 
 
@@ -72,3 +74,13 @@ def _import_reference_libraries() -> None:
 
 
 _import_reference_libraries()
+
+
+@pytest.fixture(scope="module")
+def transformers():
+    """transformers, imported with torchvision hidden (its wheel here cannot be imported beside
+    the CPU torch); a test module may define its own."""
+    from llama_support import transformers_without_torchvision
+
+    with transformers_without_torchvision() as module:
+        yield module

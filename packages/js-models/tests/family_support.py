@@ -11,16 +11,22 @@ A family's test file declares its cases (transformers class name, config keys) a
 - ``greedy_matches(model, reference)``: js's greedy ``generate`` against transformers'
   ``generate(do_sample=False)`` on a left-padded batch, ``NEW`` tokens past the prompt.
 
+A test module with ``CASES`` (name -> (transformers class, js class, config keys)) makes its
+``case`` fixture with ``case_fixture(CASES, SIZES)`` (``transformers`` is conftest's fixture),
+and its two tests call ``loads_and_saves`` and ``greedy_case``.
+
 Sizes: a vocabulary of 96, prompts of 7 tokens (left-padded to 7, 5 and 3 real tokens), so that
 windows of 3 or 4 are shorter than the prompt and far shorter than prompt plus new tokens.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import js.models
 
@@ -106,3 +112,41 @@ def greedy_matches(model, reference_model, new: int = NEW) -> np.ndarray:
     )
     np.testing.assert_array_equal(got, expected)
     return got
+
+
+def case_fixture(cases: dict, sizes: dict | None = None):
+    """A module's ``case`` fixture: ``(name, transformers reference model, its folder)``, one
+    per entry of ``cases`` (name -> (transformers class, js class, config keys beyond
+    ``sizes``)), each built once for the module."""
+
+    @pytest.fixture(scope="module", params=list(cases))
+    def case(request, transformers, tmp_path_factory):
+        name = request.param
+        hf_class, _, keys = cases[name]
+        folder = tmp_path_factory.mktemp(name)
+        return name, reference(transformers, hf_class, {**(sizes or {}), **keys}, folder), folder
+
+    return case
+
+
+def loads_and_saves(transformers, case, cases: dict, tmp_path: Path) -> dict:
+    """The case's folder loads as its js class and both ways within 1e-4 (``loads_both_ways``),
+    and js's ``config.json`` names transformers' class and model type; returns that file."""
+    name, reference_model, folder = case
+    hf_class, js_class, _ = cases[name]
+    assert type(js.models.from_pretrained(folder)) is js_class
+    there, back = loads_both_ways(transformers, reference_model, folder, tmp_path)
+    print(name, {"js from transformers": there, "transformers from js": back})
+    written = json.loads((tmp_path / "config.json").read_text())
+    assert written["architectures"] == [hf_class]
+    assert written["model_type"] == js_class.config_class.model_type
+    assert there < 1e-4 and back < 1e-4
+    return written
+
+
+def greedy_case(case) -> np.ndarray:
+    """``greedy_matches`` for the case's folder; returns js's tokens."""
+    name, reference_model, folder = case
+    tokens = greedy_matches(js.models.from_pretrained(folder), reference_model)
+    print(name, "greedy tokens match", tokens[:, -8:].tolist())
+    return tokens

@@ -98,12 +98,6 @@ CASES = {
 
 
 @pytest.fixture(scope="module")
-def transformers():
-    with transformers_without_torchvision() as module:
-        yield module
-
-
-@pytest.fixture(scope="module")
 def references(transformers, tmp_path_factory):
     """``case -> (transformers model, its folder)``, each built once."""
     built = {}
@@ -354,3 +348,13 @@ def test_experts_shard_over_8_devices(tmp_path):
     print(done.stdout)
     lines = done.stdout.splitlines()
     assert [line.split(":")[0] for line in lines] == ["mixtral", "qwen3_moe"], lines
+
+
+def test_forward_shows_the_skeletons_arguments_and_the_router_option():
+    import inspect
+
+    from js.models.mixtral import MixtralForCausalLM
+
+    names = list(inspect.signature(MixtralForCausalLM.forward).parameters)
+    assert names[:5] == ["self", "input_ids", "attention_mask", "position_ids", "inputs_embeds"]
+    assert names[-2:] == ["logits_to_keep", "output_router_logits"]

@@ -14,7 +14,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from family_support import greedy_matches, loads_both_ways, reference  # noqa: E402
-from llama_support import transformers_without_torchvision  # noqa: E402
 
 import js  # noqa: E402
 import js.models  # noqa: E402
@@ -51,12 +50,6 @@ CASES = {
     ),
     "sliding": dict(sliding_window=3, initializer_range=0.3),
 }
-
-
-@pytest.fixture(scope="module")
-def transformers():
-    with transformers_without_torchvision() as module:
-        yield module
 
 
 @pytest.fixture(scope="module", params=list(CASES))

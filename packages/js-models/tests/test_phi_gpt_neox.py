@@ -5,15 +5,17 @@ reads them."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from family_support import greedy_matches, loads_both_ways, reference  # noqa: E402
-from llama_support import transformers_without_torchvision  # noqa: E402
+from family_support import (  # noqa: E402
+    case_fixture,
+    greedy_case,
+    loads_and_saves,
+)
 
 import js.models  # noqa: E402
 from js.models import gpt_neox, phi  # noqa: E402
@@ -53,37 +55,17 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def transformers():
-    with transformers_without_torchvision() as module:
-        yield module
-
-
-@pytest.fixture(scope="module", params=list(CASES))
-def case(request, transformers, tmp_path_factory):
-    """(name, transformers reference model, its folder), one per case for the module."""
-    name = request.param
-    folder = tmp_path_factory.mktemp(name)
-    hf_class, _, keys = CASES[name]
-    return name, reference(transformers, hf_class, {**SIZES, **keys}, folder), folder
+case = case_fixture(CASES, SIZES)
 
 
 def test_loads_both_ways(transformers, case, tmp_path):
-    name, reference_model, folder = case
-    hf_class, js_class, _ = CASES[name]
-    assert type(js.models.from_pretrained(folder)) is js_class
-    there, back = loads_both_ways(transformers, reference_model, folder, tmp_path)
-    print(name, {"js from transformers": there, "transformers from js": back})
-    written = json.loads((tmp_path / "config.json").read_text())
-    assert written["architectures"] == [hf_class]
+    written = loads_and_saves(transformers, case, CASES, tmp_path)
+    _, reference_model, _ = case
     assert written["rope_parameters"] == reference_model.config.rope_parameters
-    assert there < 1e-4 and back < 1e-4
 
 
 def test_greedy_matches(case):
-    name, reference_model, folder = case
-    tokens = greedy_matches(js.models.from_pretrained(folder), reference_model)
-    print(name, "greedy tokens match", tokens[:, -8:].tolist())
+    tokens = greedy_case(case)
     assert len(set(tokens[:, 7:].ravel().tolist())) > 5  # not one repeated token
 
 

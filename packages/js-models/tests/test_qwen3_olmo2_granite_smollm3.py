@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from family_support import greedy_matches, loads_both_ways, reference  # noqa: E402
-from llama_support import transformers_without_torchvision  # noqa: E402
+from family_support import (  # noqa: E402
+    case_fixture,
+    greedy_case,
+    loads_and_saves,
+)
 
 import js.models  # noqa: E402
 from js.models import granite, olmo2, qwen3, smollm3  # noqa: E402
@@ -70,37 +73,15 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def transformers():
-    with transformers_without_torchvision() as module:
-        yield module
-
-
-@pytest.fixture(scope="module", params=list(CASES))
-def case(request, transformers, tmp_path_factory):
-    """(name, transformers reference model, its folder), one per family for the module."""
-    name = request.param
-    folder = tmp_path_factory.mktemp(name)
-    hf_class, _, keys = CASES[name]
-    return name, reference(transformers, hf_class, {**SIZES, **keys}, folder), folder
+case = case_fixture(CASES, SIZES)
 
 
 def test_loads_both_ways(transformers, case, tmp_path):
-    name, reference_model, folder = case
-    hf_class, js_class, _ = CASES[name]
-    assert type(js.models.from_pretrained(folder)) is js_class
-    there, back = loads_both_ways(transformers, reference_model, folder, tmp_path)
-    print(name, {"js from transformers": there, "transformers from js": back})
-    written = json.loads((tmp_path / "config.json").read_text())
-    assert written["architectures"] == [hf_class]
-    assert written["model_type"] == js_class.config_class.model_type
-    assert there < 1e-4 and back < 1e-4
+    loads_and_saves(transformers, case, CASES, tmp_path)
 
 
 def test_greedy_matches(case):
-    name, reference_model, folder = case
-    tokens = greedy_matches(js.models.from_pretrained(folder), reference_model)
-    print(name, "greedy tokens match", tokens[:, -8:].tolist())
+    greedy_case(case)
 
 
 def test_base_model_architecture(tmp_path):

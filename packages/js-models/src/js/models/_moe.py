@@ -506,6 +506,18 @@ class MoeForCausalLM(_ExpertFiles, DecoderForCausalLM):
         return MoeCausalLMOutput(logits, aux, tuple(collected))
 
 
+def _with_router_option(forward: Any) -> inspect.Signature:
+    """``forward``'s signature and ``output_router_logits`` (what ``inspect`` and help show)."""
+    signature = inspect.signature(forward)
+    option = inspect.Parameter(
+        "output_router_logits", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=bool
+    )
+    return signature.replace(parameters=[*signature.parameters.values(), option])
+
+
+MoeForCausalLM.forward.__signature__ = _with_router_option(DecoderForCausalLM.forward)  # type: ignore[attr-defined]
+
+
 # ---------------------------------------------------------------------------------------------
 # Loading per-expert files; sharding
 

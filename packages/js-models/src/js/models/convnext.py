@@ -249,13 +249,12 @@ class ConvNeXtModel(TimmModel):
         input ``[B, in_chans, H, W]`` with H, W multiples of 32; output ``[B, num_classes]``.
 
     Example:
-        >>> import jax.numpy as jnp, js
+        >>> import js
         >>> tiny = {"depths": [1, 1, 1, 1], "dims": [8, 8, 8, 16]}
         >>> config = ConvNeXtConfig(architecture="convnext_atto", num_classes=3, model_args=tiny)
-        >>> model = ConvNeXtModel(config, rngs=js.Rngs(params=0)).eval()
-        >>> features = model.forward_features(jnp.ones((1, 3, 64, 64)))
-        >>> features.shape, model.forward_head(features, pre_logits=True).shape
-        ((1, 16, 2, 2), (1, 16))
+        >>> model = ConvNeXtModel(config, rngs=js.Rngs(params=0))
+        >>> model.num_features, [name for name in model.state_dict() if name.startswith("head")]
+        (16, ['head.norm.weight', 'head.norm.bias', 'head.fc.weight', 'head.fc.bias'])
     """
 
     config_class: ClassVar[type[ConvNeXtConfig]] = ConvNeXtConfig
