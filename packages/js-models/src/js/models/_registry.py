@@ -45,6 +45,8 @@ MODEL_TYPES: dict[str, str] = {
     "siglip": "siglip",
     "siglip_text_model": "siglip",
     "siglip_vision_model": "siglip",
+    "resnet": "hf_resnet",
+    "convnext": "hf_convnext",
 }
 # timm architecture names by prefix ("resnet18", "convnext_atto") -> module.
 TIMM_PREFIXES: dict[str, str] = {
@@ -52,4 +54,6 @@ TIMM_PREFIXES: dict[str, str] = {
     "wide_resnet": "resnet",
     "resnext": "resnet",
     "convnext": "convnext",
+    "vit_": "timm_vit",
+    "deit_": "timm_vit",
 }

@@ -1,0 +1,243 @@
+"""timm's Vision Transformer and DeiT (``timm/models/vision_transformer.py``, ``deit.py``, timm
+1.0.31) in js.nn, with timm's module names, so that timm's files load as they are and js writes
+folders timm reads.
+
+``patch_embed.proj`` (a strided conv), ``cls_token`` (and DeiT's ``dist_token``) before the
+patches, ``pos_embed`` added over all of them, pre-norm ``blocks`` (``norm1``, fused
+``attn.qkv``, ``attn.proj``, layer scale ``ls1.gamma`` where ``init_values`` is set, ``norm2``,
+``mlp.fc1`` / GELU / ``mlp.fc2``, ``ls2.gamma``), then ``norm`` (or ``fc_norm`` after average
+pooling) and ``head`` (DeiT's distilled variants add ``head_dist``; eval mode averages the two).
+Dropouts are training-only and not built.
+
+Example:
+    >>> from js.models.timm_vit import VisionTransformerConfig
+    >>> config = VisionTransformerConfig(architecture="deit_small_distilled_patch16_224")
+    >>> config.arch_args()["distilled"], config.to_dict()["num_features"]
+    (True, 384)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+import js
+from js import nn
+
+from ._timm import TimmConfig, TimmModel, default_cfg, timm_architectures
+from ._vision import patchify, prepend
+from .convnext import ConvNeXtModel, Mlp
+
+__all__ = [
+    "ARCHITECTURES",
+    "DEFAULT_ARCHITECTURE",
+    "Attention",
+    "Block",
+    "LayerScale",
+    "VisionTransformerConfig",
+    "VisionTransformerModel",
+]
+
+# global_pool values the ViT head takes (timm's 'token' reads the class token).
+VIT_POOL_TYPES = ("token", "avg", "")
+
+
+def _arch(patch: int, dim: int, depth: int, heads: int, **extra: Any) -> dict[str, Any]:
+    return {"patch_size": patch, "embed_dim": dim, "depth": depth, "num_heads": heads, **extra}
+
+
+_SIZES = {"tiny": (192, 12, 3), "small": (384, 12, 6), "base": (768, 12, 12)}
+
+
+def _family() -> dict[str, dict[str, Any]]:
+    """timm's registered ViT and DeiT 224x224 architectures of the three sizes (and ViT-Large)."""
+    archs: dict[str, dict[str, Any]] = {}
+    for size, (dim, depth, heads) in _SIZES.items():
+        for patch in (16, 32) if size != "tiny" else (16,):
+            archs[f"vit_{size}_patch{patch}_224"] = _arch(patch, dim, depth, heads)
+        archs[f"deit_{size}_patch16_224"] = _arch(16, dim, depth, heads)
+        archs[f"deit_{size}_distilled_patch16_224"] = _arch(16, dim, depth, heads, distilled=True)
+    archs["vit_large_patch16_224"] = _arch(16, 1024, 24, 16)
+    return archs
+
+
+class VisionTransformerConfig(TimmConfig):
+    """timm's ``config.json`` for a ViT or DeiT (see ``js.models._timm.TimmConfig``).
+
+    ``architecture`` picks the patch size, width, depth and heads as timm registers them
+    (``deit_*_distilled_*`` adds the distillation token); ``model_args`` may override those and
+    ``img_size``, ``mlp_ratio``, ``qkv_bias``, ``init_values`` (layer scale), ``class_token`` and
+    ``fc_norm``. ``global_pool`` is ``'token'`` (timm's default), ``'avg'`` or ``''``.
+    """
+
+    defaults = {"num_classes": 1000, "global_pool": "token"}
+    architectures = _family()
+    default_architecture = "vit_base_patch16_224"
+    model_arg_names = (
+        "img_size",
+        "patch_size",
+        "embed_dim",
+        "depth",
+        "num_heads",
+        "mlp_ratio",
+        "qkv_bias",
+        "init_values",
+        "class_token",
+        "fc_norm",
+    )
+    pretrained_defaults = default_cfg(
+        interpolation="bicubic", crop_pct=0.9, first_conv="patch_embed.proj", classifier="head"
+    )
+
+    def __init__(self, **kwargs: Any):
+        # TimmConfig checks global_pool against the CNN pools; the ViT's are checked here.
+        model_args = dict(kwargs.pop("model_args", None) or {})
+        pool = model_args.pop(
+            "global_pool", kwargs.pop("global_pool", self.defaults["global_pool"])
+        )
+        if pool not in VIT_POOL_TYPES:
+            raise ValueError(
+                f"VisionTransformerConfig: global_pool {pool!r} is not one of "
+                f"{list(VIT_POOL_TYPES)}. Fix: pass global_pool='token'"
+            )
+        super().__init__(**kwargs, model_args=model_args, global_pool="")
+        self.global_pool = pool
+        if self.arch_args().get("distilled") and pool != "token":
+            raise ValueError(
+                "VisionTransformerConfig: DeiT's distilled head reads the class and distillation "
+                f"tokens, not global_pool {pool!r}. Fix: pass global_pool='token'"
+            )
+
+    def feature_count(self) -> int:
+        """``embed_dim`` (192 for vit_tiny_patch16_224, 768 for vit_base_patch16_224)."""
+        return int(self.arch_args()["embed_dim"])
+
+
+class LayerScale(nn.Module):
+    """timm's ``LayerScale``: ``x * gamma``, ``gamma`` starting at ``init_values``."""
+
+    def __init__(self, dim: int, init_values: float):
+        super().__init__()
+        self.gamma = nn.Parameter(jnp.full((dim,), init_values))
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        """``[..., dim]`` in and out."""
+        return x * self.gamma.value
+
+
+class Attention(nn.Module):
+    """timm's ``Attention``: fused ``qkv``, js.nn's attention kernel, ``proj``."""
+
+    def __init__(self, dim: int, num_heads: int, qkv_bias: bool, *, rngs: js.Rngs):
+        super().__init__()
+        self.num_heads = num_heads
+        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias, rngs=rngs)
+        self.proj = nn.Linear(dim, dim, rngs=rngs)
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        """``[B, N, dim]`` in and out."""
+        B, N, C = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads)
+        q, k, v = jnp.transpose(qkv, (2, 0, 3, 1, 4))  # each [B, heads, N, head_dim]
+        out = nn.functional.scaled_dot_product_attention(q, k, v)
+        return self.proj(jnp.transpose(out, (0, 2, 1, 3)).reshape(B, N, C))
+
+
+class Block(nn.Module):
+    """timm's pre-norm ``Block``: ``x + ls1(attn(norm1(x)))``, then ``x + ls2(mlp(norm2(x)))``."""
+
+    def __init__(self, args: dict[str, Any], *, rngs: js.Rngs):
+        super().__init__()
+        dim, init_values = args["embed_dim"], args["init_values"]
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = Attention(dim, args["num_heads"], args["qkv_bias"], rngs=rngs)
+        self.ls1 = LayerScale(dim, init_values) if init_values else nn.Identity()
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = Mlp(dim, int(dim * args["mlp_ratio"]), False, rngs=rngs)
+        self.ls2 = LayerScale(dim, init_values) if init_values else nn.Identity()
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        """``[B, N, dim]`` in and out."""
+        x = x + self.ls1(self.attn(self.norm1(x)))
+        return x + self.ls2(self.mlp(self.norm2(x)))
+
+
+class PatchEmbed(nn.Module):
+    """timm's ``PatchEmbed``: ``proj``, a ``patch_size``-strided conv, as a token sequence."""
+
+    def __init__(self, in_chans: int, dim: int, patch: int, *, rngs: js.Rngs):
+        super().__init__()
+        self.proj = nn.Conv2d(in_chans, dim, patch, patch, rngs=rngs)
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        """``[B, C, H, W]`` -> ``[B, (H / patch) * (W / patch), dim]``."""
+        return patchify(self.proj, x)
+
+
+class VisionTransformerModel(TimmModel):
+    """timm's ``VisionTransformer`` (and DeiT's ``VisionTransformerDistilled``).
+
+    Images ``[B, in_chans, img_size, img_size]`` give logits ``[B, num_classes]``, or with
+    ``num_classes=0`` (no ``head``) the pooled features ``[B, embed_dim]``. Random weights are
+    timm's kind: truncated normal (std 0.02) for ``pos_embed``, Linear layers and the patch conv
+    (as ConvNeXt's), ``cls_token`` / ``dist_token`` N(0, 1e-6^2), zero biases.
+    """
+
+    config_class = VisionTransformerConfig
+    _init_module = ConvNeXtModel._init_module
+
+    def _build(self, args: dict[str, Any], rngs: js.Rngs) -> None:
+        """``patch_embed``, the tokens, ``pos_embed``, ``blocks``, ``norm`` / ``fc_norm``, heads."""
+        defaults = {"img_size": 224, "mlp_ratio": 4.0, "qkv_bias": True, "init_values": None}
+        args = {**defaults, "class_token": True, "fc_norm": None, "distilled": False, **args}
+        dim, image, patch = args["embed_dim"], args["img_size"], args["patch_size"]
+        height, width = (image, image) if isinstance(image, int) else image
+        self.distilled, self.pool_type = bool(args["distilled"]), args["global_pool"]
+        self.patch_embed = PatchEmbed(args["in_chans"], dim, patch, rngs=rngs)
+        self.cls_token = nn.Parameter(jnp.zeros((1, 1, dim))) if args["class_token"] else None
+        self.dist_token = nn.Parameter(jnp.zeros((1, 1, dim))) if self.distilled else None
+        self.num_prefix_tokens = int(args["class_token"]) + int(self.distilled)
+        tokens = (height // patch) * (width // patch) + self.num_prefix_tokens
+        self.pos_embed = nn.Parameter(jnp.zeros((1, tokens, dim)))
+        self.blocks = nn.Sequential(*(Block(args, rngs=rngs) for _ in range(args["depth"])))
+        use_fc_norm = self.pool_type == "avg" if args["fc_norm"] is None else args["fc_norm"]
+        self.norm = nn.Identity() if use_fc_norm else nn.LayerNorm(dim, eps=1e-6)
+        self.fc_norm = nn.LayerNorm(dim, eps=1e-6) if use_fc_norm else nn.Identity()
+        self.num_features = dim
+        head = nn.Linear(dim, self.num_classes, rngs=rngs) if self.num_classes > 0 else None
+        self.head = head or nn.Identity()
+        if self.distilled:
+            self.head_dist = nn.Linear(dim, self.num_classes, rngs=rngs) if head else nn.Identity()
+        for token in (self.cls_token, self.dist_token):
+            if token is not None:
+                nn.init.normal_(token, std=1e-6, rngs=rngs)
+        nn.init.trunc_normal_(self.pos_embed, std=0.02, rngs=rngs)
+
+    def forward_features(self, x: jax.Array) -> jax.Array:
+        """The tokens after ``norm``: ``[B, prefix tokens + patches, embed_dim]``."""
+        x = self.patch_embed(x)
+        for token in (self.dist_token, self.cls_token):  # cls first, then dist, as timm
+            if token is not None:
+                x = prepend(token.value, x)
+        return self.norm(self.blocks(x + self.pos_embed.value))
+
+    def forward_head(self, x: jax.Array, pre_logits: bool = False) -> jax.Array:
+        """Pool (class token, or the patches' mean), ``fc_norm``, then ``head`` unless
+        ``pre_logits``; DeiT's distilled head averages ``head`` on the class token and
+        ``head_dist`` on the distillation token."""
+        if self.distilled:
+            if pre_logits:
+                return (x[:, 0] + x[:, 1]) / 2
+            return (self.head(x[:, 0]) + self.head_dist(x[:, 1])) / 2
+        if self.pool_type == "token":
+            x = x[:, 0]
+        elif self.pool_type == "avg":
+            x = jnp.mean(x[:, self.num_prefix_tokens :], axis=1)
+        x = self.fc_norm(x)
+        return x if pre_logits else self.head(x)
+
+
+ARCHITECTURES = timm_architectures(VisionTransformerModel)
+DEFAULT_ARCHITECTURE = VisionTransformerConfig.default_architecture
