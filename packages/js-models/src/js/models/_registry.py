@@ -45,6 +45,8 @@ MODEL_TYPES: dict[str, str] = {
     "siglip": "siglip",
     "siglip_text_model": "siglip",
     "siglip_vision_model": "siglip",
+    "resnet": "hf_resnet",
+    "convnext": "hf_convnext",
 }
 # timm architecture names by prefix ("resnet18", "convnext_atto") -> module.
 TIMM_PREFIXES: dict[str, str] = {
