@@ -70,6 +70,8 @@ class TimmConfig(PretrainedConfig):
 
     model_type: ClassVar[str] = ""  # timm's files have no model_type
     defaults: ClassVar[dict[str, Any]] = {"num_classes": 1000, "global_pool": "avg"}
+    # the global_pool values the family's head takes (the CNNs': SelectAdaptivePool2d's)
+    pool_types: ClassVar[tuple[str, ...]] = tuple(POOL_TYPES)
     architectures: ClassVar[dict[str, dict[str, Any]]] = {}
     default_architecture: ClassVar[str] = ""
     model_arg_names: ClassVar[tuple[str, ...]] = ()
@@ -101,10 +103,11 @@ class TimmConfig(PretrainedConfig):
             if key in model_args:
                 kwargs[key] = model_args[key]
         super().__init__(**kwargs)
-        if self.global_pool not in POOL_TYPES:
+        if self.global_pool not in self.pool_types:
             raise ValueError(
                 f"{type(self).__name__}: global_pool {self.global_pool!r} is not one of "
-                f"{sorted(POOL_TYPES)}. Fix: pass global_pool='avg'"
+                f"{sorted(self.pool_types)}. Fix: pass "
+                f"global_pool={self.defaults['global_pool']!r}"
             )
 
     def arch_args(self) -> dict[str, Any]:
@@ -163,6 +166,13 @@ class TimmConfig(PretrainedConfig):
                 **({} if num_features is None else {"num_features": num_features}),
             }
         return cls(**config)
+
+
+def trunc_normal_init(self: Any, module: nn.Module, rngs: js.Rngs) -> None:
+    """A ``TimmModel._init_module`` (ConvNeXt's, ViT's): truncated normal (std 0.02) for convs
+    and Linear layers; their biases stay zero."""
+    if isinstance(module, (nn.Conv2d, nn.Linear)):
+        nn.init.trunc_normal_(module.weight, std=0.02, rngs=rngs)
 
 
 class TimmModel(PreTrainedModel):

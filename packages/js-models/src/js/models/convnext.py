@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import js
 from js import nn
 
-from ._timm import TimmConfig, TimmModel, default_cfg, timm_architectures
+from ._timm import TimmConfig, TimmModel, default_cfg, timm_architectures, trunc_normal_init
 from ._timm import global_pool as _global_pool
 
 __all__ = [
@@ -294,10 +294,7 @@ class ConvNeXtModel(TimmModel):
             previous, self.num_classes, args["global_pool"], args["norm_eps"], rngs=rngs
         )
 
-    def _init_module(self, module: nn.Module, rngs: js.Rngs) -> None:
-        """Truncated normal (std 0.02) for convs and Linear layers; their biases stay zero."""
-        if isinstance(module, (nn.Conv2d, nn.Linear)):
-            nn.init.trunc_normal_(module.weight, std=0.02, rngs=rngs)
+    _init_module = trunc_normal_init
 
     def forward_features(self, x: jax.Array) -> jax.Array:
         """``stem``, then the four ``stages``."""

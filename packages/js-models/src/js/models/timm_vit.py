@@ -26,9 +26,9 @@ import jax.numpy as jnp
 import js
 from js import nn
 
-from ._timm import TimmConfig, TimmModel, default_cfg, timm_architectures
+from ._timm import TimmConfig, TimmModel, default_cfg, timm_architectures, trunc_normal_init
 from ._vision import patchify, prepend
-from .convnext import ConvNeXtModel, Mlp
+from .convnext import Mlp
 
 __all__ = [
     "ARCHITECTURES",
@@ -87,23 +87,14 @@ class VisionTransformerConfig(TimmConfig):
         "class_token",
         "fc_norm",
     )
+    pool_types = VIT_POOL_TYPES
     pretrained_defaults = default_cfg(
         interpolation="bicubic", crop_pct=0.9, first_conv="patch_embed.proj", classifier="head"
     )
 
     def __init__(self, **kwargs: Any):
-        # TimmConfig checks global_pool against the CNN pools; the ViT's are checked here.
-        model_args = dict(kwargs.pop("model_args", None) or {})
-        pool = model_args.pop(
-            "global_pool", kwargs.pop("global_pool", self.defaults["global_pool"])
-        )
-        if pool not in VIT_POOL_TYPES:
-            raise ValueError(
-                f"VisionTransformerConfig: global_pool {pool!r} is not one of "
-                f"{list(VIT_POOL_TYPES)}. Fix: pass global_pool='token'"
-            )
-        super().__init__(**kwargs, model_args=model_args, global_pool="")
-        self.global_pool = pool
+        super().__init__(**kwargs)
+        pool = self.global_pool
         if self.arch_args().get("distilled") and pool != "token":
             raise ValueError(
                 "VisionTransformerConfig: DeiT's distilled head reads the class and distillation "
@@ -186,7 +177,7 @@ class VisionTransformerModel(TimmModel):
     """
 
     config_class = VisionTransformerConfig
-    _init_module = ConvNeXtModel._init_module
+    _init_module = trunc_normal_init
 
     def _build(self, args: dict[str, Any], rngs: js.Rngs) -> None:
         """``patch_embed``, the tokens, ``pos_embed``, ``blocks``, ``norm`` / ``fc_norm``, heads."""
