@@ -56,4 +56,5 @@ TIMM_PREFIXES: dict[str, str] = {
     "convnext": "convnext",
     "vit_": "timm_vit",
     "deit_": "timm_vit",
+    "eva02_": "timm_eva",
 }

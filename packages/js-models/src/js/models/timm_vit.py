@@ -18,13 +18,14 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 
 import js
 from js import nn
+from js.nn import functional as F
 
 from ._timm import TimmConfig, TimmModel, default_cfg, timm_architectures, trunc_normal_init
 from ._vision import patchify, prepend
@@ -44,22 +45,36 @@ __all__ = [
 VIT_POOL_TYPES = ("token", "avg", "")
 
 
-def _arch(patch: int, dim: int, depth: int, heads: int, **extra: Any) -> dict[str, Any]:
+# model_args every timm ViT-like constructor takes (ViT, DeiT, EVA)
+TRANSFORMER_ARGS = (
+    "img_size",
+    "patch_size",
+    "embed_dim",
+    "depth",
+    "num_heads",
+    "mlp_ratio",
+    "qkv_bias",
+    "init_values",
+    "class_token",
+)
+# timm's model sizes: width, depth, heads
+SIZES = {"tiny": (192, 12, 3), "small": (384, 12, 6), "base": (768, 12, 12)}
+
+
+def arch(patch: int, dim: int, depth: int, heads: int, **extra: Any) -> dict[str, Any]:
+    """A registered architecture's constructor arguments (``extra`` after the four sizes)."""
     return {"patch_size": patch, "embed_dim": dim, "depth": depth, "num_heads": heads, **extra}
-
-
-_SIZES = {"tiny": (192, 12, 3), "small": (384, 12, 6), "base": (768, 12, 12)}
 
 
 def _family() -> dict[str, dict[str, Any]]:
     """timm's registered ViT and DeiT 224x224 architectures of the three sizes (and ViT-Large)."""
     archs: dict[str, dict[str, Any]] = {}
-    for size, (dim, depth, heads) in _SIZES.items():
+    for size, (dim, depth, heads) in SIZES.items():
         for patch in (16, 32) if size != "tiny" else (16,):
-            archs[f"vit_{size}_patch{patch}_224"] = _arch(patch, dim, depth, heads)
-        archs[f"deit_{size}_patch16_224"] = _arch(16, dim, depth, heads)
-        archs[f"deit_{size}_distilled_patch16_224"] = _arch(16, dim, depth, heads, distilled=True)
-    archs["vit_large_patch16_224"] = _arch(16, 1024, 24, 16)
+            archs[f"vit_{size}_patch{patch}_224"] = arch(patch, dim, depth, heads)
+        archs[f"deit_{size}_patch16_224"] = arch(16, dim, depth, heads)
+        archs[f"deit_{size}_distilled_patch16_224"] = arch(16, dim, depth, heads, distilled=True)
+    archs["vit_large_patch16_224"] = arch(16, 1024, 24, 16)
     return archs
 
 
@@ -75,18 +90,7 @@ class VisionTransformerConfig(TimmConfig):
     defaults = {"num_classes": 1000, "global_pool": "token"}
     architectures = _family()
     default_architecture = "vit_base_patch16_224"
-    model_arg_names = (
-        "img_size",
-        "patch_size",
-        "embed_dim",
-        "depth",
-        "num_heads",
-        "mlp_ratio",
-        "qkv_bias",
-        "init_values",
-        "class_token",
-        "fc_norm",
-    )
+    model_arg_names = (*TRANSFORMER_ARGS, "fc_norm")
     pool_types = VIT_POOL_TYPES
     pretrained_defaults = default_cfg(
         interpolation="bicubic", crop_pct=0.9, first_conv="patch_embed.proj", classifier="head"
@@ -118,41 +122,80 @@ class LayerScale(nn.Module):
         return x * self.gamma.value
 
 
+# EVA's rotary tables (cos, sin), each [tokens, head_dim], or None (ViT: no rotary embedding)
+Rope = tuple[jax.Array, jax.Array] | None
+
+
+def rotate_pairs(x: jax.Array, rope: tuple[jax.Array, jax.Array]) -> jax.Array:
+    """timm's interleaved rotary embedding (``apply_rot_embed_cat``: features ``2i, 2i + 1``
+    rotate together) through js.nn's rotate-half kernel: the features are reordered to
+    ``evens, odds`` first, which leaves the products of queries and keys (both reordered)
+    unchanged. ``rope`` is in that order; ``x`` ``[B, heads, N, head_dim]`` in and out."""
+    halves = jnp.concatenate([x[..., 0::2], x[..., 1::2]], axis=-1)
+    return F.apply_rotary_pos_emb(halves, *rope)
+
+
 class Attention(nn.Module):
-    """timm's ``Attention``: fused ``qkv``, js.nn's attention kernel, ``proj``."""
+    """timm's ``Attention``: fused ``qkv``, js.nn's attention kernel, ``norm`` (an identity
+    here; EVA's ``scale_attn_inner``), ``proj``."""
 
     def __init__(self, dim: int, num_heads: int, qkv_bias: bool, *, rngs: js.Rngs):
         super().__init__()
         self.num_heads = num_heads
         self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias, rngs=rngs)
+        self.norm = nn.Identity()
         self.proj = nn.Linear(dim, dim, rngs=rngs)
 
-    def forward(self, x: jax.Array) -> jax.Array:
-        """``[B, N, dim]`` in and out."""
+    def project(self, x: jax.Array) -> jax.Array:
+        """Queries, keys and values side by side: ``[B, N, dim]`` -> ``[B, N, 3 * dim]``."""
+        return self.qkv(x)
+
+    def forward(self, x: jax.Array, rope: Rope = None) -> jax.Array:
+        """``[B, N, dim]`` in and out; ``rope`` rotates queries and keys (EVA)."""
         B, N, C = x.shape
-        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads)
+        qkv = self.project(x).reshape(B, N, 3, self.num_heads, C // self.num_heads)
         q, k, v = jnp.transpose(qkv, (2, 0, 3, 1, 4))  # each [B, heads, N, head_dim]
-        out = nn.functional.scaled_dot_product_attention(q, k, v)
-        return self.proj(jnp.transpose(out, (0, 2, 1, 3)).reshape(B, N, C))
+        if rope is not None:
+            q, k = rotate_pairs(q, rope), rotate_pairs(k, rope)
+        out = F.scaled_dot_product_attention(q, k, v)
+        return self.proj(self.norm(jnp.transpose(out, (0, 2, 1, 3)).reshape(B, N, C)))
 
 
 class Block(nn.Module):
-    """timm's pre-norm ``Block``: ``x + ls1(attn(norm1(x)))``, then ``x + ls2(mlp(norm2(x)))``."""
+    """timm's pre-norm ``Block``: ``x + ls1(attn(norm1(x)))``, then ``x + ls2(mlp(norm2(x)))``.
+
+    EVA's block changes the parts: ``_attention``, ``_mlp`` and the layer scales
+    (``_add_layer_scales``, ``scale``).
+    """
 
     def __init__(self, args: dict[str, Any], *, rngs: js.Rngs):
         super().__init__()
-        dim, init_values = args["embed_dim"], args["init_values"]
+        dim = args["embed_dim"]
         self.norm1 = nn.LayerNorm(dim, eps=1e-6)
-        self.attn = Attention(dim, args["num_heads"], args["qkv_bias"], rngs=rngs)
-        self.ls1 = LayerScale(dim, init_values) if init_values else nn.Identity()
+        self.attn = self._attention(args, rngs)
         self.norm2 = nn.LayerNorm(dim, eps=1e-6)
-        self.mlp = Mlp(dim, int(dim * args["mlp_ratio"]), False, rngs=rngs)
+        self.mlp = self._mlp(args, rngs)
+        self._add_layer_scales(dim, args["init_values"])
+
+    def _attention(self, args: dict[str, Any], rngs: js.Rngs) -> Attention:
+        return Attention(args["embed_dim"], args["num_heads"], args["qkv_bias"], rngs=rngs)
+
+    def _mlp(self, args: dict[str, Any], rngs: js.Rngs) -> nn.Module:
+        dim = args["embed_dim"]
+        return Mlp(dim, int(dim * args["mlp_ratio"]), False, rngs=rngs)
+
+    def _add_layer_scales(self, dim: int, init_values: float | None) -> None:
+        self.ls1 = LayerScale(dim, init_values) if init_values else nn.Identity()
         self.ls2 = LayerScale(dim, init_values) if init_values else nn.Identity()
 
-    def forward(self, x: jax.Array) -> jax.Array:
-        """``[B, N, dim]`` in and out."""
-        x = x + self.ls1(self.attn(self.norm1(x)))
-        return x + self.ls2(self.mlp(self.norm2(x)))
+    def scale(self, branch: int, x: jax.Array) -> jax.Array:
+        """Branch ``x``'s layer scale (0: attention, 1: MLP)."""
+        return (self.ls1, self.ls2)[branch](x)
+
+    def forward(self, x: jax.Array, rope: Rope = None) -> jax.Array:
+        """``[B, N, dim]`` in and out (``rope``: the attention's rotary tables)."""
+        x = x + self.scale(0, self.attn(self.norm1(x), rope))
+        return x + self.scale(1, self.mlp(self.norm2(x)))
 
 
 class PatchEmbed(nn.Module):
@@ -177,6 +220,7 @@ class VisionTransformerModel(TimmModel):
     """
 
     config_class = VisionTransformerConfig
+    block_class: ClassVar[type[Block]] = Block
     _init_module = trunc_normal_init
 
     def _build(self, args: dict[str, Any], rngs: js.Rngs) -> None:
@@ -185,14 +229,17 @@ class VisionTransformerModel(TimmModel):
         args = {**defaults, "class_token": True, "fc_norm": None, "distilled": False, **args}
         dim, image, patch = args["embed_dim"], args["img_size"], args["patch_size"]
         height, width = (image, image) if isinstance(image, int) else image
+        self.grid = (height // patch, width // patch)
         self.distilled, self.pool_type = bool(args["distilled"]), args["global_pool"]
         self.patch_embed = PatchEmbed(args["in_chans"], dim, patch, rngs=rngs)
         self.cls_token = nn.Parameter(jnp.zeros((1, 1, dim))) if args["class_token"] else None
         self.dist_token = nn.Parameter(jnp.zeros((1, 1, dim))) if self.distilled else None
         self.num_prefix_tokens = int(args["class_token"]) + int(self.distilled)
-        tokens = (height // patch) * (width // patch) + self.num_prefix_tokens
+        tokens = self.grid[0] * self.grid[1] + self.num_prefix_tokens
         self.pos_embed = nn.Parameter(jnp.zeros((1, tokens, dim)))
-        self.blocks = nn.Sequential(*(Block(args, rngs=rngs) for _ in range(args["depth"])))
+        self.blocks = nn.Sequential(
+            *(self.block_class(args, rngs=rngs) for _ in range(args["depth"]))
+        )
         use_fc_norm = self.pool_type == "avg" if args["fc_norm"] is None else args["fc_norm"]
         self.norm = nn.Identity() if use_fc_norm else nn.LayerNorm(dim, eps=1e-6)
         self.fc_norm = nn.LayerNorm(dim, eps=1e-6) if use_fc_norm else nn.Identity()
@@ -212,7 +259,14 @@ class VisionTransformerModel(TimmModel):
         for token in (self.dist_token, self.cls_token):  # cls first, then dist, as timm
             if token is not None:
                 x = prepend(token.value, x)
-        return self.norm(self.blocks(x + self.pos_embed.value))
+        x, rope = x + self.pos_embed.value, self.rope()
+        for block in self.blocks:
+            x = block(x, rope)
+        return self.norm(x)
+
+    def rope(self) -> Rope:
+        """The blocks' rotary tables: none for ViT (EVA's model computes them)."""
+        return None
 
     def forward_head(self, x: jax.Array, pre_logits: bool = False) -> jax.Array:
         """Pool (class token, or the patches' mean), ``fc_norm``, then ``head`` unless
