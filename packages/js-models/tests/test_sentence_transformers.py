@@ -16,6 +16,7 @@ from family_support import perturb, relative_error
 from llama_support import transformers_without_torchvision
 
 import js
+from js.models import sentence_transformers
 from js.models.sentence_transformers import Dense, Pooling, SentenceTransformer, TextTokenizer
 
 torch = pytest.importorskip("torch")
@@ -257,3 +258,19 @@ def test_encode_errors(saved):
         model.encode(TEXTS, prompt_name="web")
     with pytest.raises(ValueError, match="similarity_fn_name must be one of"):
         model.similarity_fn_name = "maxsim"
+
+
+def test_encode_compiles_once_per_batch_shape(saved):
+    """Each batch is padded (masked) to a bucket of rows and tokens and runs that bucket's
+    compiled program (the padding changes no embedding); the same bucket again traces
+    nothing."""
+    model = saved[1]
+    ours = model.encode(FEATURES)  # 3 rows of 7 tokens: the bucket of 4 rows, 8 tokens
+    traced = sentence_transformers.TRACES["encode"]
+    cut = model.encode({key: value[:, :5] for key, value in FEATURES.items()})  # also (4, 8)
+    np.testing.assert_array_equal(cut[[0, 2]], ours[[0, 2]])  # rows 0 and 2 fit in 5 tokens
+    assert sentence_transformers.TRACES["encode"] == traced
+    wide = {key: np.tile(value, (2, 2))[:, :12] for key, value in FEATURES.items()}  # [6, 12]
+    first = model.encode(wide)  # the bucket of 8 rows, 16 tokens
+    np.testing.assert_array_equal(model.encode(wide, batch_size=8), first)
+    assert sentence_transformers.TRACES["encode"] == traced + 1

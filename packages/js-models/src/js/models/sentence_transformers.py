@@ -19,12 +19,16 @@ Each module reads and extends one ``features`` dict, as sentence-transformers' m
 Transformer also its tokenizer files) as read and writes it back in ``save_pretrained`` beside
 js's weights, so sentence-transformers reads the saved folder. Text goes through
 ``tokenizer.json`` with the ``tokenizers`` library (``_text_tokenizer.py``); token ids can be
-given instead. ``encode`` runs the modules eagerly, batch by batch, each batch padded to a
-power-of-two shape so that its operations compile for a few shapes only.
+given instead. ``encode`` runs one compiled program (``js.jit``) per batch shape: each batch
+is padded with masked-out zeros to a power-of-two number of rows (at most ``batch_size``) and
+of tokens (at least 8, at most ``max_seq_length``), so that a few programs serve every call and
+a second call of the same shapes compiles nothing.
 """
 
 from __future__ import annotations
 
+import collections
+import functools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -34,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import js
 from js import nn
 
 from ._base import PretrainedConfig
@@ -124,6 +129,19 @@ def _padded(value: Any, shape: tuple[int, int]) -> Any:
     if np.ndim(value) != 2:
         return value
     return np.pad(value, [(0, shape[0] - value.shape[0]), (0, shape[1] - value.shape[1])])
+
+
+# Programs ``_embed`` traced, by the tests: a second encode of the same shapes adds none.
+TRACES: collections.Counter[str] = collections.Counter()
+
+
+@functools.partial(js.jit, static_argnames=("size", "normalize"))
+def _embed(model: nn.Module, features: dict[str, jax.Array], *, size, normalize) -> jax.Array:
+    """``sentence_embedding`` ``[B, D]`` of one padded batch, cut to ``size`` (None: all of
+    ``D``) and with ``normalize`` scaled to unit length: one program per batch shape."""
+    TRACES["encode"] += 1
+    embeddings = model(features)["sentence_embedding"][:, :size]
+    return normalized(embeddings) if normalize else embeddings
 
 
 class SentenceTransformer(nn.Sequential):
@@ -217,14 +235,14 @@ class SentenceTransformer(nn.Sequential):
             raise ValueError(
                 f"SentenceTransformer.encode: batch_size must be >= 1, got {batch_size!r}"
             )
+        size = getattr(self.config, "truncate_dim", None)
         parts, orders = [], []
         for rows, features in self._batches(inputs, batch_size, prompt, prompt_name):
             count, length = features["input_ids"].shape
             shape = _bucket(count, batch_size), _bucket(length, self.transformer.max_seq_length, 8)
             padded = {key: jnp.asarray(_padded(value, shape)) for key, value in features.items()}
-            embeddings = self(padded)["sentence_embedding"][:count]  # [b, D]
-            embeddings = embeddings[:, : getattr(self.config, "truncate_dim", None)]
-            parts.append(np.asarray(normalized(embeddings) if normalize_embeddings else embeddings))
+            embeddings = _embed(self, padded, size=size, normalize=normalize_embeddings)
+            parts.append(np.asarray(embeddings)[:count])  # [b, D]: the padding rows dropped
             orders.append(rows)
         if not parts:
             return np.zeros((0,), np.float32)
