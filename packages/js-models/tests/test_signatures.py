@@ -58,3 +58,20 @@ def test_every_exported_class_shows_its_constructor():
 
 def test_a_model_shows_its_config_parameter():
     assert list(inspect.signature(js.models.GPT2LMHeadModel).parameters)[0] == "config"
+
+
+def test_a_head_forward_shows_its_base_models_arguments():
+    from js.models.qwen3_moe import Qwen3MoeForCausalLM
+
+    def names(cls):
+        return list(inspect.signature(cls.forward).parameters)
+
+    assert names(js.models.LlamaForCausalLM) == [
+        "self", "input_ids", "attention_mask", "position_ids", "inputs_embeds", "cache", "rngs",
+        "logits_to_keep",
+    ]  # fmt: skip
+    assert names(js.models.GPT2LMHeadModel)[:4] == [
+        "self", "input_ids", "attention_mask", "token_type_ids"
+    ]  # fmt: skip
+    assert names(Qwen3MoeForCausalLM)[-2:] == ["logits_to_keep", "output_router_logits"]
+    assert js.models.Qwen2ForCausalLM.__module__ == "js.models.llama"

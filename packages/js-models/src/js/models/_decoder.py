@@ -15,7 +15,8 @@ scaling and soft-capping). A family is a config and the pieces where it differs:
   subclasses the one whose arrangement differs.
 - ``DecoderModel`` / ``DecoderForCausalLM`` subclasses naming the family's classes and module
   names (``embed_name``, ``layers_name``, ``norm_name``, ``head_name``, ``base_model_prefix``),
-  so that transformers' state-dict names hold without renaming.
+  so that transformers' state-dict names hold without renaming; ``decoder_classes`` makes the
+  pair of a family whose classes add nothing but its config (and layer class).
 
 The generation contract (``make_cache``, ``forward(..., cache=, logits_to_keep=)``) is the
 ``CausalLM`` Protocol of ``_generation.py``.
@@ -23,7 +24,7 @@ The generation contract (``make_cache``, ``forward(..., cache=, logits_to_keep=)
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -36,8 +37,18 @@ from js.nn.attention import decoder_mask
 from ._base import PretrainedConfig, PreTrainedModel
 from ._checkpointing import GradientCheckpointingMixin
 from ._generation import GenerationMixin
-from ._hf import activation, check_tokens, merge_heads, split_heads
+from ._hf import (
+    activation,
+    check_tokens,
+    merge_heads,
+    passing_signature,
+    split_heads,
+    with_signature,
+)
 from ._rope import check_rope, rope_cos_sin, standard_rope_parameters
+
+M = TypeVar("M", bound="DecoderModel")
+H = TypeVar("H", bound="DecoderForCausalLM")
 
 # ---------------------------------------------------------------------------------------------
 # Config
@@ -436,6 +447,8 @@ class DecoderModel(GradientCheckpointingMixin, PreTrainedModel):
     # name (GPT-2's ``drop``) and the config key of its rate (``embd_pdrop``)
     embed_dropout_name: ClassVar[str | None] = None
     embed_dropout_key: ClassVar[str] = ""
+    # the family's learned position embedding, if it has one (GPT-2's ``wpe``)
+    position_embedding_name: ClassVar[str | None] = None
 
     def __init__(self, config: Any, *, rngs: Rngs):
         super().__init__(config)
@@ -464,9 +477,7 @@ class DecoderModel(GradientCheckpointingMixin, PreTrainedModel):
         return getattr(self, self.embed_name)
 
     def _config_json(self) -> dict[str, Any]:
-        """config.json's keys, ``architectures`` named after the config's family."""
-        name = self.config.architecture(False) if self.config.family else type(self).__name__
-        return {**self.config.to_dict(), "architectures": [name]}
+        return _family_json(self, causal=False)
 
     def cache_layout(self) -> tuple[int, int, int]:
         """``(layers, kv_heads, head_dim)`` of the key-value cache."""
@@ -497,9 +508,12 @@ class DecoderModel(GradientCheckpointingMixin, PreTrainedModel):
         *,
         rngs: Rngs | None,
     ) -> jax.Array:
-        """The hidden state entering the blocks: ``hidden`` (plus ``added``), through the
-        embedding dropout where the family has one. Families with learned positions add them
-        here."""
+        """The hidden state entering the blocks: ``hidden`` plus the learned position
+        embeddings where the family has them (plus ``added``), through the embedding dropout
+        where the family has one."""
+        if self.position_embedding_name is not None:
+            positions = getattr(self, self.position_embedding_name)(position_ids)
+            hidden = hidden + positions.astype(hidden.dtype)
         hidden = hidden if added is None else hidden + added
         if self.embed_dropout_name is not None:
             hidden = getattr(self, self.embed_dropout_name)(hidden, rngs=rngs)
@@ -624,6 +638,7 @@ class DecoderForCausalLM(GenerationMixin, GradientCheckpointingMixin, PreTrained
         for rules in ("key_mapping", "save_key_mapping", "ignore_on_load", "adapter_key_mapping"):
             if getattr(cls, rules) is getattr(PreTrainedModel, rules):  # none of the family's own
                 setattr(cls, rules, getattr(base, rules))
+        cls.forward = _showing_arguments(cls)
 
     def __init__(self, config: Any, *, rngs: Rngs):
         super().__init__(config)
@@ -644,45 +659,30 @@ class DecoderForCausalLM(GenerationMixin, GradientCheckpointingMixin, PreTrained
         return getattr(self, self.base_model_prefix)
 
     def _config_json(self) -> dict[str, Any]:
-        """config.json's keys, ``architectures`` named after the config's family."""
-        name = self.config.architecture(True) if self.config.family else type(self).__name__
-        return {**self.config.to_dict(), "architectures": [name]}
+        return _family_json(self, causal=True)
 
     def make_cache(self, batch_size: int, max_length: int, *, dtype: Any = None) -> KVCache:
         """A ``js.nn.KVCache`` for this model (see ``DecoderModel.make_cache``)."""
         return self.decoder.make_cache(batch_size, max_length, dtype=dtype)
 
-    def forward(
-        self,
-        input_ids: jax.Array | None = None,
-        attention_mask: jax.Array | None = None,
-        position_ids: jax.Array | None = None,
-        inputs_embeds: jax.Array | None = None,
-        *,
-        cache: KVCache | None = None,
-        rngs: Rngs | None = None,
-        logits_to_keep: int = 0,
-    ) -> jax.Array:
-        """Logits ``[B, L, vocab]``; arguments as ``DecoderModel.forward``.
+    def forward(self, *inputs: Any, logits_to_keep: int = 0, **options: Any) -> jax.Array:
+        """Logits ``[B, L, vocab]`` over the base model's last hidden state; ``inputs`` and
+        ``options`` are its ``forward``'s (``DecoderModel.forward``: ``input_ids``,
+        ``attention_mask``, ``position_ids``, ``inputs_embeds``, ``cache``, ``rngs``), which
+        ``inspect.signature`` shows here too.
 
         ``logits_to_keep=n > 0`` computes the logits of the last ``n`` positions only
         (``[B, n, vocab]``), as transformers' argument does; 0 (default) computes all.
         """
-        hidden = None
-        if cache is not None and position_ids is None:  # the positions the cache counts
-            hidden = self.cached_step(input_ids, attention_mask, inputs_embeds, cache)
+        hidden = self.cached_step(inputs, options)
         if hidden is None:
-            hidden = self.decoder(
-                input_ids, attention_mask, position_ids, inputs_embeds, cache=cache, rngs=rngs
-            )
+            hidden = self.decoder(*inputs, **options)
         return self.logits(hidden, logits_to_keep)
 
-    def cached_step(
-        self, input_ids: Any, attention_mask: Any, inputs_embeds: Any, cache: KVCache
-    ) -> jax.Array | None:
-        """The last hidden state of a ``forward`` with ``cache`` and counted positions, where
-        the family computes it otherwise (Phi-3 runs a longrope sequence again); None: the
-        decoder's, as usual."""
+    def cached_step(self, inputs: tuple[Any, ...], options: dict[str, Any]) -> jax.Array | None:
+        """The last hidden state of a ``forward`` (its base model's ``inputs`` and
+        ``options``) where the family computes it otherwise (Phi-3 runs a longrope sequence
+        again); None: the base model's, as usual."""
         return None
 
     def logits(self, hidden: jax.Array, logits_to_keep: int = 0) -> jax.Array:
@@ -697,3 +697,64 @@ class DecoderForCausalLM(GenerationMixin, GradientCheckpointingMixin, PreTrained
         if cap is not None:
             logits = jnp.tanh(logits / cap) * cap
         return logits
+
+
+def _family_json(model: DecoderModel | DecoderForCausalLM, *, causal: bool) -> dict[str, Any]:
+    """config.json's keys, ``architectures`` named after the config's family (else the
+    model's class)."""
+    config = model.config
+    name = config.architecture(causal) if config.family else type(model).__name__
+    return {**config.to_dict(), "architectures": [name]}
+
+
+def _showing_arguments(cls: type[DecoderForCausalLM]) -> Any:
+    """``cls.forward``, showing ``inspect`` its base model's arguments and the options the head
+    adds (``logits_to_keep``, MoE's ``output_router_logits``): each class's own function."""
+    forwards = {}  # each head forward's options, base class first
+    for klass in reversed(cls.__mro__):
+        own = vars(klass).get("forward")
+        if own is not None and issubclass(klass, DecoderForCausalLM):
+            forwards[own.__code__] = own
+    signature = passing_signature(cls.base_model_class.forward, *forwards.values())
+    forward = vars(cls).get("forward") or with_signature(cls.forward, signature)
+    forward.__signature__ = signature
+    return forward
+
+
+DecoderForCausalLM.forward = _showing_arguments(DecoderForCausalLM)
+
+
+def decoder_classes(
+    config_class: type[DecoderConfig], model: type[M], head: type[H], **model_attributes: Any
+) -> tuple[type[M], type[H]]:
+    """A family's ``{family}Model`` and ``{family}ForCausalLM`` (transformers' names), in the
+    config's module: subclasses of ``model`` (with ``config_class`` and ``model_attributes``,
+    e.g. ``layer_class``) and of ``head`` (over the new model), for a family whose classes add
+    nothing else.
+
+    Example:
+        >>> from js.models.qwen3 import Qwen3Config, Qwen3ForCausalLM
+        >>> Qwen3ForCausalLM.__module__, Qwen3ForCausalLM.base_model_class.__name__
+        ('js.models.qwen3', 'Qwen3Model')
+    """
+    family, module = config_class.family, config_class.__module__
+    base = type(model)(
+        f"{family}Model",
+        (model,),
+        {
+            "__module__": module,
+            "__doc__": f"The {family} decoder without a head (see ``DecoderModel.forward``).",
+            "config_class": config_class,
+            **model_attributes,
+        },
+    )
+    causal = type(head)(
+        f"{family}ForCausalLM",
+        (head,),
+        {
+            "__module__": module,
+            "__doc__": f"``{family}Model`` and the ``lm_head`` (see ``{head.__name__}``).",
+            "base_model_class": base,
+        },
+    )
+    return base, causal

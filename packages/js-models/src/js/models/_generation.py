@@ -450,6 +450,12 @@ def generate(
         >>> model = GPT2LMHeadModel(config, rngs=js.Rngs(params=0))
         >>> generate(model, jnp.array([[1, 2, 3]]), max_new_tokens=4).shape
         (1, 7)
+
+        ``stream`` yields the same new tokens in chunks:
+
+        >>> from js.models import stream
+        >>> [part.shape for part in stream(model, jnp.array([[1, 2]]), max_new_tokens=5, chunk=2)]
+        [(1, 2), (1, 2), (1, 1)]
     """
     request = _request(**locals())  # the arguments as given, checked
     with _eval_mode(model):
@@ -473,13 +479,7 @@ def stream(model: Any, input_ids: Any, *, chunk: int = 16, **options: Any) -> It
         options: ``generate``'s keyword arguments (``max_new_tokens``, ``attention_mask``,
             ``do_sample``, ...), checked before anything runs.
 
-    Example:
-        >>> import jax.numpy as jnp, js
-        >>> from js.models import GPT2Config, GPT2LMHeadModel, stream
-        >>> config = GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=20, n_positions=64)
-        >>> model = GPT2LMHeadModel(config, rngs=js.Rngs(params=0))
-        >>> [part.shape for part in stream(model, jnp.array([[1, 2]]), max_new_tokens=5, chunk=2)]
-        [(1, 2), (1, 2), (1, 1)]
+    See ``generate``'s example.
     """
     if not is_int(chunk) or chunk < 1:
         raise ValueError(f"js.models.stream: chunk must be an int >= 1, got {chunk!r}")

@@ -9,6 +9,8 @@ truth (JSON's string keys become ints), ``num_labels`` is its length, and a conf
 
 from __future__ import annotations
 
+import inspect
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -179,3 +181,47 @@ def attend(
     draw = rngs.next("dropout") if p > 0 and rngs is not None else None
     output = F.scaled_dot_product_attention(query, key, value, mask, p, dropout_key=draw)
     return merge_heads(output)  # [B, L, heads * D]
+
+
+def passing_signature(base: Callable[..., Any], *forwards: Callable[..., Any]) -> inspect.Signature:
+    """What ``inspect`` and ``help`` show for a head's ``forward`` that passes its ``*inputs,
+    **options`` on to ``base`` (the base model's ``forward``): ``base``'s parameters, then the
+    keyword options each of ``forwards`` adds (their keyword-only parameters with defaults).
+
+    Example:
+        >>> def base(self, input_ids=None, *, cache=None): ...
+        >>> def head(self, *inputs, logits_to_keep=0, **options): ...
+        >>> passing_signature(base, head)
+        <Signature (self, input_ids=None, *, cache=None, logits_to_keep=0)>
+    """
+    parameters = list(inspect.signature(base).parameters.values())
+    for forward in forwards:
+        notes = getattr(forward, "__annotations__", {})
+        parameters += [
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=default,
+                annotation=notes.get(name, inspect.Parameter.empty),
+            )
+            for name, default in (forward.__kwdefaults__ or {}).items()
+        ]
+    return inspect.Signature(parameters)
+
+
+def with_signature(function: Callable[..., Any], signature: inspect.Signature) -> Any:
+    """A copy of ``function`` (the same code, no wrapper call) that shows ``signature``: for
+    a subclass whose inherited ``forward`` passes on different arguments."""
+    assert isinstance(function, types.FunctionType)
+    copy = types.FunctionType(
+        function.__code__,
+        function.__globals__,
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
+    )
+    copy.__kwdefaults__ = function.__kwdefaults__
+    copy.__qualname__, copy.__doc__ = function.__qualname__, function.__doc__
+    copy.__annotations__ = function.__annotations__
+    copy.__signature__ = signature  # type: ignore[attr-defined]
+    return copy

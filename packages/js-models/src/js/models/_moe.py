@@ -498,24 +498,12 @@ class MoeForCausalLM(_ExpertFiles, DecoderForCausalLM):
         ``aux_loss`` over the tokens of ``attention_mask``, as transformers computes it."""
         if not output_router_logits:
             return super().forward(*args, **kwargs)
-        named = inspect.signature(super().forward).bind(*args, **kwargs).arguments
+        named = inspect.signature(self.forward).bind(*args, **kwargs).arguments
         with collect_router_logits() as collected:
             logits = super().forward(*args, **kwargs)
         experts, top_k = self.config.routed_experts(), self.config.num_experts_per_tok
         aux = load_balancing_loss(collected, experts, top_k, named.get("attention_mask"))
         return MoeCausalLMOutput(logits, aux, tuple(collected))
-
-
-def _with_router_option(forward: Any) -> inspect.Signature:
-    """``forward``'s signature and ``output_router_logits`` (what ``inspect`` and help show)."""
-    signature = inspect.signature(forward)
-    option = inspect.Parameter(
-        "output_router_logits", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=bool
-    )
-    return signature.replace(parameters=[*signature.parameters.values(), option])
-
-
-MoeForCausalLM.forward.__signature__ = _with_router_option(DecoderForCausalLM.forward)  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------------------------------------

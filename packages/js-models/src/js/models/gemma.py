@@ -44,6 +44,7 @@ from ._decoder import (
     DecoderForCausalLM,
     DecoderLayer,
     DecoderModel,
+    decoder_classes,
 )
 from ._hf import check_tokens
 from ._rope import SUPPORTED_ROPE_TYPES
@@ -303,16 +304,7 @@ class GemmaForCausalLM(DecoderForCausalLM):
     base_model_class = GemmaModel
 
 
-class Gemma2Model(GemmaModel):
-    """Gemma 2's decoder (see ``GemmaModel``)."""
-
-    config_class = Gemma2Config
-
-
-class Gemma2ForCausalLM(GemmaForCausalLM):
-    """Gemma 2 with its language-model head (see ``GemmaForCausalLM``)."""
-
-    base_model_class = Gemma2Model
+Gemma2Model, Gemma2ForCausalLM = decoder_classes(Gemma2Config, GemmaModel, GemmaForCausalLM)
 
 
 class _Gemma3Folder(PreTrainedModel):

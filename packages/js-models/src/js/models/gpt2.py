@@ -231,6 +231,7 @@ class GPT2Model(GPT2PreTrainedModel, DecoderModel):
     norm_name = "ln_f"
     embed_dropout_name = "drop"
     embed_dropout_key = "embd_pdrop"
+    position_embedding_name = "wpe"
 
     def build(self, config: Any, rngs: Rngs) -> None:
         if getattr(config, "add_cross_attention", False):
@@ -259,18 +260,6 @@ class GPT2Model(GPT2PreTrainedModel, DecoderModel):
                 f"{self.config.n_positions} (n_positions). Fix: shorten the input"
             )
         return hidden
-
-    def embed_positions(
-        self,
-        hidden: jax.Array,
-        position_ids: jax.Array,
-        added: jax.Array | None,
-        *,
-        rngs: Rngs | None,
-    ) -> jax.Array:
-        """``drop(embeds + wpe(positions) [+ wte(token_type_ids)])``."""
-        hidden = hidden + self.wpe(position_ids).astype(hidden.dtype)
-        return super().embed_positions(hidden, position_ids, added, rngs=rngs)
 
     def forward(
         self,
@@ -304,7 +293,8 @@ class GPT2Model(GPT2PreTrainedModel, DecoderModel):
 
 
 class GPT2LMHeadModel(GPT2PreTrainedModel, DecoderForCausalLM):
-    """GPT-2 with its language-modelling head: returns logits ``[B, L, vocab_size]``.
+    """GPT-2 with its language-modelling head: returns logits ``[B, L, vocab_size]``
+    (``forward`` takes ``GPT2Model.forward``'s arguments and ``logits_to_keep``).
 
     With ``tie_word_embeddings`` (the default) ``lm_head.weight`` is the same Parameter as
     ``transformer.wte.weight``, and a saved folder holds it once, as transformers writes it.
@@ -324,34 +314,6 @@ class GPT2LMHeadModel(GPT2PreTrainedModel, DecoderForCausalLM):
             self.lm_head.weight = Parameter(
                 _normal(rngs, (config.vocab_size, config.n_embd), config.initializer_range)
             )
-
-    def forward(
-        self,
-        input_ids: jax.Array | None = None,
-        attention_mask: jax.Array | None = None,
-        token_type_ids: jax.Array | None = None,
-        position_ids: jax.Array | None = None,
-        inputs_embeds: jax.Array | None = None,
-        *,
-        rngs: Rngs | None = None,
-        cache: KVCache | None = None,
-        logits_to_keep: int = 0,
-    ) -> jax.Array:
-        """Logits ``[B, L, vocab_size]``; arguments as ``GPT2Model.forward``.
-
-        ``logits_to_keep=n > 0`` computes the logits of the last ``n`` positions only
-        (``[B, n, vocab]``), as transformers' argument does; 0 (default) computes all.
-        """
-        hidden_states = self.transformer(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            rngs=rngs,
-            cache=cache,
-        )
-        return self.logits(hidden_states, logits_to_keep)
 
 
 ARCHITECTURES = architectures(GPT2LMHeadModel, GPT2Model)

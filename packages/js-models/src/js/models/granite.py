@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ._base import architectures
-from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
+from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel, decoder_classes
 
 __all__ = [
     "ARCHITECTURES",
@@ -53,16 +53,6 @@ class GraniteConfig(DecoderConfig):
         return None if scale in (1, 1.0) else float(scale)
 
 
-class GraniteModel(DecoderModel):
-    """The Granite decoder without a head (see ``DecoderModel.forward``)."""
-
-    config_class = GraniteConfig
-
-
-class GraniteForCausalLM(DecoderForCausalLM):
-    """``GraniteModel`` and the ``lm_head``; the logits are divided by ``logits_scaling``."""
-
-    base_model_class = GraniteModel
-
+GraniteModel, GraniteForCausalLM = decoder_classes(GraniteConfig, DecoderModel, DecoderForCausalLM)
 
 ARCHITECTURES = architectures(GraniteForCausalLM, GraniteModel)

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ._base import architectures
-from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
+from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel, decoder_classes
 from ._rope import SUPPORTED_ROPE_TYPES
 
 __all__ = [
@@ -183,29 +183,8 @@ class LlamaForCausalLM(DecoderForCausalLM):
     base_model_class = LlamaModel
 
 
-class Qwen2Model(LlamaModel):
-    """Qwen2's decoder (``LlamaModel`` blocks; q/k/v biases, optional sliding layers)."""
-
-    config_class = Qwen2Config
-
-
-class Qwen2ForCausalLM(LlamaForCausalLM):
-    """Qwen2 with its language-model head (see ``LlamaForCausalLM``)."""
-
-    base_model_class = Qwen2Model
-
-
-class MistralModel(LlamaModel):
-    """Mistral's decoder (``LlamaModel`` blocks; no biases, sliding-window attention)."""
-
-    config_class = MistralConfig
-
-
-class MistralForCausalLM(LlamaForCausalLM):
-    """Mistral with its language-model head (see ``LlamaForCausalLM``)."""
-
-    base_model_class = MistralModel
-
+Qwen2Model, Qwen2ForCausalLM = decoder_classes(Qwen2Config, LlamaModel, LlamaForCausalLM)
+MistralModel, MistralForCausalLM = decoder_classes(MistralConfig, LlamaModel, LlamaForCausalLM)
 
 ARCHITECTURES = architectures(
     LlamaForCausalLM, LlamaModel, Qwen2ForCausalLM, Qwen2Model, MistralForCausalLM, MistralModel

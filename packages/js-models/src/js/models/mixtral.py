@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._base import architectures
+from ._decoder import decoder_classes
 from ._moe import MoeConfig, MoeForCausalLM, MoeModel
 
 __all__ = [
@@ -56,17 +57,8 @@ class MixtralConfig(MoeConfig):
         return True
 
 
-class MixtralModel(MoeModel):
-    """The Mixtral decoder without a head (see ``DecoderModel.forward``)."""
-
-    config_class = MixtralConfig
-    key_mapping = {r"\.block_sparse_moe\.": ".mlp."}
-
-
-class MixtralForCausalLM(MoeForCausalLM):
-    """``MixtralModel`` and the ``lm_head`` (see ``MoeForCausalLM.forward``)."""
-
-    base_model_class = MixtralModel
-
+MixtralModel, MixtralForCausalLM = decoder_classes(
+    MixtralConfig, MoeModel, MoeForCausalLM, key_mapping={r"\.block_sparse_moe\.": ".mlp."}
+)
 
 ARCHITECTURES = architectures(MixtralForCausalLM, MixtralModel)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ._base import architectures
-from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderLayer, DecoderModel
+from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderLayer, DecoderModel, decoder_classes
 
 __all__ = [
     "ARCHITECTURES",
@@ -38,17 +38,8 @@ class Olmo2DecoderLayer(DecoderLayer):
     norms = "post"
 
 
-class Olmo2Model(DecoderModel):
-    """The OLMo 2 decoder without a head (see ``DecoderModel.forward``)."""
-
-    config_class = Olmo2Config
-    layer_class = Olmo2DecoderLayer
-
-
-class Olmo2ForCausalLM(DecoderForCausalLM):
-    """``Olmo2Model`` and the ``lm_head`` (tied to the embedding with ``tie_word_embeddings``)."""
-
-    base_model_class = Olmo2Model
-
+Olmo2Model, Olmo2ForCausalLM = decoder_classes(
+    Olmo2Config, DecoderModel, DecoderForCausalLM, layer_class=Olmo2DecoderLayer
+)
 
 ARCHITECTURES = architectures(Olmo2ForCausalLM, Olmo2Model)

@@ -24,6 +24,7 @@ Dropout (``resid_pdrop``, ``embd_pdrop``, ``attention_dropout``) is not applied:
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, ClassVar
 
 import jax
@@ -138,15 +139,16 @@ class Phi3ForCausalLM(DecoderForCausalLM):
         layers, heads, dim = self.decoder.cache_layout()
         return Phi3Cache(batch_size, max_length, layers, heads, dim, dtype=dtype)
 
-    def cached_step(
-        self, input_ids: Any, attention_mask: Any, inputs_embeds: Any, cache: KVCache
-    ) -> jax.Array | None:
-        """With a ``Phi3Cache`` and ``input_ids``: the step as usual, or every slot again
-        where the step takes the sequence past ``original_max_position_embeddings``."""
-        if not isinstance(cache, Phi3Cache) or input_ids is None:
+    def cached_step(self, inputs: tuple[Any, ...], options: dict[str, Any]) -> jax.Array | None:
+        """With a ``Phi3Cache``, counted positions and ``input_ids``: the step as usual, or
+        every slot again where the step takes the sequence past
+        ``original_max_position_embeddings``."""
+        given = inspect.signature(self.decoder.forward).bind(*inputs, **options).arguments
+        cache, ids = given.get("cache"), given.get("input_ids")
+        if not isinstance(cache, Phi3Cache) or ids is None or given.get("position_ids") is not None:
             return None
-        ids = jnp.asarray(check_tokens(type(self).__name__, input_ids, inputs_embeds)[0])
-        return self._longrope_step(ids, attention_mask, cache)
+        ids = jnp.asarray(check_tokens(type(self).__name__, ids, given.get("inputs_embeds"))[0])
+        return self._longrope_step(ids, given.get("attention_mask"), cache)
 
     def _longrope_step(self, ids: jax.Array, attention_mask: Any, cache: Phi3Cache) -> jax.Array:
         """The hidden state of the new tokens: as usual, or, when the call takes the sequence

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._base import architectures
+from ._decoder import decoder_classes
 from ._moe import MoeConfig, MoeForCausalLM, MoeModel
 
 __all__ = [
@@ -60,16 +61,6 @@ class Qwen2MoeConfig(MoeConfig):
         return self.shared_expert_intermediate_size
 
 
-class Qwen2MoeModel(MoeModel):
-    """The Qwen2-MoE decoder without a head (see ``DecoderModel.forward``)."""
-
-    config_class = Qwen2MoeConfig
-
-
-class Qwen2MoeForCausalLM(MoeForCausalLM):
-    """``Qwen2MoeModel`` and the ``lm_head`` (see ``MoeForCausalLM.forward``)."""
-
-    base_model_class = Qwen2MoeModel
-
+Qwen2MoeModel, Qwen2MoeForCausalLM = decoder_classes(Qwen2MoeConfig, MoeModel, MoeForCausalLM)
 
 ARCHITECTURES = architectures(Qwen2MoeForCausalLM, Qwen2MoeModel)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ._base import architectures
-from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
+from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel, decoder_classes
 from .llama import Qwen2Config
 
 __all__ = ["ARCHITECTURES", "Qwen3Config", "Qwen3ForCausalLM", "Qwen3Model"]
@@ -43,16 +43,6 @@ class Qwen3Config(Qwen2Config):
         return "head"
 
 
-class Qwen3Model(DecoderModel):
-    """The Qwen3 decoder without a head (see ``DecoderModel.forward``)."""
-
-    config_class = Qwen3Config
-
-
-class Qwen3ForCausalLM(DecoderForCausalLM):
-    """``Qwen3Model`` and the ``lm_head`` (tied to the embedding with ``tie_word_embeddings``)."""
-
-    base_model_class = Qwen3Model
-
+Qwen3Model, Qwen3ForCausalLM = decoder_classes(Qwen3Config, DecoderModel, DecoderForCausalLM)
 
 ARCHITECTURES = architectures(Qwen3ForCausalLM, Qwen3Model)

@@ -11,6 +11,7 @@ Module names are transformers 5's (``mlp.gate``, ``mlp.experts.gate_up_proj``); 
 from __future__ import annotations
 
 from ._base import architectures
+from ._decoder import decoder_classes
 from ._moe import MoeConfig, MoeForCausalLM, MoeModel
 from .qwen3 import Qwen3Config
 
@@ -41,16 +42,6 @@ class Qwen3MoeConfig(MoeConfig):
     qk_norm = Qwen3Config.qk_norm  # an RMSNorm over each head's queries and keys
 
 
-class Qwen3MoeModel(MoeModel):
-    """The Qwen3-MoE decoder without a head (see ``DecoderModel.forward``)."""
-
-    config_class = Qwen3MoeConfig
-
-
-class Qwen3MoeForCausalLM(MoeForCausalLM):
-    """``Qwen3MoeModel`` and the ``lm_head`` (see ``MoeForCausalLM.forward``)."""
-
-    base_model_class = Qwen3MoeModel
-
+Qwen3MoeModel, Qwen3MoeForCausalLM = decoder_classes(Qwen3MoeConfig, MoeModel, MoeForCausalLM)
 
 ARCHITECTURES = architectures(Qwen3MoeForCausalLM, Qwen3MoeModel)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ._base import architectures
-from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
+from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel, decoder_classes
 
 __all__ = [
     "ARCHITECTURES",
@@ -67,16 +67,6 @@ class SmolLM3Config(DecoderConfig):
         return ["default" if rope else None for rope in ropes]
 
 
-class SmolLM3Model(DecoderModel):
-    """The SmolLM3 decoder without a head (see ``DecoderModel.forward``)."""
-
-    config_class = SmolLM3Config
-
-
-class SmolLM3ForCausalLM(DecoderForCausalLM):
-    """``SmolLM3Model`` and the ``lm_head`` (tied to the embedding by default)."""
-
-    base_model_class = SmolLM3Model
-
+SmolLM3Model, SmolLM3ForCausalLM = decoder_classes(SmolLM3Config, DecoderModel, DecoderForCausalLM)
 
 ARCHITECTURES = architectures(SmolLM3ForCausalLM, SmolLM3Model)
