@@ -57,4 +57,6 @@ TIMM_PREFIXES: dict[str, str] = {
     "vit_": "timm_vit",
     "deit_": "timm_vit",
     "eva02_": "timm_eva",
+    "efficientnet_": "timm_efficientnet",
+    "mobilenetv3_": "timm_efficientnet",
 }
