@@ -54,6 +54,8 @@ TIMM_PREFIXES: dict[str, str] = {
     "wide_resnet": "resnet",
     "resnext": "resnet",
     "convnext": "convnext",
+    "regnetx_": "timm_regnet",
+    "regnety_": "timm_regnet",
     "vit_": "timm_vit",
     "deit_": "timm_vit",
     "eva02_": "timm_eva",

@@ -219,8 +219,12 @@ class TimmModel(PreTrainedModel):
 
     def forward_head(self, x: jax.Array, pre_logits: bool = False) -> jax.Array:
         """The classifier on a feature map: logits ``[B, num_classes]``, or with ``pre_logits``
-        the pooled features ``[B, num_features]`` the last layer reads."""
-        raise NotImplementedError(f"{type(self).__name__} does not define forward_head")
+        the pooled features ``[B, num_features]`` the last layer reads; by default the family's
+        ``head`` module (as timm's ``ClassifierHead`` and ``NormMlpClassifierHead``)."""
+        head = getattr(self, "head", None)
+        if head is None:
+            raise NotImplementedError(f"{type(self).__name__} does not define forward_head")
+        return head(x, pre_logits=pre_logits)
 
     def forward(self, pixel_values: jax.Array) -> jax.Array:
         """Logits ``[B, num_classes]`` of images ``[B, C, H, W]`` (features if no head), as
@@ -258,11 +262,43 @@ def global_pool(x: jax.Array, pool_type: str) -> jax.Array:
     return pooled[pool_type]
 
 
+def classify(x: jax.Array, pool_type: str, fc: nn.Module, pre_logits: bool = False) -> jax.Array:
+    """timm's classifier on a feature map ``[B, C, H, W]``: ``global_pool``, then ``fc`` unless
+    ``pre_logits``."""
+    x = global_pool(x, pool_type)
+    return x if pre_logits else fc(x)
+
+
+class ClassifierHead(nn.Module):
+    """timm's ``ClassifierHead``: ``fc(global_pool(x))``, ``fc`` a Linear layer on the pooled
+    features (``Identity`` for ``num_classes=0``).
+
+    Args:
+        features: the feature map's channels. num_classes: the logits.
+        pool_type: timm's ``global_pool`` (see ``POOL_TYPES``). rngs: ``js.Rngs`` with ``params``.
+
+    Shape:
+        ``[B, features, H, W]`` -> ``[B, num_classes]``.
+    """
+
+    def __init__(self, features: int, num_classes: int, pool_type: str, *, rngs: js.Rngs):
+        super().__init__()
+        self.pool_type = pool_type
+        pooled = features * POOL_TYPES[pool_type]
+        self.fc = nn.Linear(pooled, num_classes, rngs=rngs) if num_classes > 0 else nn.Identity()
+
+    def forward(self, x: jax.Array, pre_logits: bool = False) -> jax.Array:
+        """Logits, or with ``pre_logits`` the pooled features."""
+        return classify(x, self.pool_type, self.fc, pre_logits)
+
+
 __all__ = [
     "IMAGENET_DEFAULT_MEAN",
     "IMAGENET_DEFAULT_STD",
+    "ClassifierHead",
     "TimmConfig",
     "TimmModel",
+    "classify",
     "default_cfg",
     "global_pool",
     "timm_architectures",

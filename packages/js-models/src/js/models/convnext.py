@@ -7,7 +7,9 @@ conv ``downsample`` from the second on, then ``blocks``: 7x7 depthwise ``conv_dw
 ``head.norm``, ``head.fc``). The small timm variants (atto, femto, pico, nano) use
 ``conv_mlp=True`` (LayerNorm2d and 1x1 convs over ``[B, C, H, W]``); tiny and up use
 ``conv_mlp=False`` (channels-last LayerNorm and Linear layers): each builds the layers its file
-holds. Eval mode: drop path and head dropout are training-only and not built.
+holds. ConvNeXt V2 (``convnextv2_*``, timm's ``use_grn=True, ls_init_value=None``) adds a
+Global Response Norm between the MLP's layers (``mlp.grn.weight`` / ``.bias``) and has no
+``gamma``. Eval mode: drop path and head dropout are training-only and not built.
 
 Example:
     >>> from js.models.convnext import ConvNeXtConfig
@@ -37,6 +39,7 @@ __all__ = [
     "ConvNeXtConfig",
     "ConvNeXtModel",
     "ConvNeXtStage",
+    "GlobalResponseNorm",
     "LayerNorm2d",
     "Mlp",
 ]
@@ -47,22 +50,12 @@ def _arch(depths: tuple[int, ...], dims: tuple[int, ...], **extra: Any) -> dict[
 
 
 _SMALL = {"conv_mlp": True}
+_V2 = {"use_grn": True, "ls_init_value": None}
 
 
-class ConvNeXtConfig(TimmConfig):
-    """timm's ``config.json`` for a ConvNeXt (see ``js.models._timm.TimmConfig``).
-
-    ``architecture`` picks ``depths``, ``dims`` and ``conv_mlp`` as timm registers them;
-    ``model_args`` may override those and ``kernel_sizes``, ``patch_size``, ``ls_init_value``
-    (``None``: no layer scale), ``norm_eps``, ``conv_bias`` (as ``timm.create_model`` keyword
-    arguments).
-
-    Example:
-        >>> ConvNeXtConfig(architecture="convnext_atto").to_dict()["num_features"]
-        320
-    """
-
-    architectures: ClassVar[dict[str, dict[str, Any]]] = {
+def _family() -> dict[str, dict[str, Any]]:
+    """timm's registered ConvNeXt (V1) and ConvNeXt V2 architectures."""
+    archs = {
         "convnext_atto": _arch((2, 2, 6, 2), (40, 80, 160, 320), **_SMALL),
         "convnext_femto": _arch((2, 2, 6, 2), (48, 96, 192, 384), **_SMALL),
         "convnext_pico": _arch((2, 2, 6, 2), (64, 128, 256, 512), **_SMALL),
@@ -74,6 +67,27 @@ class ConvNeXtConfig(TimmConfig):
         "convnext_xlarge": _arch((3, 3, 27, 3), (256, 512, 1024, 2048)),
         "convnext_xxlarge": _arch((3, 4, 30, 3), (384, 768, 1536, 3072), norm_eps=1e-5),
     }
+    # ConvNeXt V2: V1's sizes (and huge) with the GRN and without layer scale
+    for size in ("atto", "femto", "pico", "nano", "tiny", "small", "base", "large"):
+        archs[f"convnextv2_{size}"] = archs[f"convnext_{size}"] | _V2
+    archs["convnextv2_huge"] = _arch((3, 3, 27, 3), (352, 704, 1408, 2816), **_V2)
+    return archs
+
+
+class ConvNeXtConfig(TimmConfig):
+    """timm's ``config.json`` for a ConvNeXt (see ``js.models._timm.TimmConfig``).
+
+    ``architecture`` picks ``depths``, ``dims`` and ``conv_mlp`` as timm registers them;
+    ``model_args`` may override those and ``kernel_sizes``, ``patch_size``, ``ls_init_value``
+    (``None``: no layer scale), ``norm_eps``, ``conv_bias``, ``use_grn`` (as
+    ``timm.create_model`` keyword arguments).
+
+    Example:
+        >>> ConvNeXtConfig(architecture="convnext_atto").to_dict()["num_features"]
+        320
+    """
+
+    architectures: ClassVar[dict[str, dict[str, Any]]] = _family()
     default_architecture: ClassVar[str] = "convnext_tiny"
     model_arg_names: ClassVar[tuple[str, ...]] = (
         "depths",
@@ -84,6 +98,7 @@ class ConvNeXtConfig(TimmConfig):
         "ls_init_value",
         "norm_eps",
         "conv_bias",
+        "use_grn",
     )
     pretrained_defaults: ClassVar[dict[str, Any]] = default_cfg(
         interpolation="bicubic", first_conv="stem.0", classifier="head.fc"
@@ -110,10 +125,42 @@ class LayerNorm2d(nn.LayerNorm):
         return jnp.transpose(super().forward(jnp.transpose(x, (0, 2, 3, 1))), (0, 3, 1, 2))
 
 
-class Mlp(nn.Module):
-    """timm's ``Mlp``: ``fc2(gelu(fc1(x)))``, 1x1 convs (``use_conv``) or Linear layers."""
+class GlobalResponseNorm(nn.Module):
+    """timm's ``GlobalResponseNorm`` (ConvNeXt V2, https://arxiv.org/abs/2301.00808):
+    ``x + bias + weight * x * n``, ``n`` each channel's spatial L2 norm over the mean of those
+    norms across channels (``+ eps``).
 
-    def __init__(self, features: int, hidden: int, use_conv: bool, *, rngs: js.Rngs):
+    Args:
+        dim: the channels. eps: added to the mean norm (1e-6).
+        channels_last: ``[B, H, W, C]`` input (timm's Linear MLP), else ``[B, C, H, W]``.
+
+    Weights: ``weight`` and ``bias`` ``[dim]``, zeros (the layer starts as the identity).
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-6, channels_last: bool = True):
+        super().__init__()
+        self.eps = eps
+        self.channels_last = channels_last
+        self.weight = nn.Parameter(jnp.zeros((dim,)))
+        self.bias = nn.Parameter(jnp.zeros((dim,)))
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        """``[B, H, W, C]`` (``channels_last``) or ``[B, C, H, W]`` in and out."""
+        spatial, channel = ((1, 2), -1) if self.channels_last else ((2, 3), 1)
+        shape = (1, 1, 1, -1) if self.channels_last else (1, -1, 1, 1)
+        norm = jnp.sqrt(jnp.sum(jnp.square(x), axis=spatial, keepdims=True))  # [B, 1, 1, C]
+        norm = norm / (jnp.mean(norm, axis=channel, keepdims=True) + self.eps)
+        weight, bias = self.weight.value.reshape(shape), self.bias.value.reshape(shape)
+        return x + (bias + weight * (x * norm))
+
+
+class Mlp(nn.Module):
+    """timm's ``Mlp``: ``fc2(gelu(fc1(x)))``, 1x1 convs (``use_conv``) or Linear layers; with
+    ``use_grn`` timm's ``GlobalResponseNormMlp``, ``fc2(grn(gelu(fc1(x))))``."""
+
+    def __init__(
+        self, features: int, hidden: int, use_conv: bool, use_grn: bool = False, *, rngs: js.Rngs
+    ):
         super().__init__()
         if use_conv:
             self.fc1 = nn.Conv2d(features, hidden, 1, rngs=rngs)
@@ -122,14 +169,17 @@ class Mlp(nn.Module):
             self.fc1 = nn.Linear(features, hidden, rngs=rngs)
             self.fc2 = nn.Linear(hidden, features, rngs=rngs)
         self.act = nn.GELU()
+        self.grn = GlobalResponseNorm(hidden, channels_last=not use_conv) if use_grn else None
 
     def forward(self, x: jax.Array) -> jax.Array:
-        """``[B, C, H, W]`` (convs) or ``[..., C]`` (Linear) in and out."""
-        return self.fc2(self.act(self.fc1(x)))
+        """``[B, C, H, W]`` (convs) or ``[..., C]`` (Linear; ``[B, H, W, C]`` with the GRN)."""
+        x = self.act(self.fc1(x))
+        return self.fc2(x if self.grn is None else self.grn(x))
 
 
 class ConvNeXtBlock(nn.Module):
-    """timm's ``ConvNeXtBlock``: ``x + gamma * mlp(norm(conv_dw(x)))`` (channels kept)."""
+    """timm's ``ConvNeXtBlock``: ``x + gamma * mlp(norm(conv_dw(x)))`` (channels kept; no
+    ``gamma`` when ``ls_init_value`` is None; ``use_grn``: ConvNeXt V2's MLP)."""
 
     def __init__(
         self,
@@ -139,6 +189,7 @@ class ConvNeXtBlock(nn.Module):
         ls_init_value: float | None,
         eps: float,
         conv_bias: bool,
+        use_grn: bool = False,
         *,
         rngs: js.Rngs,
     ):
@@ -149,7 +200,7 @@ class ConvNeXtBlock(nn.Module):
             dim, dim, kernel_size, padding=padding, groups=dim, bias=conv_bias, rngs=rngs
         )
         self.norm = LayerNorm2d(dim, eps=eps) if conv_mlp else nn.LayerNorm(dim, eps=eps)
-        self.mlp = Mlp(dim, 4 * dim, conv_mlp, rngs=rngs)
+        self.mlp = Mlp(dim, 4 * dim, conv_mlp, use_grn, rngs=rngs)
         has_gamma = ls_init_value is not None
         self.gamma = nn.Parameter(jnp.full((dim,), ls_init_value or 0.0)) if has_gamma else None
 
@@ -199,6 +250,7 @@ class ConvNeXtStage(nn.Module):
                     args["ls_init_value"],
                     eps,
                     bias,
+                    args.get("use_grn", False),
                     rngs=rngs,
                 )
                 for _ in range(depth)
@@ -299,10 +351,6 @@ class ConvNeXtModel(TimmModel):
     def forward_features(self, x: jax.Array) -> jax.Array:
         """``stem``, then the four ``stages``."""
         return self.stages(self.stem(x))
-
-    def forward_head(self, x: jax.Array, pre_logits: bool = False) -> jax.Array:
-        """Pool, ``head.norm``, then ``head.fc`` unless ``pre_logits``."""
-        return self.head(x, pre_logits=pre_logits)
 
 
 ARCHITECTURES = timm_architectures(ConvNeXtModel)

@@ -4,8 +4,12 @@ that timm's files (``save_for_hf`` folders) load as they are and js writes folde
 The plain ResNet / ResNeXt / Wide ResNet variants: a 7x7 stem, max pooling, BasicBlock
 (resnet18, resnet34) or Bottleneck (resnet26/50/101/152, resnext, wide_resnet) stages with a
 1x1-conv downsample, global pooling and ``fc``. Names as timm's state dict: ``conv1``, ``bn1``,
-``layer1.0.conv1``, ``layer2.0.downsample.0`` / ``.1``, ``fc``. Inference follows timm's eval
-mode (BatchNorm with running statistics; drop rates are training-only and not built).
+``layer1.0.conv1``, ``layer2.0.downsample.0`` / ``.1``, ``fc``. The Bag-of-Tricks variants
+(``resnet50c``/``d``/``s``/``t``, timm's ``stem_type``, ``stem_width``, ``avg_down``) replace
+the 7x7 ``conv1`` by three 3x3 convs (``conv1.0``, ``conv1.1`` BN, ``conv1.3``, ``conv1.4`` BN,
+``conv1.6``) and, with ``avg_down``, put a 2x2 average pool before the shortcut's 1x1 conv
+(``downsample.1`` / ``.2``). Inference follows timm's eval mode (BatchNorm with running
+statistics; drop rates are training-only and not built).
 
 Example:
     >>> from js.models.resnet import ResNetConfig, ResNetModel
@@ -23,8 +27,7 @@ import jax
 import js
 from js import nn
 
-from ._timm import POOL_TYPES, TimmConfig, TimmModel, default_cfg, timm_architectures
-from ._timm import global_pool as _global_pool
+from ._timm import POOL_TYPES, TimmConfig, TimmModel, classify, default_cfg, timm_architectures
 
 __all__ = [
     "ARCHITECTURES",
@@ -33,6 +36,7 @@ __all__ = [
     "Bottleneck",
     "ResNetConfig",
     "ResNetModel",
+    "avg_down_pool",
 ]
 
 
@@ -40,11 +44,29 @@ def _plain(block: str, layers: tuple[int, ...], **extra: Any) -> dict[str, Any]:
     return {"block": block, "layers": list(layers), **extra}
 
 
+# timm's ResNet arguments js builds from: the stages', then the stem's (and shortcut's)
+_STAGE_ARGS = ("layers", "channels", "cardinality", "base_width")
+_STEM_ARGS = ("stem_type", "stem_width", "avg_down")
+
+
+def _deep(block: str, layers: tuple[int, ...], variant: str) -> dict[str, Any]:
+    """timm's Bag-of-Tricks variant letters: c, d (deep stem 32, d with ``avg_down``), s (deep
+    stem 64), t (tiered deep stem 32, ``avg_down``)."""
+    stem = {
+        "c": {"stem_width": 32, "stem_type": "deep"},
+        "d": {"stem_width": 32, "stem_type": "deep", "avg_down": True},
+        "s": {"stem_width": 64, "stem_type": "deep"},
+        "t": {"stem_width": 32, "stem_type": "deep_tiered", "avg_down": True},
+    }[variant]
+    return _plain(block, layers, **stem)
+
+
 class ResNetConfig(TimmConfig):
     """timm's ``config.json`` for a ResNet (see ``js.models._timm.TimmConfig``).
 
     ``architecture`` picks the block and the stage depths as timm registers them; ``model_args``
-    may override ``layers``, ``channels``, ``cardinality`` and ``base_width`` (and set
+    may override ``layers``, ``channels``, ``cardinality``, ``base_width``, ``stem_type``
+    (``''``, ``'deep'``, ``'deep_tiered'``), ``stem_width`` and ``avg_down`` (and set
     ``in_chans``, ``num_classes``, ``global_pool``), as ``timm.create_model`` keyword arguments.
 
     Example:
@@ -60,6 +82,23 @@ class ResNetConfig(TimmConfig):
         "resnet101": _plain("bottleneck", (3, 4, 23, 3)),
         "resnet152": _plain("bottleneck", (3, 8, 36, 3)),
         "resnet200": _plain("bottleneck", (3, 24, 36, 3)),
+        "resnet10t": _deep("basic", (1, 1, 1, 1), "t"),
+        "resnet14t": _deep("bottleneck", (1, 1, 1, 1), "t"),
+        "resnet18d": _deep("basic", (2, 2, 2, 2), "d"),
+        "resnet34d": _deep("basic", (3, 4, 6, 3), "d"),
+        "resnet26d": _deep("bottleneck", (2, 2, 2, 2), "d"),
+        "resnet26t": _deep("bottleneck", (2, 2, 2, 2), "t"),
+        "resnet50c": _deep("bottleneck", (3, 4, 6, 3), "c"),
+        "resnet50d": _deep("bottleneck", (3, 4, 6, 3), "d"),
+        "resnet50s": _deep("bottleneck", (3, 4, 6, 3), "s"),
+        "resnet50t": _deep("bottleneck", (3, 4, 6, 3), "t"),
+        "resnet101c": _deep("bottleneck", (3, 4, 23, 3), "c"),
+        "resnet101d": _deep("bottleneck", (3, 4, 23, 3), "d"),
+        "resnet101s": _deep("bottleneck", (3, 4, 23, 3), "s"),
+        "resnet152c": _deep("bottleneck", (3, 8, 36, 3), "c"),
+        "resnet152d": _deep("bottleneck", (3, 8, 36, 3), "d"),
+        "resnet152s": _deep("bottleneck", (3, 8, 36, 3), "s"),
+        "resnet200d": _deep("bottleneck", (3, 24, 36, 3), "d"),
         "wide_resnet50_2": _plain("bottleneck", (3, 4, 6, 3), base_width=128),
         "wide_resnet101_2": _plain("bottleneck", (3, 4, 23, 3), base_width=128),
         "resnext50_32x4d": _plain("bottleneck", (3, 4, 6, 3), cardinality=32, base_width=4),
@@ -68,7 +107,7 @@ class ResNetConfig(TimmConfig):
         "resnext101_64x4d": _plain("bottleneck", (3, 4, 23, 3), cardinality=64, base_width=4),
     }
     default_architecture: ClassVar[str] = "resnet50"
-    model_arg_names: ClassVar[tuple[str, ...]] = ("layers", "channels", "cardinality", "base_width")
+    model_arg_names: ClassVar[tuple[str, ...]] = (*_STAGE_ARGS, *_STEM_ARGS)
     pretrained_defaults: ClassVar[dict[str, Any]] = default_cfg(first_conv="conv1", classifier="fc")
 
     def feature_count(self) -> int:
@@ -76,6 +115,14 @@ class ResNetConfig(TimmConfig):
         args = self.arch_args()
         channels = args.get("channels", (64, 128, 256, 512))
         return channels[-1] * _BLOCKS[args["block"]].expansion
+
+    def to_dict(self) -> dict[str, Any]:
+        """timm's ``config.json``; a config made in js with a deep stem names ``conv1.0`` as
+        its ``first_conv``, as timm's pretrained configs of those variants do."""
+        values = super().to_dict()
+        if self.arch_args().get("stem_type") and getattr(self, "pretrained_cfg", None) is None:
+            values["pretrained_cfg"]["first_conv"] = "conv1.0"
+        return values
 
 
 class _ResidualBlock(nn.Module):
@@ -151,17 +198,31 @@ class _ResidualBlock(nn.Module):
 
     @classmethod
     def _stage(
-        cls, inplanes: int, planes: int, depth: int, stride: int, *, rngs: js.Rngs, **kwargs: int
+        cls,
+        inplanes: int,
+        planes: int,
+        depth: int,
+        stride: int,
+        avg_down: bool,
+        *,
+        rngs: js.Rngs,
+        **kwargs: int,
     ) -> nn.Sequential:
-        """timm's ``make_blocks`` for one stage of ``depth`` blocks (output stride 32,
-        ``downsample_conv``: the first block's shortcut is a strided 1x1 conv and BatchNorm)."""
+        """timm's ``make_blocks`` for one stage of ``depth`` blocks (output stride 32): the
+        first block's shortcut is a strided 1x1 conv and BatchNorm (``downsample_conv``), or
+        with ``avg_down`` a 2x2 average pool (``Identity`` at stride 1), then an unstrided 1x1
+        conv and BatchNorm (``downsample_avg``)."""
         outplanes = planes * cls.expansion
         downsample = None
         if stride != 1 or inplanes != outplanes:
-            downsample = nn.Sequential(
-                nn.Conv2d(inplanes, outplanes, 1, stride, bias=False, rngs=rngs),
+            conv_stride = 1 if avg_down else stride
+            layers = [
+                nn.Conv2d(inplanes, outplanes, 1, conv_stride, bias=False, rngs=rngs),
                 nn.BatchNorm2d(outplanes),
-            )
+            ]
+            if avg_down:
+                layers.insert(0, avg_down_pool(stride))
+            downsample = nn.Sequential(*layers)
         blocks = [cls(inplanes, planes, stride, downsample, **kwargs, rngs=rngs)]
         for _ in range(1, depth):
             blocks.append(cls(outplanes, planes, 1, None, **kwargs, rngs=rngs))
@@ -203,6 +264,41 @@ class Bottleneck(_ResidualBlock):
         ]
 
 
+def avg_down_pool(stride: int) -> nn.Module:
+    """timm's ``downsample_avg`` pool (ResNet-D, RegNet's ``downsample='avg'``): the
+    shortcut's 2x2 mean at ``stride`` 2 (partial windows at the edge), ``Identity`` at 1."""
+    if stride == 1:
+        return nn.Identity()
+    return nn.AvgPool2d(2, stride, ceil_mode=True, count_include_pad=False)
+
+
+def _stem(args: dict[str, Any], rngs: js.Rngs) -> tuple[nn.Module, int]:
+    """timm's ``conv1`` and its output channels: one 7x7 stride-2 conv (64 channels), or for a
+    ``'deep'`` stem three 3x3 convs, the first stride 2, with BatchNorm and ReLU between them
+    (widths ``stem_width``, ``stem_width``, ``2 * stem_width``; ``'deep_tiered'`` narrows the
+    first to ``3 * (stem_width // 4)``)."""
+    stem_type, width = args.get("stem_type", ""), args.get("stem_width", 64)
+    in_chans = args["in_chans"]
+    if stem_type not in ("", "deep", "deep_tiered"):
+        raise ValueError(
+            f"ResNetModel: stem_type {stem_type!r} is not one of ['', 'deep', 'deep_tiered']. "
+            "Fix: pass one of those in model_args"
+        )
+    if not stem_type:
+        return nn.Conv2d(in_chans, 64, 7, 2, padding=3, bias=False, rngs=rngs), 64
+    first = 3 * (width // 4) if stem_type == "deep_tiered" else width
+    conv1 = nn.Sequential(
+        nn.Conv2d(in_chans, first, 3, 2, padding=1, bias=False, rngs=rngs),
+        nn.BatchNorm2d(first),
+        nn.ReLU(),
+        nn.Conv2d(first, width, 3, padding=1, bias=False, rngs=rngs),
+        nn.BatchNorm2d(width),
+        nn.ReLU(),
+        nn.Conv2d(width, 2 * width, 3, padding=1, bias=False, rngs=rngs),
+    )
+    return conv1, 2 * width
+
+
 _BLOCKS: dict[str, type[_ResidualBlock]] = {
     "basic": BasicBlock,
     "bottleneck": Bottleneck,
@@ -236,17 +332,17 @@ class ResNetModel(TimmModel):
                 "Fix: give one channel count per stage"
             )
         self.pool_type = args["global_pool"]
-        self.conv1 = nn.Conv2d(args["in_chans"], 64, 7, 2, padding=3, bias=False, rngs=rngs)
-        self.bn1 = nn.BatchNorm2d(64)
+        self.conv1, inplanes = _stem(args, rngs)
+        self.bn1 = nn.BatchNorm2d(inplanes)
         self.act1 = nn.ReLU()
         self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
-        inplanes = 64
         for index, (planes, depth) in enumerate(zip(channels, layers, strict=True)):
             stage = block._stage(
                 inplanes,
                 planes,
                 depth,
                 1 if index == 0 else 2,
+                args.get("avg_down", False),
                 rngs=rngs,
                 cardinality=args.get("cardinality", 1),
                 base_width=args.get("base_width", 64),
@@ -278,8 +374,7 @@ class ResNetModel(TimmModel):
 
     def forward_head(self, x: jax.Array, pre_logits: bool = False) -> jax.Array:
         """Global pooling, then ``fc`` unless ``pre_logits``."""
-        x = _global_pool(x, self.pool_type)
-        return x if pre_logits else self.fc(x)
+        return classify(x, self.pool_type, self.fc, pre_logits)
 
 
 ARCHITECTURES = timm_architectures(ResNetModel)
