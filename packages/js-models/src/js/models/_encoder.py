@@ -170,10 +170,13 @@ class EncoderAttention(Module):
     """Self-attention (at the config's ``self_attention_name``: ``self`` in BERT) and its
     output block (``output``, hidden -> hidden) adding ``residual``."""
 
+    # built as self_attention_class(config, rngs=rngs), called as (hidden, mask, rngs=rngs)
+    self_attention_class: ClassVar[type[Any]] = EncoderSelfAttention
+
     def __init__(self, config: EncoderConfig, *, rngs: Rngs):
         super().__init__()
         self.self_name = config.self_attention_name
-        setattr(self, self.self_name, EncoderSelfAttention(config, rngs=rngs))
+        setattr(self, self.self_name, self.self_attention_class(config, rngs=rngs))
         self.output = EncoderOutput(config, rngs=rngs, in_features=config.hidden_size)
 
     def forward(

@@ -47,6 +47,7 @@ MODEL_TYPES: dict[str, str] = {
     "siglip_vision_model": "siglip",
     "resnet": "hf_resnet",
     "convnext": "hf_convnext",
+    "swin": "hf_swin",
 }
 # timm architecture names by prefix ("resnet18", "convnext_atto") -> module.
 TIMM_PREFIXES: dict[str, str] = {
