@@ -78,9 +78,18 @@ class DecoderConfig(PretrainedConfig):
     tie_word_embeddings: bool
     rope_parameters: dict[str, Any]
     use_cache: bool
+    # where the family has them (``sliding_windows`` reads them)
+    sliding_window: int | None
+    layer_types: list[str]
 
-    # the family's name in transformers' class names ("Llama" -> LlamaForCausalLM)
+    # the family's name in transformers' class names ("Llama" -> LlamaForCausalLM): a config
+    # class that names its model_type and no family is named for its class (LlamaConfig)
     family: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "model_type" in vars(cls) and "family" not in vars(cls):
+            cls.family = cls.__name__.removesuffix("Config")
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
@@ -162,6 +171,10 @@ class DecoderConfig(PretrainedConfig):
     def embedding_scale(self) -> float | None:
         """A factor of the embeddings (Gemma's ``sqrt(hidden_size)``), or None."""
         return None
+
+    def head_bias(self) -> bool:
+        """Whether the ``lm_head`` has a bias (Phi's has)."""
+        return False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -449,6 +462,9 @@ class DecoderModel(GradientCheckpointingMixin, PreTrainedModel):
     embed_dropout_key: ClassVar[str] = ""
     # the family's learned position embedding, if it has one (GPT-2's ``wpe``)
     position_embedding_name: ClassVar[str | None] = None
+    # whether ``embedding_scale`` also scales ``inputs_embeds`` (not in Gemma, whose
+    # embedding module holds the scale)
+    scale_given_embeds: ClassVar[bool] = True
 
     def __init__(self, config: Any, *, rngs: Rngs):
         super().__init__(config)
@@ -496,7 +512,7 @@ class DecoderModel(GradientCheckpointingMixin, PreTrainedModel):
         ids, embeds = check_tokens(type(self).__name__, input_ids, inputs_embeds)
         hidden = self.embedding(ids) if embeds is None else embeds
         scale = self.config.embedding_scale()
-        if scale is not None:
+        if scale is not None and (embeds is None or self.scale_given_embeds):
             hidden = hidden * jnp.asarray(scale, hidden.dtype)
         return hidden
 
@@ -644,14 +660,10 @@ class DecoderForCausalLM(GenerationMixin, GradientCheckpointingMixin, PreTrained
         super().__init__(config)
         base = self.base_model_class(config, rngs=rngs)
         setattr(self, self.base_model_prefix, base)
-        head = nn.Linear(config.hidden_size, config.vocab_size, bias=self.head_bias(), rngs=rngs)
+        head = nn.Linear(config.hidden_size, config.vocab_size, bias=config.head_bias(), rngs=rngs)
         if config.tie_word_embeddings:
             head.weight = base.embedding.weight
         setattr(self, self.head_name, head)
-
-    def head_bias(self) -> bool:
-        """Whether the head has a bias (Phi's has)."""
-        return False
 
     @property
     def decoder(self) -> DecoderModel:
@@ -725,7 +737,10 @@ DecoderForCausalLM.forward = _showing_arguments(DecoderForCausalLM)
 
 
 def decoder_classes(
-    config_class: type[DecoderConfig], model: type[M], head: type[H], **model_attributes: Any
+    config_class: type[DecoderConfig],
+    model: type[M] = DecoderModel,
+    head: type[H] = DecoderForCausalLM,
+    **model_attributes: Any,
 ) -> tuple[type[M], type[H]]:
     """A family's ``{family}Model`` and ``{family}ForCausalLM`` (transformers' names), in the
     config's module: subclasses of ``model`` (with ``config_class`` and ``model_attributes``,

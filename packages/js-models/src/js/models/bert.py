@@ -168,7 +168,7 @@ class BertPreTrainedModel(EncoderPreTrainedModel):
     config_class = BertConfig
     base_model_prefix = "bert"
     # transformers' "legacy" renamings (conversion_mapping.py), still applied on load in 5.23
-    key_mapping: ClassVar[dict[str, str]] = {
+    key_mapping = {
         r"LayerNorm\.gamma": "LayerNorm.weight",
         r"LayerNorm\.beta": "LayerNorm.bias",
     }

@@ -63,7 +63,13 @@ class CLIPTowerConfig(EncoderConfig):
     ``projection_dim`` and the initialisers', are kept from the file and written back)."""
 
     attribute_map = {"attention_probs_dropout_prob": "attention_dropout"}
-    base_config_key: ClassVar[str]
+    # the tower's key in a dual config: "text_config" for clip_text_model, as transformers'
+    base_config_key: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "model_type" in vars(cls):
+            cls.base_config_key = cls.model_type.split("_")[-2] + "_config"
 
     @classmethod
     def from_dict(cls, config: Mapping[str, Any]) -> Self:
@@ -79,14 +85,12 @@ class CLIPTextConfig(CLIPTowerConfig):
     ``eos_token_id``)."""
 
     model_type = "clip_text_model"
-    base_config_key = "text_config"
 
 
 class CLIPVisionConfig(CLIPTowerConfig):
     """A CLIP vision tower's config (transformers' ``CLIPVisionConfig``: ViT-B/32 at 224)."""
 
     model_type = "clip_vision_model"
-    base_config_key = "vision_config"
 
 
 class CLIPConfig(PretrainedConfig):

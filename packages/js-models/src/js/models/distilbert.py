@@ -54,7 +54,7 @@ class DistilBertConfig(EncoderConfig):
     """
 
     model_type = "distilbert"
-    attribute_map: ClassVar[dict[str, str]] = {
+    attribute_map = {
         "hidden_size": "dim",
         "num_attention_heads": "n_heads",
         "num_hidden_layers": "n_layers",

@@ -38,15 +38,7 @@ import jax.numpy as jnp
 from js import Module, Parameter, Rngs
 
 from ._base import PreTrainedModel, architectures
-from ._decoder import (
-    DecoderAttention,
-    DecoderConfig,
-    DecoderForCausalLM,
-    DecoderLayer,
-    DecoderModel,
-    decoder_classes,
-)
-from ._hf import check_tokens
+from ._decoder import DecoderAttention, DecoderConfig, DecoderLayer, decoder_classes
 from ._rope import SUPPORTED_ROPE_TYPES
 
 # ---------------------------------------------------------------------------------------------
@@ -63,8 +55,7 @@ class GemmaConfig(DecoderConfig):
         ('gelu_pytorch_tanh', 256, True)
     """
 
-    model_type: ClassVar[str] = "gemma"
-    family: ClassVar[str] = "Gemma"
+    model_type = "gemma"
     # the config key naming the MLP's activation (read by GatedMLP); Gemma 2 and 3 norm each
     # sublayer's output
     activation_key: ClassVar[str] = "hidden_act"
@@ -128,8 +119,7 @@ class Gemma2Config(GemmaConfig):
         ['sliding_attention', 'full_attention', 'sliding_attention']
     """
 
-    model_type: ClassVar[str] = "gemma2"
-    family: ClassVar[str] = "Gemma2"
+    model_type = "gemma2"
     activation_key = "hidden_activation"
     sandwich_norms = True
     eager_attention = True
@@ -165,8 +155,8 @@ class Gemma3TextConfig(Gemma2Config):
         ('full_attention', 1000.0)
     """
 
-    model_type: ClassVar[str] = "gemma3_text"
-    family: ClassVar[str] = "Gemma3"
+    model_type = "gemma3_text"
+    family = "Gemma3"
     eager_attention = False
 
     def __init__(self, **kwargs: Any):
@@ -283,27 +273,9 @@ class GemmaDecoderLayer(DecoderLayer):
 # Models
 
 
-class GemmaModel(DecoderModel):
-    """The Gemma decoder without a head (see ``DecoderModel.forward``); blocks as the config
-    says (Gemma, Gemma 2 or Gemma 3)."""
-
-    config_class = GemmaConfig
-    layer_class = GemmaDecoderLayer
-
-    def embed(self, input_ids: Any, inputs_embeds: Any) -> jax.Array:
-        """Token embeddings times ``sqrt(hidden_size)``; ``inputs_embeds`` as given (as
-        transformers, whose embedding module holds the scale)."""
-        embeds = check_tokens(type(self).__name__, input_ids, inputs_embeds)[1]
-        return super().embed(input_ids, None) if embeds is None else embeds
-
-
-class GemmaForCausalLM(DecoderForCausalLM):
-    """``GemmaModel`` and the ``lm_head`` (tied to the embedding by default; soft-capped by
-    ``final_logit_softcapping``)."""
-
-    base_model_class = GemmaModel
-
-
+GemmaModel, GemmaForCausalLM = decoder_classes(
+    GemmaConfig, layer_class=GemmaDecoderLayer, scale_given_embeds=False
+)
 Gemma2Model, Gemma2ForCausalLM = decoder_classes(Gemma2Config, GemmaModel, GemmaForCausalLM)
 
 

@@ -50,6 +50,7 @@ class GPT2Config(DecoderConfig):
     """
 
     model_type = "gpt2"
+    family = ""  # not GPT2...: its classes are named GPT2Model and GPT2LMHeadModel
     attribute_map = {
         "hidden_size": "n_embd",
         "max_position_embeddings": "n_positions",

@@ -22,7 +22,7 @@ differs from the decoder skeleton's Llama arrangement (``_decoder.py``):
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import jax
 
@@ -59,9 +59,8 @@ class GPTNeoXConfig(DecoderConfig):
         {'rope_theta': 1000, 'partial_rotary_factor': 0.5, 'rope_type': 'default'}
     """
 
-    model_type: ClassVar[str] = "gpt_neox"
-    family: ClassVar[str] = "GPTNeoX"
-    attribute_map: ClassVar[dict[str, str]] = {"num_key_value_heads": "num_attention_heads"}
+    model_type = "gpt_neox"
+    attribute_map = {"num_key_value_heads": "num_attention_heads"}
 
     def __init__(self, **kwargs: Any):
         rope = fold_rope_keys(

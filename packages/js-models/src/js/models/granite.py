@@ -7,10 +7,8 @@ update before the residual sum, and the logits are divided by ``logits_scaling``
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from ._base import architectures
-from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel, decoder_classes
+from ._decoder import DecoderConfig, decoder_classes
 
 __all__ = [
     "ARCHITECTURES",
@@ -40,8 +38,7 @@ class GraniteConfig(DecoderConfig):
     residual_multiplier: float
     attention_multiplier: float
 
-    model_type: ClassVar[str] = "granite"
-    family: ClassVar[str] = "Granite"
+    model_type = "granite"
 
     def attention_scale(self) -> float:
         """``attention_multiplier`` (transformers' Granite attention's ``scaling``)."""
@@ -53,6 +50,6 @@ class GraniteConfig(DecoderConfig):
         return None if scale in (1, 1.0) else float(scale)
 
 
-GraniteModel, GraniteForCausalLM = decoder_classes(GraniteConfig, DecoderModel, DecoderForCausalLM)
+GraniteModel, GraniteForCausalLM = decoder_classes(GraniteConfig)
 
 ARCHITECTURES = architectures(GraniteForCausalLM, GraniteModel)

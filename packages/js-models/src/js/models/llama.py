@@ -26,7 +26,7 @@ positions match transformers too. Inference only: ``attention_dropout`` is not a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from ._base import architectures
 from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel, decoder_classes
@@ -69,8 +69,7 @@ class LlamaConfig(DecoderConfig):
     attention_bias: bool
     mlp_bias: bool
 
-    model_type: ClassVar[str] = "llama"
-    family: ClassVar[str] = "Llama"
+    model_type = "llama"
 
     @classmethod
     def from_dict(cls, config: Mapping[str, Any]) -> LlamaConfig:
@@ -95,12 +94,9 @@ class Qwen2Config(LlamaConfig):
     """
 
     use_sliding_window: bool
-    sliding_window: int | None
     max_window_layers: int
-    layer_types: list[str]
 
-    model_type: ClassVar[str] = "qwen2"
-    family: ClassVar[str] = "Qwen2"
+    model_type = "qwen2"
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
@@ -131,10 +127,7 @@ class MistralConfig(LlamaConfig):
         (4096, 8)
     """
 
-    sliding_window: int | None
-
-    model_type: ClassVar[str] = "mistral"
-    family: ClassVar[str] = "Mistral"
+    model_type = "mistral"
 
     def projection_biases(self) -> tuple[bool, bool, bool]:
         """Mistral: no biases."""

@@ -35,7 +35,6 @@ class MixtralConfig(MoeConfig):
     """
 
     model_type = "mixtral"
-    family = "Mixtral"
     attribute_map = {"num_experts": "num_local_experts"}
     expert_file_names = {"gate_up_proj": ("w1", "w3"), "down_proj": ("w2",)}
 

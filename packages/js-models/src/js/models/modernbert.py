@@ -26,7 +26,7 @@ to nothing and gets zeros from attention on both sides (PyTorch's safe softmax a
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -75,7 +75,7 @@ class ModernBertConfig(EncoderConfig):
 
     model_type = "modernbert"
     # the skeleton's names for ModernBERT's keys (the embeddings read the first two)
-    attribute_map: ClassVar[dict[str, str]] = {
+    attribute_map = {
         "hidden_dropout_prob": "embedding_dropout",
         "hidden_act": "hidden_activation",
         "attention_probs_dropout_prob": "attention_dropout",

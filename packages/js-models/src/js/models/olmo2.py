@@ -5,10 +5,8 @@ rotary. ``attention_bias`` puts a bias on q, k, v and o; the MLP has none.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from ._base import architectures
-from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderLayer, DecoderModel, decoder_classes
+from ._decoder import DecoderConfig, DecoderLayer, decoder_classes
 
 __all__ = [
     "ARCHITECTURES",
@@ -23,8 +21,7 @@ class Olmo2Config(DecoderConfig):
     """An OLMo 2 ``config.json`` (transformers 5.23's ``Olmo2Config`` keys and defaults);
     ``attention_bias`` on q, k, v and o (Llama's rule), no MLP bias."""
 
-    model_type: ClassVar[str] = "olmo2"
-    family: ClassVar[str] = "Olmo2"
+    model_type = "olmo2"
 
     def qk_norm(self) -> str | None:
         """An RMSNorm over the whole query (and key) projection, all heads together."""
@@ -38,8 +35,6 @@ class Olmo2DecoderLayer(DecoderLayer):
     norms = "post"
 
 
-Olmo2Model, Olmo2ForCausalLM = decoder_classes(
-    Olmo2Config, DecoderModel, DecoderForCausalLM, layer_class=Olmo2DecoderLayer
-)
+Olmo2Model, Olmo2ForCausalLM = decoder_classes(Olmo2Config, layer_class=Olmo2DecoderLayer)
 
 ARCHITECTURES = architectures(Olmo2ForCausalLM, Olmo2Model)

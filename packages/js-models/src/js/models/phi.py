@@ -18,19 +18,12 @@ In training mode (with a ``dropout`` stream) ``embd_pdrop`` drops embeddings and
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from js import Module, nn
 
 from ._base import architectures
-from ._decoder import (
-    DecoderAttention,
-    DecoderConfig,
-    DecoderForCausalLM,
-    DecoderLayer,
-    DecoderModel,
-    FeedForward,
-)
+from ._decoder import DecoderAttention, DecoderConfig, DecoderLayer, FeedForward, decoder_classes
 from ._rope import fold_rope_keys
 
 __all__ = [
@@ -53,8 +46,7 @@ class PhiConfig(DecoderConfig):
         {'partial_rotary_factor': 0.4, 'rope_theta': 10000.0, 'rope_type': 'default'}
     """
 
-    model_type: ClassVar[str] = "phi"
-    family: ClassVar[str] = "Phi"
+    model_type = "phi"
 
     def __init__(self, **kwargs: Any):
         rope = fold_rope_keys(kwargs, partial_rotary_factor=("partial_rotary_factor", 0.5))
@@ -71,6 +63,10 @@ class PhiConfig(DecoderConfig):
     def qk_norm(self) -> str | None:
         """With ``qk_layernorm``, a LayerNorm over each head's queries and keys."""
         return "head" if self.qk_layernorm else None
+
+    def head_bias(self) -> bool:
+        """Phi's ``lm_head`` has a bias."""
+        return True
 
 
 class PhiAttention(DecoderAttention):
@@ -97,24 +93,12 @@ class PhiDecoderLayer(DecoderLayer):
     dropout_key = "resid_pdrop"
 
 
-class PhiModel(DecoderModel):
-    """The Phi decoder without a head (see ``DecoderModel.forward``)."""
-
-    config_class = PhiConfig
-    layer_class = PhiDecoderLayer
-    norm_name = "final_layernorm"
-    embed_dropout_name = "embed_dropout"
-    embed_dropout_key = "embd_pdrop"
-
-
-class PhiForCausalLM(DecoderForCausalLM):
-    """``PhiModel`` and the ``lm_head`` (with a bias) projecting to logits ``[B, L, vocab]``."""
-
-    base_model_class = PhiModel
-
-    def head_bias(self) -> bool:
-        """Phi's head has a bias."""
-        return True
-
+PhiModel, PhiForCausalLM = decoder_classes(
+    PhiConfig,
+    layer_class=PhiDecoderLayer,
+    norm_name="final_layernorm",
+    embed_dropout_name="embed_dropout",
+    embed_dropout_key="embd_pdrop",
+)
 
 ARCHITECTURES = architectures(PhiForCausalLM, PhiModel)

@@ -25,7 +25,7 @@ Dropout (``resid_pdrop``, ``embd_pdrop``, ``attention_dropout``) is not applied:
 from __future__ import annotations
 
 import inspect
-from typing import Any, ClassVar
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -66,8 +66,7 @@ class Phi3Config(MistralConfig):
         ('longrope', 4096)
     """
 
-    model_type: ClassVar[str] = "phi3"
-    family: ClassVar[str] = "Phi3"
+    model_type = "phi3"
 
     def __init__(self, **kwargs: Any):
         kwargs = fold_rope_keys(

@@ -19,12 +19,7 @@ from ._base import architectures
 from ._decoder import decoder_classes
 from ._moe import MoeConfig, MoeForCausalLM, MoeModel
 
-__all__ = [
-    "ARCHITECTURES",
-    "Qwen2MoeConfig",
-    "Qwen2MoeForCausalLM",
-    "Qwen2MoeModel",
-]
+__all__ = ["ARCHITECTURES", "Qwen2MoeConfig", "Qwen2MoeForCausalLM", "Qwen2MoeModel"]
 
 
 class Qwen2MoeConfig(MoeConfig):
@@ -39,7 +34,6 @@ class Qwen2MoeConfig(MoeConfig):
     """
 
     model_type = "qwen2_moe"
-    family = "Qwen2Moe"
     unused_sliding_window = 0
 
     def __init__(self, **kwargs: Any):

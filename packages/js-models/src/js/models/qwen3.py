@@ -6,10 +6,8 @@ in transformers 5.23. Module names are transformers' (``model.layers.N.self_attn
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from ._base import architectures
-from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel, decoder_classes
+from ._decoder import DecoderConfig, decoder_classes
 from .llama import Qwen2Config
 
 __all__ = ["ARCHITECTURES", "Qwen3Config", "Qwen3ForCausalLM", "Qwen3Model"]
@@ -31,8 +29,7 @@ class Qwen3Config(Qwen2Config):
 
     attention_bias: bool
 
-    model_type: ClassVar[str] = "qwen3"
-    family: ClassVar[str] = "Qwen3"
+    model_type = "qwen3"
 
     def projection_biases(self) -> tuple[bool, bool, bool]:
         """Qwen3: ``attention_bias`` on q, k, v and o (Llama's rule), no MLP bias."""
@@ -43,6 +40,6 @@ class Qwen3Config(Qwen2Config):
         return "head"
 
 
-Qwen3Model, Qwen3ForCausalLM = decoder_classes(Qwen3Config, DecoderModel, DecoderForCausalLM)
+Qwen3Model, Qwen3ForCausalLM = decoder_classes(Qwen3Config)
 
 ARCHITECTURES = architectures(Qwen3ForCausalLM, Qwen3Model)

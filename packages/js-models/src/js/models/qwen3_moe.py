@@ -15,12 +15,7 @@ from ._decoder import decoder_classes
 from ._moe import MoeConfig, MoeForCausalLM, MoeModel
 from .qwen3 import Qwen3Config
 
-__all__ = [
-    "ARCHITECTURES",
-    "Qwen3MoeConfig",
-    "Qwen3MoeForCausalLM",
-    "Qwen3MoeModel",
-]
+__all__ = ["ARCHITECTURES", "Qwen3MoeConfig", "Qwen3MoeForCausalLM", "Qwen3MoeModel"]
 
 
 class Qwen3MoeConfig(MoeConfig):
@@ -36,7 +31,6 @@ class Qwen3MoeConfig(MoeConfig):
     """
 
     model_type = "qwen3_moe"
-    family = "Qwen3Moe"
     attribute_map = {"num_experts": "num_local_experts"}
 
     qk_norm = Qwen3Config.qk_norm  # an RMSNorm over each head's queries and keys

@@ -8,10 +8,10 @@ is tied to the embedding unless ``tie_word_embeddings`` is false.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from ._base import architectures
-from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel, decoder_classes
+from ._decoder import DecoderConfig, decoder_classes
 
 __all__ = [
     "ARCHITECTURES",
@@ -37,13 +37,10 @@ class SmolLM3Config(DecoderConfig):
     attention_bias: bool
     mlp_bias: bool
     use_sliding_window: bool
-    sliding_window: int | None
     no_rope_layers: list[int]
     no_rope_layer_interval: int
-    layer_types: list[str]
 
-    model_type: ClassVar[str] = "smollm3"
-    family: ClassVar[str] = "SmolLM3"
+    model_type = "smollm3"
 
     def __init__(self, **kwargs: Any):
         if kwargs.get("rope_theta") is None:  # SmolLM3's default_theta
@@ -67,6 +64,6 @@ class SmolLM3Config(DecoderConfig):
         return ["default" if rope else None for rope in ropes]
 
 
-SmolLM3Model, SmolLM3ForCausalLM = decoder_classes(SmolLM3Config, DecoderModel, DecoderForCausalLM)
+SmolLM3Model, SmolLM3ForCausalLM = decoder_classes(SmolLM3Config)
 
 ARCHITECTURES = architectures(SmolLM3ForCausalLM, SmolLM3Model)

@@ -138,7 +138,7 @@ class ViTPreTrainedModel(VisionPreTrainedModel):
     config: ViTConfig
     config_class = ViTConfig
     base_model_prefix = "vit"
-    key_mapping: ClassVar[dict[str, str]] = {
+    key_mapping = {
         rf"layers\.(\d+)\.{re.escape(new)}": rf"encoder.layer.\1.{old}"
         for new, old in _NEW_NAMES.items()
     }
