@@ -225,15 +225,15 @@ def test_config_written_as_timm_writes_it(timm, tmp_path):
 
 
 def test_unknown_architecture_and_model_args_are_named():
-    with pytest.raises(ValueError, match=r"unknown timm architecture 'resnet18d'.*'resnet18'"):
-        ResNetConfig(architecture="resnet18d")
+    with pytest.raises(ValueError, match=r"unknown timm architecture 'seresnet50'.*'resnet18'"):
+        ResNetConfig(architecture="seresnet50")
     # the message lists what js builds from: the keys every timm family takes and ResNet's own
     known = (
-        r"\['base_width', 'cardinality', 'channels', 'global_pool', 'in_chans', 'layers', "
-        r"'num_classes'\]"
+        r"\['avg_down', 'base_width', 'cardinality', 'channels', 'global_pool', 'in_chans', "
+        r"'layers', 'num_classes', 'stem_type', 'stem_width'\]"
     )
-    with pytest.raises(NotImplementedError, match=r"\['stem_type'\] of 'resnet50'.*" + known):
-        ResNetConfig(architecture="resnet50", model_args={"stem_type": "deep"})
+    with pytest.raises(NotImplementedError, match=r"\['output_stride'\] of 'resnet50'.*" + known):
+        ResNetConfig(architecture="resnet50", model_args={"output_stride": 16})
     with pytest.raises(ValueError, match="global_pool 'gem' is not one of"):
         ResNetConfig(architecture="resnet18", global_pool="gem")
     with pytest.raises(ValueError, match="'catavgmax' doubles the pooled width"):
