@@ -2,12 +2,13 @@
 logits and features, and folders js writes load in ``timm.create_model("local-dir:...")``.
 
 Tiny models (28x28 images, 7x7 patches so the rotary grid is 4x4 rescaled to EVA's 16x16, width
-32, 2 blocks, 2 heads), float32, eval mode, to 1e-4 of the output scale. Every 1-D parameter and
-the class token are perturbed and the weights drawn at ``1 / sqrt(fan_in)`` (timm's EVA init is
-so small that the attention, and with it the rotary embedding, would hardly move the output).
+32, 2 blocks, 2 heads), float32, eval mode, to 1e-4 of the output scale. Every 1-D parameter,
+the tokens and ``pos_embed`` are perturbed and the weights drawn at ``1 / sqrt(fan_in)``
+(timm's EVA init is so small that the attention, and with it the rotary embedding, would hardly
+move the output).
 One case per attention / MLP kind: tiny (fused ``qkv`` with ``q_bias``/``v_bias``, packed
 SwiGLU) and base (``q_proj``/``k_proj``/``v_proj``, SwiGLU with ``mlp.norm``), the latter also
-with ``attn.norm`` and layer scale.
+with ``attn.norm`` and layer scale; small with register tokens and ``dynamic_img_size``.
 """
 
 from __future__ import annotations
@@ -31,9 +32,15 @@ from timm_support import timm_fixture  # noqa: E402, F401  (the `timm` fixture)
 
 TOLERANCE = 1e-4
 TINY = {"img_size": 28, "patch_size": 7, "embed_dim": 32, "depth": 2, "num_heads": 2}
-CASES = [
-    ("eva02_tiny_patch14_224", {}),
-    ("eva02_base_patch14_224", {"scale_attn_inner": True, "init_values": 0.1}),
+CASES = [  # architecture, model_args, image size
+    ("eva02_tiny_patch14_224", {}, (28, 28)),
+    ("eva02_base_patch14_224", {"scale_attn_inner": True, "init_values": 0.1}, (28, 28)),
+    # registers, and another image size: a 5 x 3 grid for the 4 x 4 position table
+    (
+        "eva02_small_patch14_224",
+        {"num_reg_tokens": 2, "no_embed_class": True, "dynamic_img_size": True},
+        (35, 21),
+    ),
 ]
 
 
@@ -42,15 +49,15 @@ def _relative(got: np.ndarray, expected: np.ndarray) -> float:
     return float(np.abs(got - expected).max() / np.abs(expected).max())
 
 
-@pytest.mark.parametrize(("architecture", "kwargs"), CASES, ids=[case[0] for case in CASES])
-def test_timm_eva_both_ways(timm, tmp_path, architecture, kwargs):
+@pytest.mark.parametrize(("architecture", "kwargs", "size"), CASES, ids=[c[0] for c in CASES])
+def test_timm_eva_both_ways(timm, tmp_path, architecture, kwargs, size):
     from timm.models._hub import save_for_hf
 
     reference = timm.create_model(architecture, num_classes=5, **TINY, **kwargs).eval()
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, parameter in reference.named_parameters():
-            if parameter.ndim == 1 or name.endswith("_token"):
+            if parameter.ndim == 1 or name.endswith(("_token", "pos_embed")):
                 parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3 + 0.5)
             elif name.endswith("weight"):
                 fan_in = parameter[0].numel()
@@ -59,7 +66,7 @@ def test_timm_eva_both_ways(timm, tmp_path, architecture, kwargs):
     model = js.models.from_pretrained(tmp_path / "timm")
     assert isinstance(model, EvaModel) and model.config.architecture == architecture
 
-    images = np.random.default_rng(0).standard_normal((2, 3, 28, 28)).astype(np.float32)
+    images = np.random.default_rng(0).standard_normal((2, 3, *size)).astype(np.float32)
     with torch.no_grad():
         features = reference.forward_features(torch.from_numpy(images)).numpy()
         expected = reference.forward_head(torch.from_numpy(features)).numpy()
@@ -72,6 +79,25 @@ def test_timm_eva_both_ways(timm, tmp_path, architecture, kwargs):
     with torch.no_grad():
         again = back(torch.from_numpy(images)).numpy()
     assert _relative(again, expected) < TOLERANCE
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("architecture", list(EvaConfig.architectures))
+def test_eva_architectures_match_timm(timm, architecture):
+    """Every registered architecture (one block) has timm's parameters, shapes and pooling."""
+    reference = timm.create_model(architecture, depth=1, num_classes=3)
+    config = EvaConfig(architecture=architecture, num_classes=3, model_args={"depth": 1})
+    model = EvaModel(config, rngs=js.Rngs(params=0))
+    shapes = {name: tuple(value.shape) for name, value in model.state_dict().items()}
+    assert shapes == {name: tuple(value.shape) for name, value in reference.state_dict().items()}
+    assert config.global_pool == reference.global_pool
+
+
+def test_eva_clip_tower_config_matches_timm(timm):
+    config = EvaConfig(architecture="eva02_base_patch16_clip_224")
+    assert config.global_pool == "token" and config.arch_args()["scale_attn_inner"]
+    reference = timm.create_model("eva02_base_patch16_clip_224", pretrained=False, depth=1)
+    assert reference.global_pool == "token" and reference.patch_embed.patch_size == (16, 16)
 
 
 def test_eva_config_refuses_unsupported_options():

@@ -16,7 +16,7 @@ import pytest
 
 import js
 import js.models
-from js.models.timm_vit import VisionTransformerModel
+from js.models.timm_vit import VisionTransformerConfig, VisionTransformerModel
 
 pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")
@@ -29,16 +29,21 @@ TINY = {"img_size": 32, "patch_size": 8, "embed_dim": 32, "depth": 2, "num_heads
 
 
 def _perturb(model) -> None:
-    """Random values for every 1-D parameter and the class / distillation tokens."""
+    """Random values for every 1-D parameter, the class / distillation / register tokens and
+    ``pos_embed``, and the weights drawn at ``1 / sqrt(fan_in)`` (timm's initial head is so small
+    that its bias would hide the rest of the logits)."""
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, parameter in model.named_parameters():
-            if parameter.ndim == 1 or name.endswith("_token"):
+            if parameter.ndim == 1 or name.endswith(("_token", "pos_embed")):
                 parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3 + 0.5)
+            elif name.endswith("weight"):
+                fan_in = parameter[0].numel()
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) / fan_in**0.5)
 
 
-def _images() -> np.ndarray:
-    return np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32)
+def _images(height: int = 32, width: int = 32) -> np.ndarray:
+    return np.random.default_rng(0).standard_normal((2, 3, height, width)).astype(np.float32)
 
 
 def _relative(got: np.ndarray, expected: np.ndarray) -> float:
@@ -46,7 +51,9 @@ def _relative(got: np.ndarray, expected: np.ndarray) -> float:
     return float(np.abs(got - expected).max() / np.abs(expected).max())
 
 
-def _check_both_ways(timm, tmp_path: Path, architecture: str, **kwargs) -> VisionTransformerModel:
+def _check_both_ways(
+    timm, tmp_path: Path, architecture: str, images: np.ndarray | None = None, **kwargs
+) -> VisionTransformerModel:
     from timm.models._hub import save_for_hf
 
     reference = timm.create_model(architecture, pretrained=False, **TINY, **kwargs).eval()
@@ -54,7 +61,7 @@ def _check_both_ways(timm, tmp_path: Path, architecture: str, **kwargs) -> Visio
     save_for_hf(reference, tmp_path / "timm", safe_serialization=True)
     model = js.models.from_pretrained(tmp_path / "timm")
     assert isinstance(model, VisionTransformerModel)
-    images = _images()
+    images = _images() if images is None else images
     with torch.no_grad():
         expected = reference(torch.from_numpy(images)).numpy()
     got = np.asarray(js.jit(lambda m, x: m(x))(model, jnp.asarray(images)))
@@ -73,6 +80,8 @@ CASES = [
     ("vit_small_patch16_224", {"num_classes": 5, "global_pool": "avg", "init_values": 0.1}),
     ("vit_tiny_patch16_224", {"num_classes": 0}),
     ("deit_tiny_distilled_patch16_224", {"num_classes": 5}),
+    ("deit3_small_patch16_224", {"num_classes": 5}),  # layer scale, pos_embed on patches only
+    ("vit_medium_patch16_reg4_gap_256", {"num_classes": 5}),  # 4 registers, no class token
 ]
 
 
@@ -82,16 +91,48 @@ def test_timm_vit_both_ways(timm, tmp_path, architecture, kwargs):
     assert model.config.architecture == architecture
 
 
-def test_vit_config_refuses_unknown_pool():
-    from js.models.timm_vit import VisionTransformerConfig
+@pytest.mark.parametrize("architecture", ["vit_tiny_patch16_224", "deit3_small_patch16_224"])
+def test_timm_vit_dynamic_img_size(timm, tmp_path, architecture):
+    """Images of another size than img_size: pos_embed resized (bicubic, antialiased) as timm."""
+    images = _images(48, 24)  # a 6 x 3 patch grid for the 4 x 4 table
+    _check_both_ways(timm, tmp_path, architecture, images, num_classes=5, dynamic_img_size=True)
 
+
+def test_vit_refuses_other_image_sizes_without_dynamic_img_size():
+    config = VisionTransformerConfig(architecture="vit_tiny_patch16_224", model_args=TINY)
+    model = VisionTransformerModel(config, rngs=js.Rngs(params=0))
+    with pytest.raises(ValueError, match=r"\(6, 3\) patch grid.*dynamic_img_size=True"):
+        model(jnp.asarray(_images(48, 24)))
+
+
+def test_register_vit_config_defaults_to_its_pooling():
+    config = VisionTransformerConfig(architecture="vit_base_patch16_reg4_gap_256")
+    assert config.global_pool == "avg" and config.arch_args()["reg_tokens"] == 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "architecture",
+    [name for name in VisionTransformerConfig.architectures if "deit3" in name or "_reg" in name],
+)
+def test_deit3_and_register_architectures_match_timm(timm, architecture):
+    """DeiT III's and the register ViTs' (one block): timm's parameters, shapes and pooling."""
+    reference = timm.create_model(architecture, depth=1, num_classes=3)
+    config = VisionTransformerConfig(
+        architecture=architecture, num_classes=3, model_args={"depth": 1}
+    )
+    model = VisionTransformerModel(config, rngs=js.Rngs(params=0))
+    shapes = {name: tuple(value.shape) for name, value in model.state_dict().items()}
+    assert shapes == {name: tuple(value.shape) for name, value in reference.state_dict().items()}
+    assert config.global_pool == reference.global_pool
+
+
+def test_vit_config_refuses_unknown_pool():
     with pytest.raises(ValueError, match="global_pool"):
         VisionTransformerConfig(architecture="vit_tiny_patch16_224", global_pool="max")
 
 
 def test_js_made_vit_loads_in_timm(timm, tmp_path):
-    from js.models.timm_vit import VisionTransformerConfig
-
     model_args = {**TINY, "init_values": 0.1}
     config = VisionTransformerConfig(
         architecture="deit_small_patch16_224", num_classes=3, model_args=model_args

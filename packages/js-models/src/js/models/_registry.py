@@ -59,6 +59,7 @@ TIMM_PREFIXES: dict[str, str] = {
     "regnety_": "timm_regnet",
     "vit_": "timm_vit",
     "deit_": "timm_vit",
+    "deit3_": "timm_vit",
     "eva02_": "timm_eva",
     "efficientnet_": "timm_efficientnet",
     "mobilenetv3_": "timm_efficientnet",

@@ -65,28 +65,30 @@ _EVA_DEFAULTS = {
     "rope_temperature": 10000.0,
     "rope_grid_offset": 0.0,
     "use_fc_norm": None,
+    "num_reg_tokens": 0,
+    "no_embed_class": False,
 }
 
 
+# what every EVA-02 sets (ref_feat_shape: the 224 / 14 pretraining grid)
+_EVA02 = {"mlp_ratio": 4 * 2 / 3, "swiglu_mlp": True, "use_rot_pos_emb": True}
+# EVA-CLIP's image towers: base and large with attn.norm, pooling the class token
+_CLIP = {"scale_attn_inner": True, "global_pool": "token"}
+
+
 def _family() -> dict[str, dict[str, Any]]:
-    """timm's registered EVA-02 image classifiers (base and large: separate q/k/v, MLP norm)."""
+    """timm's registered EVA-02 image classifiers (base and large: separate q/k/v, MLP norm)
+    and EVA-CLIP image towers."""
     archs: dict[str, dict[str, Any]] = {}
     for size, (dim, depth, heads) in {**SIZES, "large": (1024, 24, 16)}.items():
         big = size in ("base", "large")
         extra = {"qkv_fused": False, "scale_mlp": True} if big else {}
         for image in (224, 448 if big else 336):
-            archs[f"eva02_{size}_patch14_{image}"] = arch(
-                14,
-                dim,
-                depth,
-                heads,
-                img_size=image,
-                mlp_ratio=4 * 2 / 3,
-                swiglu_mlp=True,
-                use_rot_pos_emb=True,
-                ref_feat_shape=(16, 16),
-                **extra,
-            )
+            sizes = arch(14, dim, depth, heads, img_size=image, ref_feat_shape=(16, 16))
+            archs[f"eva02_{size}_patch14_{image}"] = {**sizes, **_EVA02, **extra}
+    for size, patch, image in (("base", 16, 224), ("large", 14, 224), ("large", 14, 336)):
+        tower = {**archs[f"eva02_{size}_patch14_224"], "patch_size": patch, "img_size": image}
+        archs[f"eva02_{size}_patch{patch}_clip_{image}"] = {**tower, **_CLIP}
     return archs
 
 
@@ -95,8 +97,11 @@ class EvaConfig(VisionTransformerConfig):
 
     ``architecture`` picks the sizes as timm registers them; ``model_args`` may override those
     and ``qkv_fused``, ``swiglu_mlp``, ``scale_mlp``, ``scale_attn_inner``, ``use_rot_pos_emb``,
-    ``ref_feat_shape``, ``rope_temperature``, ``rope_grid_offset``, ``use_fc_norm``.
-    ``global_pool`` is ``'avg'`` (timm's default), ``'token'`` or ``''``.
+    ``ref_feat_shape``, ``rope_temperature``, ``rope_grid_offset``, ``use_fc_norm``,
+    ``num_reg_tokens``, ``no_embed_class`` and ``dynamic_img_size`` (other image sizes: the
+    position table resized, the rotary tables computed for the grid).
+    ``global_pool`` is ``'avg'`` (timm's default; the CLIP towers' is ``'token'``), ``'token'``
+    or ``''``.
     """
 
     defaults = {"num_classes": 1000, "global_pool": "avg"}
@@ -245,7 +250,7 @@ class EvaModel(VisionTransformerModel):
     def _build(self, args: dict[str, Any], rngs: js.Rngs) -> None:
         """The ViT's layers with EVA's blocks; the rotary settings kept for ``rope``."""
         args = {**_EVA_DEFAULTS, **args}
-        args["fc_norm"] = args["use_fc_norm"]
+        args["fc_norm"], args["reg_tokens"] = args["use_fc_norm"], args["num_reg_tokens"]
         super()._build(args, rngs)
         self.head_dim = args["embed_dim"] // args["num_heads"]
         self.use_rope = bool(args["use_rot_pos_emb"])
@@ -257,12 +262,12 @@ class EvaModel(VisionTransformerModel):
             float(args["rope_grid_offset"]),
         )
 
-    def rope(self) -> Rope:
+    def rope(self, grid: tuple[int, int]) -> Rope:
         """The rotary tables of the patch grid (host constants), if ``use_rot_pos_emb``."""
         if not self.use_rope:
             return None
-        prefix = self.num_prefix_tokens  # the class token: not rotated
-        cos, sin = rope_tables(self.grid, self.head_dim, prefix, *self.rope_settings)
+        prefix = self.num_prefix_tokens  # the class and register tokens: not rotated
+        cos, sin = rope_tables(grid, self.head_dim, prefix, *self.rope_settings)
         return jnp.asarray(cos), jnp.asarray(sin)
 
 

@@ -2,8 +2,10 @@
 1.0.31) in js.nn, with timm's module names, so that timm's files load as they are and js writes
 folders timm reads.
 
-``patch_embed.proj`` (a strided conv), ``cls_token`` (and DeiT's ``dist_token``) before the
-patches, ``pos_embed`` added over all of them, pre-norm ``blocks`` (``norm1``, fused
+``patch_embed.proj`` (a strided conv), ``cls_token`` (and DeiT's ``dist_token``, the register
+ViTs' ``reg_token``) before the patches, ``pos_embed`` added over all of them (over the patches
+only with ``no_embed_class``: DeiT III, the register ViTs; resized to the image's patch grid with
+``dynamic_img_size``), pre-norm ``blocks`` (``norm1``, fused
 ``attn.qkv``, ``attn.proj``, layer scale ``ls1.gamma`` where ``init_values`` is set, ``norm2``,
 ``mlp.fc1`` / GELU / ``mlp.fc2``, ``ls2.gamma``), then ``norm`` (or ``fc_norm`` after average
 pooling) and ``head`` (DeiT's distilled variants add ``head_dist``; eval mode averages the two).
@@ -28,7 +30,7 @@ from js import nn
 from js.nn import functional as F
 
 from ._timm import TimmConfig, TimmModel, default_cfg, timm_architectures, trunc_normal_init
-from ._vision import patchify, prepend
+from ._vision import patch_grid, patchify, resize_positions
 from .convnext import Mlp
 
 __all__ = [
@@ -56,9 +58,39 @@ TRANSFORMER_ARGS = (
     "qkv_bias",
     "init_values",
     "class_token",
+    "dynamic_img_size",
 )
+# constructor defaults of the options js builds (timm's VisionTransformer's)
+_VIT_DEFAULTS = {
+    "img_size": 224,
+    "mlp_ratio": 4.0,
+    "qkv_bias": True,
+    "init_values": None,
+    "class_token": True,
+    "fc_norm": None,
+    "distilled": False,
+    "reg_tokens": 0,
+    "no_embed_class": False,
+    "dynamic_img_size": False,
+}
 # timm's model sizes: width, depth, heads
 SIZES = {"tiny": (192, 12, 3), "small": (384, 12, 6), "base": (768, 12, 12)}
+# DeiT III (deit.py): size, width, depth, heads, image sizes
+_DEIT3 = (
+    ("small", 384, 12, 6, (224, 384)),
+    ("medium", 512, 12, 8, (224,)),
+    ("base", 768, 12, 12, (224, 384)),
+    ("large", 1024, 24, 16, (224, 384)),
+)
+_DEIT3_OPTIONS = {"no_embed_class": True, "init_values": 1e-6}
+# timm's register ViTs with average pooling: size, width, depth, heads, init_values, registers
+_REGISTER_VITS = (
+    ("medium", 512, 12, 8, 1e-5, 1),
+    ("medium", 512, 12, 8, 1e-5, 4),
+    ("betwixt", 640, 12, 10, 1e-5, 4),
+    ("base", 768, 12, 12, None, 4),
+)
+_REGISTER_OPTIONS = {"class_token": False, "no_embed_class": True, "global_pool": "avg"}
 
 
 def arch(patch: int, dim: int, depth: int, heads: int, **extra: Any) -> dict[str, Any]:
@@ -67,7 +99,8 @@ def arch(patch: int, dim: int, depth: int, heads: int, **extra: Any) -> dict[str
 
 
 def _family() -> dict[str, dict[str, Any]]:
-    """timm's registered ViT and DeiT 224x224 architectures of the three sizes (and ViT-Large)."""
+    """timm's registered ViT and DeiT 224x224 architectures of the three sizes (and ViT-Large),
+    DeiT III's and the register ViTs' (``reg_tokens``, average pooling, 256x256)."""
     archs: dict[str, dict[str, Any]] = {}
     for size, (dim, depth, heads) in SIZES.items():
         for patch in (16, 32) if size != "tiny" else (16,):
@@ -75,6 +108,13 @@ def _family() -> dict[str, dict[str, Any]]:
         archs[f"deit_{size}_patch16_224"] = arch(16, dim, depth, heads)
         archs[f"deit_{size}_distilled_patch16_224"] = arch(16, dim, depth, heads, distilled=True)
     archs["vit_large_patch16_224"] = arch(16, 1024, 24, 16)
+    for size, dim, depth, heads, images in _DEIT3:
+        for image in images:
+            sizes = arch(16, dim, depth, heads, img_size=image)
+            archs[f"deit3_{size}_patch16_{image}"] = {**sizes, **_DEIT3_OPTIONS}
+    for size, dim, depth, heads, scale, count in _REGISTER_VITS:
+        sizes = arch(16, dim, depth, heads, img_size=256, reg_tokens=count, init_values=scale)
+        archs[f"vit_{size}_patch16_reg{count}_gap_256"] = {**sizes, **_REGISTER_OPTIONS}
     return archs
 
 
@@ -83,20 +123,25 @@ class VisionTransformerConfig(TimmConfig):
 
     ``architecture`` picks the patch size, width, depth and heads as timm registers them
     (``deit_*_distilled_*`` adds the distillation token); ``model_args`` may override those and
-    ``img_size``, ``mlp_ratio``, ``qkv_bias``, ``init_values`` (layer scale), ``class_token`` and
-    ``fc_norm``. ``global_pool`` is ``'token'`` (timm's default), ``'avg'`` or ``''``.
+    ``img_size``, ``mlp_ratio``, ``qkv_bias``, ``init_values`` (layer scale), ``class_token``,
+    ``fc_norm``, ``reg_tokens``, ``no_embed_class`` and ``dynamic_img_size``. ``global_pool`` is
+    ``'token'`` (timm's default; the register ViTs' is ``'avg'``), ``'avg'`` or ``''``.
     """
 
     defaults = {"num_classes": 1000, "global_pool": "token"}
     architectures = _family()
     default_architecture = "vit_base_patch16_224"
-    model_arg_names = (*TRANSFORMER_ARGS, "fc_norm")
+    model_arg_names = (*TRANSFORMER_ARGS, "fc_norm", "reg_tokens", "no_embed_class")
     pool_types = VIT_POOL_TYPES
     pretrained_defaults = default_cfg(
         interpolation="bicubic", crop_pct=0.9, first_conv="patch_embed.proj", classifier="head"
     )
 
     def __init__(self, **kwargs: Any):
+        # an architecture registered with its own pooling (the register ViTs' 'avg') defaults to it
+        registered = self.architectures.get(kwargs.get("architecture", self.default_architecture))
+        if registered and "global_pool" in registered:
+            kwargs.setdefault("global_pool", registered["global_pool"])
         super().__init__(**kwargs)
         pool = self.global_pool
         if self.arch_args().get("distilled") and pool != "token":
@@ -216,7 +261,7 @@ class VisionTransformerModel(TimmModel):
     Images ``[B, in_chans, img_size, img_size]`` give logits ``[B, num_classes]``, or with
     ``num_classes=0`` (no ``head``) the pooled features ``[B, embed_dim]``. Random weights are
     timm's kind: truncated normal (std 0.02) for ``pos_embed``, Linear layers and the patch conv
-    (as ConvNeXt's), ``cls_token`` / ``dist_token`` N(0, 1e-6^2), zero biases.
+    (as ConvNeXt's), ``cls_token`` / ``dist_token`` / ``reg_token`` N(0, 1e-6^2), zero biases.
     """
 
     config_class = VisionTransformerConfig
@@ -225,18 +270,14 @@ class VisionTransformerModel(TimmModel):
 
     def _build(self, args: dict[str, Any], rngs: js.Rngs) -> None:
         """``patch_embed``, the tokens, ``pos_embed``, ``blocks``, ``norm`` / ``fc_norm``, heads."""
-        defaults = {"img_size": 224, "mlp_ratio": 4.0, "qkv_bias": True, "init_values": None}
-        args = {**defaults, "class_token": True, "fc_norm": None, "distilled": False, **args}
-        dim, image, patch = args["embed_dim"], args["img_size"], args["patch_size"]
+        args = {**_VIT_DEFAULTS, **args}
+        dim, image, self.patch = args["embed_dim"], args["img_size"], args["patch_size"]
         height, width = (image, image) if isinstance(image, int) else image
-        self.grid = (height // patch, width // patch)
+        self.grid = patch_grid((height, width), (self.patch, self.patch))
         self.distilled, self.pool_type = bool(args["distilled"]), args["global_pool"]
-        self.patch_embed = PatchEmbed(args["in_chans"], dim, patch, rngs=rngs)
-        self.cls_token = nn.Parameter(jnp.zeros((1, 1, dim))) if args["class_token"] else None
-        self.dist_token = nn.Parameter(jnp.zeros((1, 1, dim))) if self.distilled else None
-        self.num_prefix_tokens = int(args["class_token"]) + int(self.distilled)
-        tokens = self.grid[0] * self.grid[1] + self.num_prefix_tokens
-        self.pos_embed = nn.Parameter(jnp.zeros((1, tokens, dim)))
+        self.dynamic_img_size = bool(args["dynamic_img_size"])
+        self.patch_embed = PatchEmbed(args["in_chans"], dim, self.patch, rngs=rngs)
+        self._build_tokens(args, dim)
         self.blocks = nn.Sequential(
             *(self.block_class(args, rngs=rngs) for _ in range(args["depth"]))
         )
@@ -248,24 +289,61 @@ class VisionTransformerModel(TimmModel):
         self.head = head or nn.Identity()
         if self.distilled:
             self.head_dist = nn.Linear(dim, self.num_classes, rngs=rngs) if head else nn.Identity()
-        for token in (self.cls_token, self.dist_token):
+        for token in (self.cls_token, self.dist_token, self.reg_token):
             if token is not None:
                 nn.init.normal_(token, std=1e-6, rngs=rngs)
         nn.init.trunc_normal_(self.pos_embed, std=0.02, rngs=rngs)
 
+    def _build_tokens(self, args: dict[str, Any], dim: int) -> None:
+        """The class, distillation (DeiT) and register tokens and ``pos_embed`` (over the
+        patches only with ``no_embed_class``: DeiT III, the register ViTs)."""
+        self.cls_token = nn.Parameter(jnp.zeros((1, 1, dim))) if args["class_token"] else None
+        self.dist_token = nn.Parameter(jnp.zeros((1, 1, dim))) if self.distilled else None
+        registers = args["reg_tokens"]
+        self.reg_token = nn.Parameter(jnp.zeros((1, registers, dim))) if registers else None
+        self.num_prefix_tokens = int(args["class_token"]) + int(self.distilled) + registers
+        self.no_embed_class = bool(args["no_embed_class"])
+        self.embedded_prefix = 0 if self.no_embed_class else self.num_prefix_tokens
+        tokens = self.grid[0] * self.grid[1] + self.embedded_prefix
+        self.pos_embed = nn.Parameter(jnp.zeros((1, tokens, dim)))
+
     def forward_features(self, x: jax.Array) -> jax.Array:
-        """The tokens after ``norm``: ``[B, prefix tokens + patches, embed_dim]``."""
+        """The tokens after ``norm``: ``[B, prefix tokens + patches, embed_dim]`` (class,
+        distillation, registers, then the patches, as timm)."""
+        grid = self._grid(x.shape)
         x = self.patch_embed(x)
-        for token in (self.dist_token, self.cls_token):  # cls first, then dist, as timm
-            if token is not None:
-                x = prepend(token.value, x)
-        x, rope = x + self.pos_embed.value, self.rope()
+        pos_embed = self.pos_embed.value
+        if grid != self.grid:  # timm's dynamic_img_size: bicubic, antialiased
+            pos_embed = resize_positions(
+                pos_embed, self.grid, grid, leading=self.embedded_prefix, antialias=True
+            )
+        tokens = (self.cls_token, self.dist_token, self.reg_token)
+        prefix = [token.value for token in tokens if token is not None]
+        prefix = [jnp.broadcast_to(token, (x.shape[0], *token.shape[1:])) for token in prefix]
+        if self.no_embed_class:
+            x = x + pos_embed
+        x = jnp.concatenate([*prefix, x], axis=1)
+        if not self.no_embed_class:
+            x = x + pos_embed
+        rope = self.rope(grid)
         for block in self.blocks:
             x = block(x, rope)
         return self.norm(x)
 
-    def rope(self) -> Rope:
-        """The blocks' rotary tables: none for ViT (EVA's model computes them)."""
+    def _grid(self, shape: tuple[int, ...]) -> tuple[int, int]:
+        """The patch grid of images of ``shape``; another than ``img_size``'s only with
+        ``dynamic_img_size``."""
+        grid = patch_grid(shape[2:], (self.patch, self.patch))
+        if grid != self.grid and not self.dynamic_img_size:
+            raise ValueError(
+                f"{type(self).__name__}: images {list(shape)} give a {grid} patch grid, the "
+                f"model's is {self.grid} (img_size). Fix: resize the images, or build the model "
+                "with model_args dynamic_img_size=True"
+            )
+        return grid
+
+    def rope(self, grid: tuple[int, int]) -> Rope:
+        """The blocks' rotary tables for a patch ``grid``: none for ViT (EVA computes them)."""
         return None
 
     def forward_head(self, x: jax.Array, pre_logits: bool = False) -> jax.Array:
