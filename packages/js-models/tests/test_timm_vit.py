@@ -105,6 +105,13 @@ def test_vit_refuses_other_image_sizes_without_dynamic_img_size():
         model(jnp.asarray(_images(48, 24)))
 
 
+def test_dinov2_config_defaults_to_no_classifier(timm):
+    config = VisionTransformerConfig(architecture="vit_small_patch14_reg4_dinov2")
+    reference = timm.create_model("vit_small_patch14_reg4_dinov2", depth=1)
+    assert config.num_classes == reference.num_classes == 0
+    assert config.arch_args()["img_size"] == reference.patch_embed.img_size[0] == 518
+
+
 def test_register_vit_config_defaults_to_its_pooling():
     config = VisionTransformerConfig(architecture="vit_base_patch16_reg4_gap_256")
     assert config.global_pool == "avg" and config.arch_args()["reg_tokens"] == 4
@@ -113,10 +120,12 @@ def test_register_vit_config_defaults_to_its_pooling():
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "architecture",
-    [name for name in VisionTransformerConfig.architectures if "deit3" in name or "_reg" in name],
+    [name for name in VisionTransformerConfig.architectures if "deit3" in name or "_reg" in name]
+    + ["vit_small_patch14_dinov2"],
 )
 def test_deit3_and_register_architectures_match_timm(timm, architecture):
-    """DeiT III's and the register ViTs' (one block): timm's parameters, shapes and pooling."""
+    """DeiT III's, the register ViTs' and DINOv2's (one block): timm's parameters, shapes and
+    pooling."""
     reference = timm.create_model(architecture, depth=1, num_classes=3)
     config = VisionTransformerConfig(
         architecture=architecture, num_classes=3, model_args={"depth": 1}
@@ -132,21 +141,31 @@ def test_vit_config_refuses_unknown_pool():
         VisionTransformerConfig(architecture="vit_tiny_patch16_224", global_pool="max")
 
 
-def test_js_made_vit_loads_in_timm(timm, tmp_path):
-    model_args = {**TINY, "init_values": 0.1}
+JS_MADE = [
+    ("deit_small_patch16_224", {**TINY, "init_values": 0.1}, 32),
+    # the architecture's own 256x256 images: timm reads img_size from pretrained_cfg
+    ("vit_medium_patch16_reg4_gap_256", {"embed_dim": 32, "depth": 1, "num_heads": 2}, 256),
+]
+
+
+@pytest.mark.parametrize(("architecture", "model_args", "size"), JS_MADE, ids=lambda v: str(v))
+def test_js_made_vit_loads_in_timm(timm, tmp_path, architecture, model_args, size):
     config = VisionTransformerConfig(
-        architecture="deit_small_patch16_224", num_classes=3, model_args=model_args
+        architecture=architecture, num_classes=3, model_args=model_args
     )
     model = VisionTransformerModel(config, rngs=js.Rngs(params=0)).eval()
     rng = np.random.default_rng(1)
     state = model.state_dict()
     for key, value in state.items():
-        if value.ndim == 1 or key.endswith("_token"):
+        if value.ndim == 1 or key.endswith(("_token", "pos_embed")):
             state[key] = rng.uniform(-0.5, 1.5, value.shape).astype(value.dtype)
+        else:  # weights at 1 / sqrt(fan_in), so the head's bias does not hide the rest
+            fan_in = int(np.prod(value.shape[1:]))
+            state[key] = (rng.standard_normal(value.shape) / fan_in**0.5).astype(value.dtype)
     model.load_state_dict(state)
     model.save_pretrained(tmp_path)
     reference = timm.create_model(f"local-dir:{tmp_path}", pretrained=True).eval()
-    images = _images()
+    images = _images(size, size)
     with torch.no_grad():
         expected = reference(torch.from_numpy(images)).numpy()
     got = np.asarray(js.jit(lambda m, x: m(x))(model, jnp.asarray(images)))

@@ -27,7 +27,7 @@ import js
 from js import nn
 from js.nn import functional as F
 
-from ._timm import default_cfg, timm_architectures
+from ._timm import timm_architectures
 from .convnext import Mlp
 from .timm_vit import (
     SIZES,
@@ -109,14 +109,11 @@ class EvaConfig(VisionTransformerConfig):
     default_architecture = "eva02_base_patch14_224"
     model_arg_names = (*TRANSFORMER_ARGS, *(name for name in _EVA_DEFAULTS))
     pool_types = VIT_POOL_TYPES
-    pretrained_defaults = default_cfg(
-        interpolation="bicubic",
-        crop_pct=0.9,
-        mean=OPENAI_CLIP_MEAN,
-        std=OPENAI_CLIP_STD,
-        first_conv="patch_embed.proj",
-        classifier="head",
-    )
+    pretrained_defaults = {
+        **VisionTransformerConfig.pretrained_defaults,
+        "mean": OPENAI_CLIP_MEAN,
+        "std": OPENAI_CLIP_STD,
+    }
 
 
 def rope_tables(

@@ -30,7 +30,7 @@ from js import nn
 from js.nn import functional as F
 
 from ._timm import TimmConfig, TimmModel, default_cfg, timm_architectures, trunc_normal_init
-from ._vision import patch_grid, patchify, resize_positions
+from ._vision import pair, patch_grid, patchify, resize_positions
 from .convnext import Mlp
 
 __all__ = [
@@ -91,6 +91,9 @@ _REGISTER_VITS = (
     ("base", 768, 12, 12, None, 4),
 )
 _REGISTER_OPTIONS = {"class_token": False, "no_embed_class": True, "global_pool": "avg"}
+# DINOv2's backbones (518x518 images, no classifier), with or without 4 registers
+_DINOV2 = {"img_size": 518, "init_values": 1e-5, "num_classes": 0}
+_DINOV2_REGISTERS = {"reg_tokens": 4, "no_embed_class": True}
 
 
 def arch(patch: int, dim: int, depth: int, heads: int, **extra: Any) -> dict[str, Any]:
@@ -100,7 +103,7 @@ def arch(patch: int, dim: int, depth: int, heads: int, **extra: Any) -> dict[str
 
 def _family() -> dict[str, dict[str, Any]]:
     """timm's registered ViT and DeiT 224x224 architectures of the three sizes (and ViT-Large),
-    DeiT III's and the register ViTs' (``reg_tokens``, average pooling, 256x256)."""
+    DeiT III's, the register ViTs' (``reg_tokens``, average pooling, 256x256) and DINOv2's."""
     archs: dict[str, dict[str, Any]] = {}
     for size, (dim, depth, heads) in SIZES.items():
         for patch in (16, 32) if size != "tiny" else (16,):
@@ -115,6 +118,11 @@ def _family() -> dict[str, dict[str, Any]]:
     for size, dim, depth, heads, scale, count in _REGISTER_VITS:
         sizes = arch(16, dim, depth, heads, img_size=256, reg_tokens=count, init_values=scale)
         archs[f"vit_{size}_patch16_reg{count}_gap_256"] = {**sizes, **_REGISTER_OPTIONS}
+    for size, (dim, depth, heads) in {**SIZES, "large": (1024, 24, 16)}.items():
+        if size != "tiny":
+            archs[f"vit_{size}_patch14_dinov2"] = {**arch(14, dim, depth, heads), **_DINOV2}
+            registers = {**archs[f"vit_{size}_patch14_dinov2"], **_DINOV2_REGISTERS}
+            archs[f"vit_{size}_patch14_reg4_dinov2"] = registers
     return archs
 
 
@@ -125,7 +133,8 @@ class VisionTransformerConfig(TimmConfig):
     (``deit_*_distilled_*`` adds the distillation token); ``model_args`` may override those and
     ``img_size``, ``mlp_ratio``, ``qkv_bias``, ``init_values`` (layer scale), ``class_token``,
     ``fc_norm``, ``reg_tokens``, ``no_embed_class`` and ``dynamic_img_size``. ``global_pool`` is
-    ``'token'`` (timm's default; the register ViTs' is ``'avg'``), ``'avg'`` or ``''``.
+    ``'token'`` (timm's default; the register ViTs' is ``'avg'``), ``'avg'`` or ``''``;
+    ``num_classes`` 1000 (DINOv2's: 0).
     """
 
     defaults = {"num_classes": 1000, "global_pool": "token"}
@@ -134,14 +143,20 @@ class VisionTransformerConfig(TimmConfig):
     model_arg_names = (*TRANSFORMER_ARGS, "fc_norm", "reg_tokens", "no_embed_class")
     pool_types = VIT_POOL_TYPES
     pretrained_defaults = default_cfg(
-        interpolation="bicubic", crop_pct=0.9, first_conv="patch_embed.proj", classifier="head"
+        interpolation="bicubic",
+        crop_pct=0.9,
+        first_conv="patch_embed.proj",
+        classifier="head",
+        fixed_input_size=True,
     )
 
     def __init__(self, **kwargs: Any):
-        # an architecture registered with its own pooling (the register ViTs' 'avg') defaults to it
+        # an architecture registered with its own pooling or classes (the register ViTs' 'avg',
+        # DINOv2's 0, as timm's pretrained configs) defaults to them
         registered = self.architectures.get(kwargs.get("architecture", self.default_architecture))
-        if registered and "global_pool" in registered:
-            kwargs.setdefault("global_pool", registered["global_pool"])
+        for key in ("num_classes", "global_pool"):
+            if registered and key in registered:
+                kwargs.setdefault(key, registered[key])
         super().__init__(**kwargs)
         pool = self.global_pool
         if self.arch_args().get("distilled") and pool != "token":
@@ -153,6 +168,18 @@ class VisionTransformerConfig(TimmConfig):
     def feature_count(self) -> int:
         """``embed_dim`` (192 for vit_tiny_patch16_224, 768 for vit_base_patch16_224)."""
         return int(self.arch_args()["embed_dim"])
+
+    def to_dict(self) -> dict[str, Any]:
+        """timm's ``config.json``; a config made in js records the architecture's image size as
+        ``pretrained_cfg["input_size"]``, from which timm (``fixed_input_size``) sets
+        ``img_size`` (256 for the register ViTs, 384 for ``deit3_*_384``)."""
+        values = super().to_dict()
+        if getattr(self, "pretrained_cfg", None) is None:
+            image = {**_VIT_DEFAULTS, **self.arch_args()}["img_size"]
+            values["pretrained_cfg"]["input_size"][1:] = pair(
+                type(self).__name__, "img_size", image
+            )
+        return values
 
 
 class LayerScale(nn.Module):
