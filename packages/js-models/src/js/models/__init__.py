@@ -51,6 +51,7 @@ from .sentence_transformers import SentenceTransformer as SentenceTransformer  #
 from .vit import ViTConfig as ViTConfig  # noqa: E402
 from .vit import ViTForImageClassification as ViTForImageClassification  # noqa: E402
 from .vit import ViTModel as ViTModel  # noqa: E402
+from .whisper_features import WhisperFeatureExtractor as WhisperFeatureExtractor  # noqa: E402
 
 __all__ = [
     "BertConfig",
@@ -88,6 +89,7 @@ __all__ = [
     "ViTConfig",
     "ViTForImageClassification",
     "ViTModel",
+    "WhisperFeatureExtractor",
     "expert_rules",
     "from_pretrained",
     "generate",
