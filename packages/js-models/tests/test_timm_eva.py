@@ -84,13 +84,17 @@ def test_timm_eva_both_ways(timm, tmp_path, architecture, kwargs, size):
 @pytest.mark.slow
 @pytest.mark.parametrize("architecture", list(EvaConfig.architectures))
 def test_eva_architectures_match_timm(timm, architecture):
-    """Every registered architecture (one block) has timm's parameters, shapes and pooling."""
-    reference = timm.create_model(architecture, depth=1, num_classes=3)
-    config = EvaConfig(architecture=architecture, num_classes=3, model_args={"depth": 1})
+    """Every registered architecture (one block) has timm's parameters, shapes, pooling and
+    default classes."""
+    reference = timm.create_model(architecture, depth=1)
+    config = EvaConfig(architecture=architecture, model_args={"depth": 1})
     model = EvaModel(config, rngs=js.Rngs(params=0))
     shapes = {name: tuple(value.shape) for name, value in model.state_dict().items()}
     assert shapes == {name: tuple(value.shape) for name, value in reference.state_dict().items()}
-    assert config.global_pool == reference.global_pool
+    assert (config.global_pool, config.num_classes) == (
+        reference.global_pool,
+        reference.num_classes,
+    )
 
 
 def test_eva_clip_tower_config_matches_timm(timm):

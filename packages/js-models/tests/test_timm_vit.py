@@ -125,15 +125,16 @@ def test_register_vit_config_defaults_to_its_pooling():
 )
 def test_deit3_and_register_architectures_match_timm(timm, architecture):
     """DeiT III's, the register ViTs' and DINOv2's (one block): timm's parameters, shapes and
-    pooling."""
-    reference = timm.create_model(architecture, depth=1, num_classes=3)
-    config = VisionTransformerConfig(
-        architecture=architecture, num_classes=3, model_args={"depth": 1}
-    )
+    pooling and default classes."""
+    reference = timm.create_model(architecture, depth=1)
+    config = VisionTransformerConfig(architecture=architecture, model_args={"depth": 1})
     model = VisionTransformerModel(config, rngs=js.Rngs(params=0))
     shapes = {name: tuple(value.shape) for name, value in model.state_dict().items()}
     assert shapes == {name: tuple(value.shape) for name, value in reference.state_dict().items()}
-    assert config.global_pool == reference.global_pool
+    assert (config.global_pool, config.num_classes) == (
+        reference.global_pool,
+        reference.num_classes,
+    )
 
 
 def test_vit_config_refuses_unknown_pool():

@@ -68,8 +68,6 @@ _EVA_DEFAULTS = {
     "num_reg_tokens": 0,
     "no_embed_class": False,
 }
-
-
 # what every EVA-02 sets (ref_feat_shape: the 224 / 14 pretraining grid)
 _EVA02 = {"mlp_ratio": 4 * 2 / 3, "swiglu_mlp": True, "use_rot_pos_emb": True}
 # EVA-CLIP's image towers: base and large with attn.norm, pooling the class token
@@ -77,18 +75,25 @@ _CLIP = {"scale_attn_inner": True, "global_pool": "token"}
 
 
 def _family() -> dict[str, dict[str, Any]]:
-    """timm's registered EVA-02 image classifiers (base and large: separate q/k/v, MLP norm)
-    and EVA-CLIP image towers."""
+    """timm's registered EVA-02 image models (base and large: separate q/k/v, MLP norm): the
+    224x224 masked-image-modelling backbones (no classifier, as timm's pretrained configs), the
+    336/448 ImageNet classifiers, and EVA-CLIP's image towers (512 / 768 embedding outputs)."""
     archs: dict[str, dict[str, Any]] = {}
     for size, (dim, depth, heads) in {**SIZES, "large": (1024, 24, 16)}.items():
         big = size in ("base", "large")
         extra = {"qkv_fused": False, "scale_mlp": True} if big else {}
         for image in (224, 448 if big else 336):
             sizes = arch(14, dim, depth, heads, img_size=image, ref_feat_shape=(16, 16))
-            archs[f"eva02_{size}_patch14_{image}"] = {**sizes, **_EVA02, **extra}
-    for size, patch, image in (("base", 16, 224), ("large", 14, 224), ("large", 14, 336)):
+            classes = {"num_classes": 0} if image == 224 else {}
+            archs[f"eva02_{size}_patch14_{image}"] = {**sizes, **_EVA02, **extra, **classes}
+    towers = (("base", 16, 224, 512), ("large", 14, 224, 768), ("large", 14, 336, 768))
+    for size, patch, image, outputs in towers:
         tower = {**archs[f"eva02_{size}_patch14_224"], "patch_size": patch, "img_size": image}
-        archs[f"eva02_{size}_patch{patch}_clip_{image}"] = {**tower, **_CLIP}
+        archs[f"eva02_{size}_patch{patch}_clip_{image}"] = {
+            **tower,
+            **_CLIP,
+            "num_classes": outputs,
+        }
     return archs
 
 
@@ -101,13 +106,13 @@ class EvaConfig(VisionTransformerConfig):
     ``num_reg_tokens``, ``no_embed_class`` and ``dynamic_img_size`` (other image sizes: the
     position table resized, the rotary tables computed for the grid).
     ``global_pool`` is ``'avg'`` (timm's default; the CLIP towers' is ``'token'``), ``'token'``
-    or ``''``.
+    or ``''``; ``num_classes`` defaults to the architecture's (see ``_family``).
     """
 
     defaults = {"num_classes": 1000, "global_pool": "avg"}
     architectures = _family()
     default_architecture = "eva02_base_patch14_224"
-    model_arg_names = (*TRANSFORMER_ARGS, *(name for name in _EVA_DEFAULTS))
+    model_arg_names = (*TRANSFORMER_ARGS, *_EVA_DEFAULTS)
     pool_types = VIT_POOL_TYPES
     pretrained_defaults = {
         **VisionTransformerConfig.pretrained_defaults,
@@ -133,12 +138,11 @@ def rope_tables(
         ((5, 8), True, True)
     """
     freqs = np.asarray(F.rope_inv_freq(head_dim // 2, float(temperature)))
-    ref = ref_feat_shape
     axes = []
     for axis, size in enumerate(grid):
         t = np.arange(size, dtype=np.float32) + np.float32(grid_offset)
-        if ref is not None:  # EVA's rescale of a fine-tuned grid to the pretraining grid
-            t = t / np.float32(size) * np.float32(ref[axis])
+        if ref_feat_shape is not None:  # EVA's rescale of a fine-tuned grid to the pretraining one
+            t = t / np.float32(size) * np.float32(ref_feat_shape[axis])
         axes.append(t)
     rows, columns = np.meshgrid(*axes, indexing="ij")  # each [rows, columns]
     angles = np.concatenate(
