@@ -1,0 +1,227 @@
+"""What every encoder-decoder model shares: cross-attention's keys and values cached once per
+generation, and ``generate`` on the decoder-only generation loop.
+
+A generation encodes the source once (one compiled program, ``_encode``), which also projects
+the encoder's output to every decoder layer's cross-attention keys and values and stores them
+in a ``Seq2SeqCache`` beside the decoder's self-attention ``js.nn.KVCache``. Then the prefill
+and decode programs of ``js.models.generate`` (``_generation.py``) run unchanged on a
+``DecoderView``: a ``CausalLM`` whose forward is the decoder over the cached cross keys and
+values, starting from ``decoder_start_token_id``. The encoder's input is right-padded to a
+bucket (16, 32, ...) with ``attention_mask`` 0, so that sources of nearby lengths share one
+program.
+
+A family provides (``Seq2SeqGenerationMixin``): ``encode(input_ids, attention_mask)`` (the
+encoder's last hidden state), ``cross_attentions()`` (each decoder layer's cross-attention, with
+``key_values(encoder_hidden) -> (k, v)`` ``[B, heads, S, head_dim]``), ``decode(input_ids,
+attention_mask, *, cache, logits_to_keep)`` (logits, reading ``cache.cross(i)`` and
+``cache.encoder_mask()``) and ``make_decoder_cache(batch_size, max_length, *, dtype)`` (the
+decoder's self-attention ``KVCache``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, cast
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import js
+from js import Buffer, Module, ModuleList, nn
+from js._checks import is_int
+from js.nn.attention import padding_mask
+
+from . import _generation
+from ._generation import _eval_mode, _give_back, _request, _Run, bucket, generate
+
+OWNER = "js.models.generate"
+
+
+class CrossKV(Module):
+    """One decoder layer's cross-attention keys ``k`` and values ``v`` over the encoder's
+    output, ``[B, heads, S, head_dim]`` (non-persistent buffers)."""
+
+    def __init__(self, k: jax.Array, v: jax.Array):
+        super().__init__()
+        self.k = Buffer(k, persistent=False)
+        self.v = Buffer(v, persistent=False)
+
+
+class Seq2SeqCache(Module):
+    """An encoder-decoder's generation cache: the decoder's self-attention ``KVCache``
+    (``decoder``; ``begin``, ``update``, ``mask`` and ``reset`` are its) and, written once per
+    source, each layer's cross-attention keys and values (``cross(i)``) and the source's
+    padding (``encoder_valid`` ``[B, S]`` bool).
+
+    Args:
+        decoder: the decoder's self-attention cache; its layers, heads, head size and dtype
+            are the cross-attention's too.
+        source_length: ``S``, the (bucketed) source tokens per row.
+    """
+
+    def __init__(self, decoder: nn.KVCache, source_length: int):
+        super().__init__()
+        B, heads, _, head_dim = decoder.layer(0).k.value.shape
+        empty = jnp.zeros((B, heads, source_length, head_dim), decoder.layer(0).k.value.dtype)
+        self.decoder = decoder
+        self.layers = ModuleList([CrossKV(empty, empty) for _ in range(len(decoder.layers))])
+        self.encoder_valid = Buffer(jnp.ones((B, source_length), bool), persistent=False)
+
+    def begin(self, T: int, attention_mask: Any = None) -> jax.Array:
+        """``KVCache.begin`` of the decoder's self-attention."""
+        return self.decoder.begin(T, attention_mask)
+
+    def update(self, layer: int, k: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``KVCache.update`` of the decoder's self-attention."""
+        return self.decoder.update(layer, k, v)
+
+    def mask(self, T: int, window: int | None = None) -> jax.Array:
+        """``KVCache.mask`` of the decoder's self-attention."""
+        return self.decoder.mask(T, window)
+
+    def reset(self) -> None:
+        """Forget the decoded tokens; the source's keys and values stay."""
+        self.decoder.reset()
+
+    @property
+    def start(self) -> Buffer:
+        """The first slot of the last ``begin`` (the decoder cache's)."""
+        return self.decoder.start
+
+    @property
+    def max_length(self) -> int:
+        """Self-attention slots per row."""
+        return self.decoder.max_length
+
+    def store(self, layer: int, k: jax.Array, v: jax.Array) -> None:
+        """Keep cross-attention layer ``layer``'s keys and values ``[B, heads, S, head_dim]``."""
+        kv = cast(CrossKV, self.layers[layer])
+        kv.k.value, kv.v.value = k.astype(kv.k.value.dtype), v.astype(kv.v.value.dtype)
+
+    def cross(self, layer: int, dtype: Any) -> tuple[jax.Array, jax.Array]:
+        """Cross-attention layer ``layer``'s keys and values, in ``dtype``."""
+        kv = cast(CrossKV, self.layers[layer])
+        return kv.k.value.astype(dtype), kv.v.value.astype(dtype)
+
+    def encoder_mask(self) -> jax.Array:
+        """``[B, 1, 1, S]`` bool, True at the source's real tokens."""
+        return padding_mask(self.encoder_valid.value)
+
+
+def cross_key_values(
+    attention: Any, index: int, encoder_hidden: jax.Array | None, cache: Any, dtype: Any
+) -> tuple[jax.Array, jax.Array]:
+    """Decoder layer ``index``'s cross-attention keys and values: the cache's (written once
+    per source) when decoding with a ``Seq2SeqCache``, else ``attention.key_values`` of the
+    encoder's output."""
+    if isinstance(cache, Seq2SeqCache):
+        return cache.cross(index, dtype)
+    assert encoder_hidden is not None, "a decoder forward without a cache needs the encoder"
+    return attention.key_values(encoder_hidden)
+
+
+class DecoderView(Module):
+    """An encoder-decoder model as the ``CausalLM`` the generation loop drives: its forward is
+    the model's ``decode`` over a ``Seq2SeqCache`` that holds the source."""
+
+    def __init__(self, model: Any):
+        super().__init__()
+        self.model, self.config = model, model.config  # the loop reads the config's token ids
+
+    def make_cache(self, batch_size: int, max_length: int, *, dtype: Any = None) -> Any:
+        """The decoder's self-attention cache (a generation gives the loop its
+        ``Seq2SeqCache``, which holds this and the source's keys and values)."""
+        return self.model.make_decoder_cache(batch_size, max_length, dtype=dtype)
+
+    def forward(self, input_ids: Any, attention_mask: Any = None, **options: Any) -> jax.Array:
+        """``model.decode`` (``options``: ``cache``, ``logits_to_keep``): next-token logits
+        ``[B, L, vocab]``."""
+        return self.model.decode(input_ids, attention_mask, **options)
+
+
+@js.jit
+def _encode(model, cache, ids, mask):
+    """Encode the source and store every decoder layer's cross keys and values in ``cache``."""
+    _generation.TRACES["encode"] += 1
+    hidden = model.encode(ids, mask)  # [B, S, d_model]
+    for index, attention in enumerate(model.cross_attentions()):
+        cache.store(index, *attention.key_values(hidden))
+    cache.encoder_valid.value = mask != 0
+
+
+def _source(input_ids: Any, attention_mask: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The source ids and mask right-padded to their bucket (padding masked out)."""
+    ids = np.asarray(input_ids)
+    if ids.ndim != 2 or ids.dtype.kind not in "iu" or 0 in ids.shape:
+        raise ValueError(
+            f"{OWNER}: input_ids (the source) must be integer token ids [B, S] with S >= 1, "
+            f"got shape {list(ids.shape)} and dtype {ids.dtype}. Fix: a batch of one is ids[None]"
+        )
+    mask = np.ones(ids.shape, bool) if attention_mask is None else np.asarray(attention_mask) != 0
+    if mask.shape != ids.shape or not mask.any(axis=1).all():
+        raise ValueError(
+            f"{OWNER}: attention_mask must be input_ids' shape {list(ids.shape)} with a real "
+            f"token (1) in every row, got shape {list(mask.shape)} with "
+            f"{int((~mask.any(axis=-1)).sum())} rows of padding only"
+        )
+    B, S = ids.shape
+    width = bucket(S)
+    padded, valid = np.zeros((B, width), np.int32), np.zeros((B, width), np.int32)
+    padded[:, :S], valid[:, :S] = np.where(mask, ids, 0), mask
+    return padded, valid
+
+
+def _start_token(config: Any, options: dict[str, Any]) -> int:
+    """``decoder_start_token_id`` (taken out of ``options``), else the config's."""
+    given = options.pop("decoder_start_token_id", None)
+    for value in (given, getattr(config, "decoder_start_token_id", None)):
+        if value is not None:
+            if not is_int(value):
+                raise TypeError(f"{OWNER}: decoder_start_token_id must be an int, got {value!r}")
+            return int(value)
+    raise ValueError(
+        f"{OWNER}: {type(config).__name__} has no decoder_start_token_id (the decoder's first "
+        "token). Fix: pass decoder_start_token_id= (T5: the pad token, 0)"
+    )
+
+
+class Seq2SeqGenerationMixin:
+    """``model.generate(input_ids, ...)`` for an encoder-decoder model: encode once, then the
+    decode loop of ``js.models.generate`` on the decoder (see the module docstring)."""
+
+    def generate(self, input_ids: Any, *, attention_mask: Any = None, **options: Any) -> jax.Array:
+        """The decoder's tokens ``[B, 1 + n]`` int32 (the start token, then up to
+        ``max_new_tokens`` new ones), as transformers' ``generate`` returns them for an
+        encoder-decoder model.
+
+        Args:
+            input_ids: the source ``[B, S]``, padded on either side.
+            attention_mask: ``[B, S]``, 1 for real source tokens (None: all real).
+            options: ``decoder_start_token_id`` (the decoder's first token; None: the
+                config's), and ``js.models.generate``'s keyword arguments
+                (``max_new_tokens``, ``do_sample``, ``eos_token_id``, ...).
+        """
+        model = cast(Any, self)
+        ids, mask = _source(input_ids, attention_mask)
+        first = _start_token(model.config, options)
+        start = np.full((ids.shape[0], 1), first)  # [B, 1]: the decoder's prompt
+        view = DecoderView(model)
+        call = inspect.signature(generate).bind(view, start, **options)  # names a wrong one
+        call.apply_defaults()
+        request = _request(**call.arguments)
+        B, width = request.ids.shape
+        spec = (B, width + bucket(request.new), request.cache_dtype)  # _Run's cache spec
+        decoder = model.make_decoder_cache(*spec[:2], dtype=spec[2])
+        cache = Seq2SeqCache(decoder, ids.shape[1])
+        _give_back(view, spec, cache)  # the run takes this cache as the view's
+        with _eval_mode(model):
+            _encode(model, cache, ids, mask)
+            run = _Run(view, request)
+            assert run.cache is cache, "the generation loop sized its cache otherwise"
+            if not run.done:
+                run.advance(request.new)
+        return jnp.asarray(np.concatenate([start.astype(np.int32), run.tokens()], axis=1))
+
+
+__all__ = ["DecoderView", "Seq2SeqCache", "Seq2SeqGenerationMixin", "cross_key_values"]
