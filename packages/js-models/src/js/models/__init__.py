@@ -36,6 +36,7 @@ from .convnext import ConvNeXtModel as ConvNeXtModel  # noqa: E402
 from .gpt2 import GPT2Config as GPT2Config  # noqa: E402
 from .gpt2 import GPT2LMHeadModel as GPT2LMHeadModel  # noqa: E402
 from .gpt2 import GPT2Model as GPT2Model  # noqa: E402
+from .image_processor import ImageProcessor as ImageProcessor  # noqa: E402
 from .llama import LlamaConfig as LlamaConfig  # noqa: E402
 from .llama import LlamaForCausalLM as LlamaForCausalLM  # noqa: E402
 from .llama import LlamaModel as LlamaModel  # noqa: E402
@@ -71,6 +72,7 @@ __all__ = [
     "GenerationMixin",
     "GPT2LMHeadModel",
     "GPT2Model",
+    "ImageProcessor",
     "LlamaConfig",
     "LlamaForCausalLM",
     "LlamaModel",
