@@ -1,5 +1,8 @@
 """Whisper against transformers: the log-mel features of ``WhisperFeatureExtractor`` on synthetic
-audio (tones and noise, 16 kHz, float32, a padded batch of two lengths)."""
+audio (tones and noise, 16 kHz, float32, a padded batch of two lengths), and tiny random
+``WhisperForConditionalGeneration`` models (80 and 128 mel bins, every 1-D weight perturbed)
+both ways: encoder outputs and decoder logits of a right-padded batch within 1e-4, and js's
+folder read back by transformers with js's logits."""
 
 from __future__ import annotations
 
@@ -7,9 +10,11 @@ import json
 
 import numpy as np
 import pytest
-from family_support import relative_error
+from family_support import perturb, relative_error
 
+import js.models
 from js.models import WhisperFeatureExtractor
+from js.models.whisper import WhisperForConditionalGeneration, WhisperModel
 
 RATE = 16000
 
@@ -66,3 +71,83 @@ def test_feature_errors():
         extractor(np.zeros(100, np.float32), return_tensors="pt")
     with pytest.raises(FileNotFoundError, match="preprocessor_config.json"):
         WhisperFeatureExtractor.from_pretrained("/nonexistent")
+
+
+TINY = {
+    "vocab_size": 96,
+    "d_model": 32,
+    "encoder_layers": 2,
+    "decoder_layers": 2,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 64,
+    "decoder_ffn_dim": 64,
+    "max_source_positions": 32,  # 64 feature frames: the model's shapes, not the 30 s window
+    "max_target_positions": 64,
+    "pad_token_id": 0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "decoder_start_token_id": 3,
+}
+DECODER_MASK = np.array([[1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 0, 0]])
+DECODER_IDS = np.random.default_rng(1).integers(3, 96, DECODER_MASK.shape)
+
+
+@pytest.fixture(scope="module", params=[80, 128])
+def whisper(request, transformers, tmp_path_factory):
+    """``(transformers model, its folder, input_features)`` of a tiny perturbed Whisper."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    config = transformers.WhisperConfig(num_mel_bins=request.param, **TINY)
+    model = transformers.WhisperForConditionalGeneration(config).eval()
+    perturb(model)
+    folder = tmp_path_factory.mktemp(f"whisper{request.param}")
+    model.save_pretrained(folder)
+    features = np.random.default_rng(0).standard_normal((2, request.param, 64))
+    return model, folder, features.astype(np.float32)
+
+
+def _torch_outputs(model, features):
+    import torch
+
+    with torch.no_grad():
+        out = model(
+            torch.tensor(features),
+            decoder_input_ids=torch.tensor(DECODER_IDS),
+            decoder_attention_mask=torch.tensor(DECODER_MASK),
+        )
+    return out.encoder_last_hidden_state.numpy(), out.logits.numpy()
+
+
+def test_whisper_loads_both_ways(transformers, whisper, tmp_path):
+    reference, folder, features = whisper
+    model = js.models.from_pretrained(folder)
+    assert type(model) is WhisperForConditionalGeneration
+    encoded, logits = _torch_outputs(reference, features)
+    ours = np.asarray(model(features, DECODER_IDS, DECODER_MASK))
+    errors = {
+        "encoder": relative_error(model.model.encoder(features), encoded),
+        "logits": relative_error(ours, logits),
+    }
+    model.save_pretrained(tmp_path)
+    back = transformers.WhisperForConditionalGeneration.from_pretrained(tmp_path).eval()
+    errors["transformers from js"] = relative_error(_torch_outputs(back, features)[1], ours)
+    print(features.shape[1], "mel bins", errors)
+    assert max(errors.values()) < 1e-4
+    written = json.loads((tmp_path / "config.json").read_text())
+    assert written["architectures"] == ["WhisperForConditionalGeneration"]
+    assert written["model_type"] == "whisper"
+    # the base model from the same folder: the decoder's last hidden state and the encoder's
+    base = WhisperModel.from_pretrained(folder)
+    hidden, base_encoded = base(features, DECODER_IDS, DECODER_MASK)
+    assert relative_error(base_encoded, encoded) < 1e-4
+    assert relative_error(model.proj_out(hidden), logits) < 1e-4
+
+
+def test_whisper_errors(whisper):
+    _, folder, features = whisper
+    model = js.models.from_pretrained(folder)
+    with pytest.raises(ValueError, match=r"input_features must be \[B, num_mel_bins, frames\]"):
+        model(features[:, :, :32], DECODER_IDS)
+    with pytest.raises(ValueError, match="exactly one of input_features and encoder_outputs"):
+        model(None, DECODER_IDS)

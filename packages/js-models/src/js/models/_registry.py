@@ -48,6 +48,7 @@ MODEL_TYPES: dict[str, str] = {
     "resnet": "hf_resnet",
     "convnext": "hf_convnext",
     "swin": "hf_swin",
+    "whisper": "whisper",
     "t5": "t5",
 }
 # timm architecture names by prefix ("resnet18", "convnext_atto") -> module.

@@ -1,0 +1,285 @@
+"""Whisper (transformers' ``WhisperModel`` and ``WhisperForConditionalGeneration``, model_type
+``whisper``) with transformers 5.23's module and state-dict names.
+
+The encoder reads log-mel features ``[B, num_mel_bins, 2 * max_source_positions]`` (``[B, 80,
+3000]`` from ``WhisperFeatureExtractor``): two convolutions with GELU (the second halves the
+frames), sinusoidal positions (stored as ``encoder.embed_positions.weight``), pre-LN blocks
+(``self_attn``, ``fc1``/``fc2``) and a final ``layer_norm``. The decoder adds learned positions
+to its token embeddings; each pre-LN block attends causally to the tokens (``self_attn``), then
+to the encoder's output (``encoder_attn``). Every attention's ``k_proj`` has no bias and goes
+through js.nn's one kernel. ``proj_out`` is tied to ``decoder.embed_tokens``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from js import Module, Rngs, nn
+from js.nn import functional as F
+from js.nn.attention import decoder_mask
+
+from ._base import PretrainedConfig, PreTrainedModel, architectures
+from ._hf import activation, attend, check_tokens, split_heads
+
+__all__ = ["WhisperConfig", "WhisperForConditionalGeneration", "WhisperModel"]
+
+
+class WhisperConfig(PretrainedConfig):
+    """Whisper's ``config.json`` (transformers' keys and defaults: whisper-tiny's layout with
+    4 + 4 layers of 384 features)."""
+
+    model_type = "whisper"
+    attribute_map = {"hidden_size": "d_model", "num_attention_heads": "encoder_attention_heads"}
+
+
+def sinusoids(length: int, channels: int, max_timescale: float = 10000.0) -> jax.Array:
+    """The encoder's position table ``[length, channels]``: sines then cosines of
+    ``position * exp(-log(max_timescale) * i / (channels / 2 - 1))`` (Whisper's)."""
+    increment = math.log(max_timescale) / (channels // 2 - 1)
+    inverse = jnp.exp(-increment * jnp.arange(channels // 2))
+    time = jnp.arange(length)[:, None] * inverse[None, :]  # [length, channels / 2]
+    return jnp.concatenate([jnp.sin(time), jnp.cos(time)], axis=1)
+
+
+class WhisperAttention(Module):
+    """Multi-head attention: ``q_proj``, ``k_proj`` (no bias), ``v_proj`` and ``out_proj``.
+    Self-attention projects keys and values from its input (into the ``cache`` when decoding);
+    cross-attention is given them (``key_values`` of the encoder's output)."""
+
+    def __init__(self, config: WhisperConfig, heads: int, *, rngs: Rngs):
+        super().__init__()
+        D = config.d_model
+        if D % heads:
+            raise ValueError(
+                f"WhisperModel: d_model={D} is not a multiple of {heads} attention heads. Fix: "
+                "choose heads dividing it"
+            )
+        self.num_heads = heads
+        self.k_proj = nn.Linear(D, D, bias=False, rngs=rngs)
+        self.v_proj = nn.Linear(D, D, rngs=rngs)
+        self.q_proj = nn.Linear(D, D, rngs=rngs)
+        self.out_proj = nn.Linear(D, D, rngs=rngs)
+
+    def key_values(self, hidden: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Keys and values ``[B, heads, L, head_dim]`` of ``hidden`` ``[B, L, d_model]``."""
+        return split_heads(self.k_proj(hidden), self.num_heads), split_heads(
+            self.v_proj(hidden), self.num_heads
+        )
+
+    def forward(
+        self,
+        hidden: jax.Array,
+        mask: jax.Array | None,
+        *,
+        key_values: tuple[jax.Array, jax.Array] | None = None,
+        cache: Any = None,
+        layer_idx: int = 0,
+    ) -> jax.Array:
+        q = split_heads(self.q_proj(hidden), self.num_heads)  # [B, heads, L, head_dim]
+        k, v = self.key_values(hidden) if key_values is None else key_values
+        if cache is not None:  # every cached slot: [B, heads, max_length, head_dim]
+            k, v = cache.update(layer_idx, k, v)
+        attended = attend(q, k, v, mask, dropout=0.0, training=False, rngs=None)
+        return self.out_proj(attended)  # [B, L, d_model]
+
+
+class WhisperEncoderLayer(Module):
+    """Pre-LN block: ``x + self_attn(self_attn_layer_norm(x))``, then ``x + fc2(act(fc1(
+    final_layer_norm(x))))``."""
+
+    def __init__(self, config: WhisperConfig, heads: int, ffn: int, *, rngs: Rngs):
+        super().__init__()
+        D = config.d_model
+        self.self_attn = WhisperAttention(config, heads, rngs=rngs)
+        self.self_attn_layer_norm = nn.LayerNorm(D)
+        self.activation_fn = activation(
+            "WhisperModel", "activation_function", config.activation_function
+        )
+        self.fc1 = nn.Linear(D, ffn, rngs=rngs)
+        self.fc2 = nn.Linear(ffn, D, rngs=rngs)
+        self.final_layer_norm = nn.LayerNorm(D)
+
+    def feed_forward(self, hidden: jax.Array) -> jax.Array:
+        """The second half of the block, residual included."""
+        return hidden + self.fc2(self.activation_fn(self.fc1(self.final_layer_norm(hidden))))
+
+    def forward(self, hidden: jax.Array) -> jax.Array:
+        hidden = hidden + self.self_attn(self.self_attn_layer_norm(hidden), None)
+        return self.feed_forward(hidden)
+
+
+class WhisperDecoderLayer(WhisperEncoderLayer):
+    """Pre-LN block: causal self-attention, cross-attention over the encoder's output
+    (``encoder_attn``, ``encoder_attn_layer_norm``), then the feed-forward block."""
+
+    def __init__(self, config: WhisperConfig, *, rngs: Rngs):
+        heads = config.decoder_attention_heads
+        super().__init__(config, heads, config.decoder_ffn_dim, rngs=rngs)
+        self.encoder_attn = WhisperAttention(config, heads, rngs=rngs)
+        self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model)
+
+    def forward(  # type: ignore[override]
+        self,
+        hidden: jax.Array,
+        mask: jax.Array,
+        cross: tuple[jax.Array, jax.Array],
+        *,
+        cache: Any,
+        layer_idx: int,
+    ) -> jax.Array:
+        normed = self.self_attn_layer_norm(hidden)
+        hidden = hidden + self.self_attn(normed, mask, cache=cache, layer_idx=layer_idx)
+        normed = self.encoder_attn_layer_norm(hidden)
+        hidden = hidden + self.encoder_attn(normed, None, key_values=cross)
+        return self.feed_forward(hidden)
+
+
+class WhisperStack(Module):
+    """What the encoder and the decoder share: ``embed_positions`` (a table of ``positions``
+    rows), their ``layers`` and the final ``layer_norm``."""
+
+    def __init__(self, config: WhisperConfig, positions: int, layers: list[Module], *, rngs: Rngs):
+        super().__init__()
+        self.embed_positions = nn.Embedding(positions, config.d_model, rngs=rngs)
+        self.layers = nn.ModuleList(layers)
+        self.layer_norm = nn.LayerNorm(config.d_model)
+
+
+class WhisperEncoder(WhisperStack):
+    """``conv1``/``conv2`` with GELU, sinusoidal ``embed_positions``, ``layers`` and
+    ``layer_norm``.
+
+    Shape:
+        ``input_features`` ``[B, num_mel_bins, 2 * max_source_positions]`` ->
+        ``[B, max_source_positions, d_model]``.
+    """
+
+    def __init__(self, config: WhisperConfig, *, rngs: Rngs):
+        S, heads, ffn = (
+            config.max_source_positions,
+            config.encoder_attention_heads,
+            config.encoder_ffn_dim,
+        )
+        layers = [
+            WhisperEncoderLayer(config, heads, ffn, rngs=rngs) for _ in range(config.encoder_layers)
+        ]
+        super().__init__(config, S, layers, rngs=rngs)
+        self.embed_positions.weight.value = sinusoids(S, config.d_model)
+        self.num_mel_bins, self.frames = config.num_mel_bins, 2 * S
+        self.conv1 = nn.Conv1d(config.num_mel_bins, config.d_model, 3, padding=1, rngs=rngs)
+        self.conv2 = nn.Conv1d(config.d_model, config.d_model, 3, stride=2, padding=1, rngs=rngs)
+
+    def forward(self, input_features: Any) -> jax.Array:
+        features = jnp.asarray(input_features)
+        want = (self.num_mel_bins, self.frames)
+        if features.ndim != 3 or tuple(features.shape[1:]) != want:
+            raise ValueError(
+                f"WhisperModel: input_features must be [B, num_mel_bins, frames] = [B, {want[0]}, "
+                f"{want[1]}], got shape {list(features.shape)}. Fix: pad or cut the audio to 30 s "
+                "(WhisperFeatureExtractor does)"
+            )
+        hidden = F.gelu(self.conv1(features))
+        hidden = F.gelu(self.conv2(hidden)).transpose(0, 2, 1)  # [B, S, d_model]
+        hidden = hidden + self.embed_positions.weight.value.astype(hidden.dtype)
+        for layer in self.layers:
+            hidden = layer(hidden)
+        return self.layer_norm(hidden)
+
+
+class WhisperDecoder(WhisperStack):
+    """``embed_tokens``, learned ``embed_positions``, ``layers`` and ``layer_norm``.
+
+    Shape:
+        ``input_ids`` ``[B, T]`` (and ``attention_mask`` ``[B, T]``), the encoder's output
+        ``[B, S, d_model]`` -> ``[B, T, d_model]``.
+    """
+
+    def __init__(self, config: WhisperConfig, *, rngs: Rngs):
+        layers = [WhisperDecoderLayer(config, rngs=rngs) for _ in range(config.decoder_layers)]
+        super().__init__(config, config.max_target_positions, layers, rngs=rngs)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, rngs=rngs)
+
+    def forward(
+        self,
+        input_ids: Any,
+        attention_mask: Any,
+        encoder_hidden: jax.Array | None,
+        *,
+        cache: Any = None,
+        cross: list[tuple[jax.Array, jax.Array]] | None = None,
+    ) -> jax.Array:
+        ids, _ = check_tokens("WhisperModel", input_ids, None)
+        assert ids is not None
+        B, T = ids.shape
+        if cache is None:  # positions 0..T-1 whatever the padding, as transformers counts them
+            positions, mask = (
+                jnp.broadcast_to(jnp.arange(T), (B, T)),
+                decoder_mask(T, attention_mask),
+            )
+        else:
+            positions, mask = cache.begin(T, attention_mask), cache.mask(T)
+        hidden = self.embed_tokens(ids) + self.embed_positions(positions)  # [B, T, d_model]
+        for index, layer in enumerate(self.layers):
+            assert encoder_hidden is not None or cross is not None
+            kv = layer.encoder_attn.key_values(encoder_hidden) if cross is None else cross[index]
+            hidden = layer(hidden, mask, kv, cache=cache, layer_idx=index)
+        return self.layer_norm(hidden)
+
+
+class WhisperModel(PreTrainedModel):
+    """Whisper's ``encoder`` and ``decoder`` without a head.
+
+    ``forward(input_features, decoder_input_ids, decoder_attention_mask=None)`` returns
+    ``(last_hidden_state [B, T, d_model], encoder_last_hidden_state [B, S, d_model])``;
+    ``encoder_outputs=`` (the encoder's last hidden state, with ``input_features`` None) skips
+    the encoder.
+    """
+
+    config_class = WhisperConfig
+    base_model_prefix = "model"
+
+    def __init__(self, config: WhisperConfig, *, rngs: Rngs):
+        super().__init__(config)
+        self.encoder = WhisperEncoder(config, rngs=rngs)
+        self.decoder = WhisperDecoder(config, rngs=rngs)
+
+    def forward(
+        self,
+        input_features: Any,
+        decoder_input_ids: Any,
+        decoder_attention_mask: Any = None,
+        *,
+        encoder_outputs: jax.Array | None = None,
+    ) -> tuple[jax.Array, jax.Array]:
+        if (input_features is None) == (encoder_outputs is None):
+            raise ValueError(
+                "WhisperModel: give exactly one of input_features and encoder_outputs. Fix: "
+                "model(features, decoder_input_ids)"
+            )
+        encoded = self.encoder(input_features) if encoder_outputs is None else encoder_outputs
+        return self.decoder(decoder_input_ids, decoder_attention_mask, encoded), encoded
+
+
+class WhisperForConditionalGeneration(PreTrainedModel):
+    """``WhisperModel`` and ``proj_out`` (tied to ``decoder.embed_tokens``): ``forward`` returns
+    the decoder's logits ``[B, T, vocab_size]`` (arguments as ``WhisperModel.forward``)."""
+
+    config_class = WhisperModel.config_class
+    base_model_prefix = WhisperModel.base_model_prefix
+
+    def __init__(self, config: WhisperConfig, *, rngs: Rngs):
+        super().__init__(config)
+        self.model = WhisperModel(config, rngs=rngs)
+        self.proj_out = nn.Linear(config.d_model, config.vocab_size, bias=False, rngs=rngs)
+        if config.tie_word_embeddings:
+            self.proj_out.weight = self.model.decoder.embed_tokens.weight
+
+    def forward(self, *inputs: Any, **options: Any) -> jax.Array:
+        return self.proj_out(self.model(*inputs, **options)[0])
+
+
+ARCHITECTURES = architectures(WhisperForConditionalGeneration, WhisperModel)
