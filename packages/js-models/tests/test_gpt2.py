@@ -134,3 +134,20 @@ def test_config_aliases_and_defaults():
     assert config.n_embd == 64 and "hidden_size" not in config.to_dict()
     with pytest.raises(AttributeError, match="no key"):
         config.not_a_key  # noqa: B018
+
+
+def test_heads_must_divide_the_width():
+    config = GPT2Config(n_embd=10, n_head=3, n_layer=1, vocab_size=20, n_positions=8)
+    with pytest.raises(ValueError, match=r"n_embd=10 is not a multiple of n_head=3"):
+        GPT2LMHeadModel(config, rngs=js.Rngs(params=0))
+
+
+def test_attention_dropout_draws_in_training_only():
+    config = GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=20, n_positions=8)
+    config.attn_pdrop, config.resid_pdrop, config.embd_pdrop = 0.5, 0.0, 0.0
+    model = GPT2LMHeadModel(config, rngs=js.Rngs(params=0))
+    ids = jnp.array([[1, 2, 3, 4]])
+    first = model(ids, rngs=js.Rngs(dropout=1))
+    assert not np.allclose(first, model(ids, rngs=js.Rngs(dropout=2)))
+    model.eval()
+    np.testing.assert_array_equal(model(ids), model(ids))

@@ -195,13 +195,15 @@ class DecoderAttention(Module):
     """Causal grouped-query self-attention: ``num_attention_heads`` query heads share
     ``num_key_value_heads`` key/value heads of ``head_dim``; rotary positions (when the layer
     has a table), q/k norms (named by ``qk_norm_names``), the config's score scale and
-    ``attn_logit_softcapping``; no dropout (a config's ``attention_dropout`` is not applied).
+    ``attn_logit_softcapping``; the weights' dropout in training only where ``dropout_key``
+    names its config key (GPT-2's ``attn_pdrop``; others' ``attention_dropout`` is not applied).
     The projections are ``q_proj``, ``k_proj``, ``v_proj`` or one ``qkv_name`` (all queries,
     then all keys, then all values: Phi-3's ``qkv_proj``), and ``output_name``."""
 
     qkv_name: ClassVar[str | None] = None
     output_name: ClassVar[str] = "o_proj"
     qk_norm_names: ClassVar[tuple[str, str]] = ("q_norm", "k_norm")
+    dropout_key: ClassVar[str | None] = None
 
     def __init__(self, config: DecoderConfig, layer_idx: int, *, rngs: Rngs):
         super().__init__()
@@ -216,6 +218,7 @@ class DecoderAttention(Module):
         self.scale = float(config.attention_scale())
         softcap = getattr(config, "attn_logit_softcapping", None)
         self.softcap = None if softcap is None else float(softcap)
+        self.dropout = 0.0 if self.dropout_key is None else float(getattr(config, self.dropout_key))
         self.init_projections(config, rngs)
         self.qk_norm = config.qk_norm()
         if self.qk_norm is not None:  # over each head's features, or over all heads'
@@ -267,6 +270,7 @@ class DecoderAttention(Module):
         mask: jax.Array,
         rope: tuple[jax.Array, jax.Array] | None,
         cache: KVCache | None = None,
+        rngs: Rngs | None = None,
     ) -> jax.Array:
         q, k, v = self.project(hidden_states)
         if self.qk_norm == "projection":
@@ -281,8 +285,17 @@ class DecoderAttention(Module):
         if cache is not None:  # every cached slot: [B, KV, max_length, D]
             k, v = cache.update(self.layer_idx, k, v)
         # query head h reads kv head h // (H / KV); a row with no allowed key gives zeros
+        p = self.dropout if self.training else 0.0
         out = F.scaled_dot_product_attention(
-            q, k, v, mask, scale=self.scale, enable_gqa=True, softcap=self.softcap
+            q,
+            k,
+            v,
+            mask,
+            p,
+            scale=self.scale,
+            enable_gqa=True,
+            softcap=self.softcap,
+            dropout_key=rngs.next("dropout") if p > 0 and rngs is not None else None,
         )  # [B, H, L, D]
         return self.keyless_rows(self.output(merge_heads(out)), hidden_states, mask)
 
@@ -314,22 +327,31 @@ class GatedMLP(Module):
 
 
 class FeedForward(Module):
-    """``out(act(in(x)))`` with ``hidden_act``: the ungated MLP (Phi, GPT-NeoX), its two linear
-    layers (with biases) named by ``in_name`` and ``out_name``."""
+    """``out(act(in(x)))``: the ungated MLP (Phi, GPT-NeoX, GPT-2), its two linear layers
+    (with biases, made by ``linear``) named by ``in_name`` and ``out_name``; the activation is
+    the config key its class names in ``activation_key`` where it has one (GPT-2:
+    ``activation_function``), else ``hidden_act``."""
 
     in_name: ClassVar[str] = "fc1"
     out_name: ClassVar[str] = "fc2"
 
     def __init__(self, config: DecoderConfig, *, rngs: Rngs):
         super().__init__()
-        self.hidden_act = config.hidden_act
-        activation(type(config).__name__, "hidden_act", self.hidden_act)
+        self.activation_key = getattr(type(config), "activation_key", "hidden_act")
+        self.hidden_act = getattr(config, self.activation_key)
+        activation(type(config).__name__, self.activation_key, self.hidden_act)
         hidden, inner = config.hidden_size, config.intermediate_size
-        setattr(self, self.in_name, nn.Linear(hidden, inner, rngs=rngs))
-        setattr(self, self.out_name, nn.Linear(inner, hidden, rngs=rngs))
+        setattr(self, self.in_name, self.linear(config, self.in_name, hidden, inner, rngs=rngs))
+        setattr(self, self.out_name, self.linear(config, self.out_name, inner, hidden, rngs=rngs))
+
+    def linear(
+        self, config: DecoderConfig, name: str, n_in: int, n_out: int, *, rngs: Rngs
+    ) -> Module:
+        """The projection ``name`` (``nn.Linear`` with a bias)."""
+        return nn.Linear(n_in, n_out, rngs=rngs)
 
     def forward(self, x: jax.Array) -> jax.Array:
-        act = activation(type(self).__name__, "hidden_act", self.hidden_act)
+        act = activation(type(self).__name__, self.activation_key, self.hidden_act)
         return getattr(self, self.out_name)(act(getattr(self, self.in_name)(x)))
 
 
@@ -355,13 +377,14 @@ BLOCK_NORMS: dict[str, tuple[Around, Around]] = {
         Around(norm_out="post_feedforward_layernorm"),
     ),
     "shared": (Around("input_layernorm"), Around("input_layernorm")),  # Phi
+    "ln": (Around("ln_1"), Around("ln_2")),  # GPT-2: pre-norm under its own names
 }
 
 
 class DecoderLayer(Module):
     """A residual block: attention (the module ``attention_name``), then the MLP, with the
     norms ``BLOCK_NORMS[norms]`` around them, one after the other or in ``parallel``, each
-    output through a dropout where ``dropout_names`` names one.
+    output through a dropout where ``dropouts`` names one.
 
     The default is Llama's pre-norm block, ``y = x + m * self_attn(input_layernorm(x))``, then
     ``y + m * mlp(post_attention_layernorm(y))``, ``m`` the config's ``residual_multiplier``
@@ -372,10 +395,9 @@ class DecoderLayer(Module):
     attention_class: ClassVar[type[DecoderAttention]] = DecoderAttention
     mlp_class: ClassVar[type[Any]] = GatedMLP
     attention_name: ClassVar[str] = "self_attn"
-    # the dropouts of attention's and the MLP's outputs (one name twice: one module), and the
-    # config key of their probability
-    dropout_names: ClassVar[tuple[str, str] | None] = None
-    dropout_key: ClassVar[str] = ""
+    # the dropouts of attention's and the MLP's outputs, if the family has them: their module
+    # names (one name twice: one module) and the config key of their probability
+    dropouts: ClassVar[tuple[str, str, str] | None] = None
     # the arrangement (``arrange`` may set it from the config): a key of BLOCK_NORMS, and
     # whether attention and the MLP both read the block's input
     norms: str = "pre"
@@ -386,7 +408,7 @@ class DecoderLayer(Module):
         setattr(self, self.attention_name, self.attention_class(config, layer_idx, rngs=rngs))
         self.mlp = self.mlp_class(config, rngs=rngs)
         self.arrange(config)
-        dropouts = self.dropout_names or (None, None)
+        dropouts = (None, None) if self.dropouts is None else self.dropouts[:2]
         self.around = tuple(
             around._replace(dropout=dropout)
             for around, dropout in zip(BLOCK_NORMS[self.norms], dropouts, strict=True)
@@ -394,7 +416,7 @@ class DecoderLayer(Module):
         for name in dict.fromkeys(n for a in self.around for n in (a.norm_in, a.norm_out) if n):
             setattr(self, name, config.make_norm(config.hidden_size))
         for name in dict.fromkeys(a.dropout for a in self.around if a.dropout):
-            setattr(self, name, nn.Dropout(getattr(config, self.dropout_key)))
+            setattr(self, name, nn.Dropout(getattr(config, self.dropouts[2])))
         multiplier = getattr(config, "residual_multiplier", None)
         self.residual_multiplier = None if multiplier in (None, 1, 1.0) else float(multiplier)
 
@@ -432,7 +454,7 @@ class DecoderLayer(Module):
     ) -> jax.Array:
         (attention_around, mlp_around), x = self.around, hidden_states
         attention = getattr(self, self.attention_name)
-        attended = self.sublayer(attention_around, x, rngs, attention, mask, rope, cache)
+        attended = self.sublayer(attention_around, x, rngs, attention, mask, rope, cache, rngs)
         if self.parallel:  # both read the block's input
             return self.residual(x, attended + self.sublayer(mlp_around, x, rngs, self.mlp))
         x = self.residual(x, attended)
@@ -458,10 +480,11 @@ class DecoderModel(GradientCheckpointingMixin, PreTrainedModel):
     norm_name: ClassVar[str] = "norm"
     # the family's dropout over the embeddings entering the blocks, if it has one: its module
     # name (GPT-2's ``drop``) and the config key of its rate (``embd_pdrop``)
-    embed_dropout_name: ClassVar[str | None] = None
-    embed_dropout_key: ClassVar[str] = ""
+    embedding_dropout: ClassVar[tuple[str, str] | None] = None
     # the family's learned position embedding, if it has one (GPT-2's ``wpe``)
     position_embedding_name: ClassVar[str | None] = None
+    # whether the embedding's ``pad_token_id`` row is its padding row (not GPT-NeoX's)
+    embed_padding: ClassVar[bool] = True
     # whether ``embedding_scale`` also scales ``inputs_embeds`` (not in Gemma, whose
     # embedding module holds the scale)
     scale_given_embeds: ClassVar[bool] = True
@@ -473,15 +496,14 @@ class DecoderModel(GradientCheckpointingMixin, PreTrainedModel):
         for kind in sorted(set(self.layer_ropes) - {None}):
             check_rope(type(config).__name__, config.rope_parameters_for(kind))
         self.build(config, rngs)
-        if self.embed_dropout_name is not None:
-            rate = getattr(config, self.embed_dropout_key)
-            setattr(self, self.embed_dropout_name, nn.Dropout(rate))
+        if self.embedding_dropout is not None:
+            name, key = self.embedding_dropout
+            setattr(self, name, nn.Dropout(getattr(config, key)))
 
     def build(self, config: Any, rngs: Rngs) -> None:
         """The modules: embedding, layers, final norm (in this order: the random draws)."""
-        embedding = nn.Embedding(
-            config.vocab_size, config.hidden_size, getattr(config, "pad_token_id", None), rngs=rngs
-        )
+        padding = getattr(config, "pad_token_id", None) if self.embed_padding else None
+        embedding = nn.Embedding(config.vocab_size, config.hidden_size, padding, rngs=rngs)
         setattr(self, self.embed_name, embedding)
         layers = [self.layer_class(config, i, rngs=rngs) for i in range(config.num_hidden_layers)]
         setattr(self, self.layers_name, nn.ModuleList(layers))
@@ -531,8 +553,8 @@ class DecoderModel(GradientCheckpointingMixin, PreTrainedModel):
             positions = getattr(self, self.position_embedding_name)(position_ids)
             hidden = hidden + positions.astype(hidden.dtype)
         hidden = hidden if added is None else hidden + added
-        if self.embed_dropout_name is not None:
-            hidden = getattr(self, self.embed_dropout_name)(hidden, rngs=rngs)
+        if self.embedding_dropout is not None:
+            hidden = getattr(self, self.embedding_dropout[0])(hidden, rngs=rngs)
         return hidden
 
     def forward(
@@ -651,6 +673,8 @@ class DecoderForCausalLM(GenerationMixin, GradientCheckpointingMixin, PreTrained
         base = cls.base_model_class  # a family names its base model; its config and file rules
         if "config_class" not in vars(cls):
             cls.config_class = base.config_class
+        if "base_model_prefix" not in vars(cls):  # where the head keeps its base model
+            cls.base_model_prefix = base.base_model_prefix
         for rules in ("key_mapping", "save_key_mapping", "ignore_on_load", "adapter_key_mapping"):
             if getattr(cls, rules) is getattr(PreTrainedModel, rules):  # none of the family's own
                 setattr(cls, rules, getattr(base, rules))
@@ -740,11 +764,14 @@ def decoder_classes(
     config_class: type[DecoderConfig],
     model: type[M] = DecoderModel,
     head: type[H] = DecoderForCausalLM,
+    *,
+    head_name: str | None = None,
     **model_attributes: Any,
 ) -> tuple[type[M], type[H]]:
     """A family's ``{family}Model`` and ``{family}ForCausalLM`` (transformers' names), in the
     config's module: subclasses of ``model`` (with ``config_class`` and ``model_attributes``,
-    e.g. ``layer_class``) and of ``head`` (over the new model), for a family whose classes add
+    e.g. ``layer_class``, module names, file rules) and of ``head`` (over the new model; its
+    module named ``head_name`` where that is not ``lm_head``), for a family whose classes add
     nothing else.
 
     Example:
@@ -770,6 +797,7 @@ def decoder_classes(
             "__module__": module,
             "__doc__": f"``{family}Model`` and the ``lm_head`` (see ``{head.__name__}``).",
             "base_model_class": base,
+            **({} if head_name is None else {"head_name": head_name}),
         },
     )
     return base, causal

@@ -35,7 +35,7 @@ import jax
 from js import Module, Rngs, nn
 
 from ._base import PreTrainedModel
-from ._hf import LabelledConfig, activation, attend, split_heads
+from ._hf import LabelledConfig, activation, attend, check_heads, split_heads
 
 # ---------------------------------------------------------------------------------------------
 # Config
@@ -90,11 +90,7 @@ class EncoderConfig(LabelledConfig):
     def validate(self) -> None:
         """What the blocks cannot build, refused before any layer is made (a family adds its
         own refusals and calls this)."""
-        if self.hidden_size % self.num_attention_heads:
-            raise ValueError(
-                f"{self.owner()}: hidden_size={self.hidden_size} is not a multiple of "
-                f"num_attention_heads={self.num_attention_heads}. Fix: choose heads dividing it"
-            )
+        check_heads(self.owner(), self.hidden_size, self.num_attention_heads)
 
     def make_norm(self, size: int) -> Module:
         """The family's norm over ``size`` features (``LayerNorm`` with ``layer_norm_eps``)."""

@@ -137,6 +137,21 @@ def _checked(
     return array
 
 
+def check_heads(
+    owner: str,
+    hidden: int,
+    heads: int,
+    keys: tuple[str, str] = ("hidden_size", "num_attention_heads"),
+) -> None:
+    """Refuses a width ``hidden`` that ``heads`` do not divide (each head takes an equal share
+    of it), naming the config's ``keys`` for them."""
+    if hidden % heads:
+        raise ValueError(
+            f"{owner}: {keys[0]}={hidden} is not a multiple of {keys[1]}={heads}. Fix: choose "
+            "heads dividing it"
+        )
+
+
 def split_heads(x: jax.Array, heads: int) -> jax.Array:
     """``[B, L, heads * D]`` -> ``[B, heads, L, D]``."""
     B, L, _ = x.shape

@@ -23,11 +23,17 @@ import jax.numpy as jnp
 
 from js import Module, Parameter, Rngs, nn
 from js.nn import KVCache
-from js.nn import functional as F
 
 from ._base import PreTrainedModel, architectures
-from ._decoder import DecoderConfig, DecoderForCausalLM, DecoderModel
-from ._hf import activation, merge_heads, split_heads
+from ._decoder import (
+    DecoderAttention,
+    DecoderConfig,
+    DecoderForCausalLM,
+    DecoderLayer,
+    DecoderModel,
+    FeedForward,
+)
+from ._hf import check_heads
 
 __all__ = [
     "ARCHITECTURES",
@@ -56,7 +62,22 @@ class GPT2Config(DecoderConfig):
         "max_position_embeddings": "n_positions",
         "num_attention_heads": "n_head",
         "num_hidden_layers": "n_layer",
+        "num_key_value_heads": "n_head",  # every head has its own key and value
     }
+    activation_key = "activation_function"
+
+    @property
+    def intermediate_size(self) -> int:
+        """The MLP's width: ``n_inner``, or ``4 * n_embd`` when it is None (as transformers)."""
+        return self.n_inner if self.n_inner is not None else 4 * self.n_embd
+
+    def attention_scale(self) -> float:
+        """``head_dim ** -0.5`` with ``scale_attn_weights`` (the default), else 1."""
+        return self.head_dim**-0.5 if self.scale_attn_weights else 1.0
+
+    def make_norm(self, size: int) -> Module:
+        """``LayerNorm`` with ``layer_norm_epsilon``."""
+        return nn.LayerNorm(size, eps=self.layer_norm_epsilon)
 
     def layer_ropes(self) -> list[str | None]:
         """No rotary table: GPT-2 learns its positions (``wpe``)."""
@@ -98,99 +119,54 @@ class Conv1D(Module):
         return f"nf={self.nf}, nx={self.nx}"
 
 
-class GPT2Attention(Module):
-    """Causal multi-head self-attention with a fused ``c_attn`` (query, key, value)."""
+class GPT2Attention(DecoderAttention):
+    """The skeleton's attention with GPT-2's fused ``c_attn`` and its ``c_proj`` (``Conv1D``
+    layers), the weights' dropout ``attn_pdrop`` in training, and with
+    ``scale_attn_by_inverse_layer_idx`` the scores also divided by ``layer_idx + 1``."""
+
+    qkv_name = "c_attn"
+    output_name = "c_proj"
+    dropout_key = "attn_pdrop"
 
     def __init__(self, config: GPT2Config, layer_idx: int, *, rngs: Rngs):
-        super().__init__()
-        embed_dim = config.n_embd
-        self.num_heads = config.n_head
-        self.head_dim = embed_dim // self.num_heads
-        if self.head_dim * self.num_heads != embed_dim:
-            raise ValueError(
-                f"GPT2Config: n_embd ({embed_dim}) must be divisible by n_head "
-                f"({self.num_heads}). Fix: choose n_head dividing n_embd"
-            )
-        self.layer_idx = layer_idx
-        self.scaling = self.head_dim**-0.5 if config.scale_attn_weights else 1.0
+        check_heads("GPT2Config", config.n_embd, config.n_head, ("n_embd", "n_head"))
+        super().__init__(config, layer_idx, rngs=rngs)
         if config.scale_attn_by_inverse_layer_idx:
-            self.scaling /= float(layer_idx + 1)
-        std = config.initializer_range
+            self.scale /= float(layer_idx + 1)
+
+    def init_projections(self, config: DecoderConfig, rngs: Rngs) -> None:
+        embed_dim, std = config.n_embd, config.initializer_range
         self.c_attn = Conv1D(3 * embed_dim, embed_dim, rngs=rngs, std=std)
-        self.c_proj = Conv1D(
-            embed_dim, embed_dim, rngs=rngs, std=std / math.sqrt(2 * config.n_layer)
-        )
-        self.attn_dropout = nn.Dropout(config.attn_pdrop)
-        self.resid_dropout = nn.Dropout(config.resid_pdrop)
-
-    def forward(
-        self,
-        hidden_states: jax.Array,
-        mask: jax.Array,
-        *,
-        rngs: Rngs | None = None,
-        cache: KVCache | None = None,
-    ) -> jax.Array:
-        qkv = jnp.split(self.c_attn(hidden_states), 3, axis=-1)
-        query, key, value = (split_heads(x, self.num_heads) for x in qkv)  # [B, H, L, D]
-        if cache is not None:  # every cached slot: [B, H, max_length, D]
-            key, value = cache.update(self.layer_idx, key, value)
-        p = self.attn_dropout.p if self.training else 0.0
-        out = F.scaled_dot_product_attention(
-            query,
-            key,
-            value,
-            attn_mask=mask,
-            dropout_p=p,
-            scale=self.scaling,
-            dropout_key=rngs.next("dropout") if p > 0 and rngs is not None else None,
-        )
-        out = merge_heads(out)  # [B, L, n_embd]
-        return self.resid_dropout(self.c_proj(out), rngs=rngs)
+        self.c_proj = Conv1D(embed_dim, embed_dim, rngs=rngs, std=_projection_std(config))
 
 
-class GPT2MLP(Module):
-    """``c_proj(act(c_fc(x)))`` with GPT-2's activation."""
+class GPT2MLP(FeedForward):
+    """``c_proj(act(c_fc(x)))`` (``Conv1D`` layers) with ``activation_function``."""
 
-    def __init__(self, intermediate_size: int, config: GPT2Config, *, rngs: Rngs):
-        super().__init__()
-        std = config.initializer_range
-        self.c_fc = Conv1D(intermediate_size, config.n_embd, rngs=rngs, std=std)
-        self.c_proj = Conv1D(
-            config.n_embd, intermediate_size, rngs=rngs, std=std / math.sqrt(2 * config.n_layer)
-        )
-        activation("GPT2Config", "activation_function", config.activation_function)
-        self.activation_function = config.activation_function
-        self.dropout = nn.Dropout(config.resid_pdrop)
+    in_name = "c_fc"
+    out_name = "c_proj"
 
-    def forward(self, hidden_states: jax.Array, *, rngs: Rngs | None = None) -> jax.Array:
-        act = activation("GPT2Config", "activation_function", self.activation_function)
-        return self.dropout(self.c_proj(act(self.c_fc(hidden_states))), rngs=rngs)
+    def linear(
+        self, config: DecoderConfig, name: str, n_in: int, n_out: int, *, rngs: Rngs
+    ) -> Module:
+        std = _projection_std(config) if name == self.out_name else config.initializer_range
+        return Conv1D(n_out, n_in, rngs=rngs, std=std)
 
 
-class GPT2Block(Module):
-    """Pre-norm block: ``x + attn(ln_1(x))``, then ``x + mlp(ln_2(x))``."""
+def _projection_std(config: DecoderConfig) -> float:
+    """GPT-2's initial std of the projections back into the residual stream."""
+    return config.initializer_range / math.sqrt(2 * config.n_layer)
 
-    def __init__(self, config: GPT2Config, layer_idx: int, *, rngs: Rngs):
-        super().__init__()
-        inner = config.n_inner if config.n_inner is not None else 4 * config.n_embd
-        self.ln_1 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
-        self.attn = GPT2Attention(config, layer_idx, rngs=rngs)
-        self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
-        self.mlp = GPT2MLP(inner, config, rngs=rngs)
 
-    def forward(
-        self,
-        hidden_states: jax.Array,
-        mask: jax.Array,
-        rope: None = None,
-        *,
-        rngs: Rngs | None = None,
-        cache: KVCache | None = None,
-    ) -> jax.Array:
-        attended = self.attn(self.ln_1(hidden_states), mask, rngs=rngs, cache=cache)
-        hidden_states = hidden_states + attended
-        return hidden_states + self.mlp(self.ln_2(hidden_states), rngs=rngs)
+class GPT2Block(DecoderLayer):
+    """Pre-norm block: ``x + drop(attn(ln_1(x)))``, then ``x + drop(mlp(ln_2(x)))``, ``drop``
+    the residual dropout ``resid_pdrop``."""
+
+    attention_class = GPT2Attention
+    attention_name = "attn"
+    mlp_class = GPT2MLP
+    norms = "ln"
+    dropouts = ("resid_dropout", "mlp_dropout", "resid_pdrop")
 
 
 class GPT2PreTrainedModel(PreTrainedModel):
@@ -230,8 +206,7 @@ class GPT2Model(GPT2PreTrainedModel, DecoderModel):
     embed_name = "wte"
     layers_name = "h"
     norm_name = "ln_f"
-    embed_dropout_name = "drop"
-    embed_dropout_key = "embd_pdrop"
+    embedding_dropout = ("drop", "embd_pdrop")
     position_embedding_name = "wpe"
 
     def build(self, config: Any, rngs: Rngs) -> None:

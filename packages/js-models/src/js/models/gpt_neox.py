@@ -26,17 +26,10 @@ from typing import Any
 
 import jax
 
-from js import Module, Rngs, nn
+from js import Module, nn
 
-from ._base import PreTrainedModel, architectures
-from ._decoder import (
-    DecoderAttention,
-    DecoderConfig,
-    DecoderForCausalLM,
-    DecoderLayer,
-    DecoderModel,
-    FeedForward,
-)
+from ._base import architectures
+from ._decoder import DecoderAttention, DecoderConfig, DecoderLayer, FeedForward, decoder_classes
 from ._rope import fold_rope_keys
 
 __all__ = [
@@ -107,46 +100,27 @@ class GPTNeoXLayer(DecoderLayer):
     ``y = x + attn(ln1(x))``, ``y + mlp(ln2(y))``."""
 
     attention_class = GPTNeoXAttention
-    mlp_class = GPTNeoXMLP
     attention_name = "attention"
-    dropout_names = ("post_attention_dropout", "post_mlp_dropout")
-    dropout_key = "hidden_dropout"
+    mlp_class = GPTNeoXMLP
+    dropouts = ("post_attention_dropout", "post_mlp_dropout", "hidden_dropout")
 
     def arrange(self, config: DecoderConfig) -> None:
         self.parallel = bool(config.use_parallel_residual)
 
 
-class GPTNeoXPreTrainedModel(PreTrainedModel):
-    """What every GPT-NeoX class shares: config class, prefix, file names."""
-
-    config_class = GPTNeoXConfig
-    base_model_prefix = "gpt_neox"
+GPTNeoXModel, GPTNeoXForCausalLM = decoder_classes(
+    GPTNeoXConfig,
+    head_name="embed_out",
+    base_model_prefix="gpt_neox",
+    layer_class=GPTNeoXLayer,
+    embed_name="embed_in",
+    norm_name="final_layer_norm",
+    embedding_dropout=("emb_dropout", "hidden_dropout"),
+    embed_padding=False,  # transformers' embed_in has no padding row
     # transformers 5.23's module name of the head (its files say embed_out)
-    key_mapping = {r"^lm_head\.": "embed_out."}
+    key_mapping={r"^lm_head\.": "embed_out."},
     # buffers of older files, computed here (transformers' _keys_to_ignore_on_load_unexpected)
-    ignore_on_load = (r"attention\.bias", r"attention\.masked_bias", r"rotary_emb\.inv_freq")
-
-
-class GPTNeoXModel(GPTNeoXPreTrainedModel, DecoderModel):
-    """The GPT-NeoX decoder without a head (see ``DecoderModel.forward``)."""
-
-    layer_class = GPTNeoXLayer
-    embed_name = "embed_in"
-    norm_name = "final_layer_norm"
-    embed_dropout_name = "emb_dropout"
-    embed_dropout_key = "hidden_dropout"
-
-    def build(self, config: Any, rngs: Rngs) -> None:
-        super().build(config, rngs)
-        self.embedding.padding_idx = None  # transformers' embed_in has no padding row
-
-
-class GPTNeoXForCausalLM(GPTNeoXPreTrainedModel, DecoderForCausalLM):
-    """``GPTNeoXModel`` and the head ``embed_out`` projecting to logits ``[B, L, vocab]``
-    (``gpt_neox.embed_in.weight`` itself with ``tie_word_embeddings``)."""
-
-    base_model_class = GPTNeoXModel
-    head_name = "embed_out"
-
+    ignore_on_load=(r"attention\.bias", r"attention\.masked_bias", r"rotary_emb\.inv_freq"),
+)
 
 ARCHITECTURES = architectures(GPTNeoXForCausalLM, GPTNeoXModel)

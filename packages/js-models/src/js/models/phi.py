@@ -89,16 +89,14 @@ class PhiDecoderLayer(DecoderLayer):
     mlp_class = PhiMLP
     norms = "shared"
     parallel = True
-    dropout_names = ("resid_dropout", "resid_dropout")
-    dropout_key = "resid_pdrop"
+    dropouts = ("resid_dropout", "resid_dropout", "resid_pdrop")
 
 
 PhiModel, PhiForCausalLM = decoder_classes(
     PhiConfig,
     layer_class=PhiDecoderLayer,
     norm_name="final_layernorm",
-    embed_dropout_name="embed_dropout",
-    embed_dropout_key="embd_pdrop",
+    embedding_dropout=("embed_dropout", "embd_pdrop"),
 )
 
 ARCHITECTURES = architectures(PhiForCausalLM, PhiModel)
