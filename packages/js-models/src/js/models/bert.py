@@ -32,6 +32,7 @@ from . import _encoder_heads as heads
 from ._base import architectures
 from ._encoder import EncoderConfig, EncoderModel, EncoderPreTrainedModel
 from ._hf import check_tokens
+from ._text_embeddings import TextEmbeddings
 
 __all__ = [
     "ARCHITECTURES",
@@ -77,71 +78,29 @@ class BertConfig(EncoderConfig):
         super().validate()
 
 
-class BertEmbeddings(nn.Module):
-    """Word + position + token-type embeddings, then LayerNorm and dropout, at ``H`` =
-    ``embedding_size`` where the config has one (ELECTRA), else ``hidden_size``.
+class BertEmbeddings(TextEmbeddings):
+    """Word + position + token-type embeddings, then LayerNorm and dropout (``TextEmbeddings``
+    with BERT's token-type table), at ``embedding_size`` where the config has one (ELECTRA),
+    else ``hidden_size``.
 
     Args:
         config: a ``BertConfig`` (or a RoBERTa or ELECTRA config).
         rngs: ``js.Rngs`` with a ``params`` stream.
-        position_padding_idx: None (BERT: positions ``0..L-1``), or RoBERTa's padding index:
-            the position table's zero row, tokens counted from it + 1 (``default_position_ids``).
 
     Shape:
         ``input_ids``, ``token_type_ids``, ``position_ids`` ``[B, L]`` ints -> ``[B, L, H]``.
     """
 
+    token_type_name = "token_type_embeddings"
     position_ids: Buffer  # [1, max_position_embeddings] int, 0..max-1 (not saved)
     token_type_ids: Buffer  # [1, max_position_embeddings] int, zeros (not saved)
 
-    def __init__(self, config: BertConfig, *, rngs: Rngs, position_padding_idx: int | None = None):
-        super().__init__()
-        H = getattr(config, "embedding_size", config.hidden_size)
-        pad, positions = config.pad_token_id, config.max_position_embeddings
-        self.word_embeddings = nn.Embedding(config.vocab_size, H, padding_idx=pad, rngs=rngs)
-        self.position_embeddings = nn.Embedding(
-            positions, H, padding_idx=position_padding_idx, rngs=rngs
-        )
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, H, rngs=rngs)
-        self.LayerNorm = config.make_norm(H)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.owner, self.max_positions = config.owner(), positions
-        # the first position a token takes: 0, or past the padding index
-        self.first_position = 0 if position_padding_idx is None else position_padding_idx + 1
+    def __init__(self, config: BertConfig, *, rngs: Rngs):
+        super().__init__(config, rngs=rngs)
         # transformers' non-persistent buffers (not in its files): [1, max_positions] each
         positions = np.arange(config.max_position_embeddings)[None]
         self.register_buffer("position_ids", positions, persistent=False)
         self.register_buffer("token_type_ids", np.zeros_like(positions), persistent=False)
-
-    def forward(
-        self,
-        input_ids: jax.Array | None = None,
-        token_type_ids: jax.Array | None = None,
-        position_ids: jax.Array | None = None,
-        inputs_embeds: jax.Array | None = None,
-        *,
-        rngs: Rngs | None = None,
-    ) -> jax.Array:
-        embeds = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds
-        B, L = embeds.shape[:2]  # embeds [B, L, H]
-        limit, first = self.max_positions - self.first_position, self.first_position
-        if L > limit:
-            past = f" less the {first} positions before the first token" if first else ""
-            raise ValueError(
-                f"{self.owner}: sequence length {L} exceeds max_position_embeddings="
-                f"{self.max_positions}{past}. Fix: truncate the input to {limit} tokens"
-            )
-        if position_ids is None:
-            position_ids = self.default_position_ids(input_ids, L)  # [1 or B, L]
-        if token_type_ids is None:  # transformers gathers its zero buffer at position_ids
-            token_type_ids = jnp.broadcast_to(self.token_type_ids.value[:, :L], (B, L))
-        embeddings = embeds + self.token_type_embeddings(token_type_ids)
-        embeddings = embeddings + self.position_embeddings(position_ids)
-        return self.dropout(self.LayerNorm(embeddings), rngs=rngs)
-
-    def default_position_ids(self, input_ids: jax.Array | None, length: int) -> jax.Array:
-        """The positions of inputs given without ``position_ids``: ``0..L-1`` ``[1, L]``."""
-        return self.position_ids.value[:, :length]
 
 
 def _padding_mask(owner: str, attention_mask: Any, shape: tuple[int, int]) -> jax.Array | None:

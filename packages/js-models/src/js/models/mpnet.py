@@ -69,7 +69,8 @@ class MPNetEmbeddings(TextEmbeddings):
     """Word + position embeddings with RoBERTa's positions past padding index 1 (fixed in
     transformers' MPNet, whatever ``pad_token_id`` says), LayerNorm and dropout."""
 
-    padding_idx = 1
+    def position_padding(self, config: EncoderConfig) -> int | None:
+        return 1  # transformers' MPNetEmbeddings.padding_idx, whatever pad_token_id says
 
 
 class MPNetSelfAttention(EncoderSelfAttention):

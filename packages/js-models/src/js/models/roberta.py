@@ -13,7 +13,6 @@ a pooler). XLM-RoBERTa is RoBERTa under its own names and config (``XLMRoberta*`
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 
 from js import Rngs, nn
 
@@ -57,32 +56,12 @@ class XLMRobertaConfig(RobertaConfig):
     model_type = "xlm-roberta"
 
 
-def create_position_ids_from_input_ids(input_ids: jax.Array, padding_idx: int) -> jax.Array:
-    """Each token's position: ``padding_idx + 1`` onwards, counting only non-padding tokens;
-    a padding token gets ``padding_idx`` (transformers' function of the same name).
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> create_position_ids_from_input_ids(jnp.array([[0, 7, 9, 2, 1, 1]]), 1).tolist()
-        [[2, 3, 4, 5, 1, 1]]
-    """
-    mask = (input_ids != padding_idx).astype(jnp.int32)  # [B, L]
-    return jnp.cumsum(mask, axis=1) * mask + padding_idx
-
-
 class RobertaEmbeddings(BertEmbeddings):
     """BERT's embeddings with RoBERTa's positions: the position table's ``pad_token_id`` row is
     the padding's, tokens count from ``pad_token_id + 1`` (``inputs_embeds``: all tokens)."""
 
-    def __init__(self, config: BertConfig, *, rngs: Rngs):
-        super().__init__(config, rngs=rngs, position_padding_idx=config.pad_token_id)
-
-    def default_position_ids(self, input_ids: jax.Array | None, length: int) -> jax.Array:
-        """``[B, L]`` from ``input_ids``' padding, or ``[1, L]`` consecutive positions."""
-        first = self.first_position  # pad_token_id + 1
-        if input_ids is None:  # no ids to tell the padding by
-            return jnp.arange(first, first + length)[None]
-        return create_position_ids_from_input_ids(input_ids, first - 1)
+    def position_padding(self, config: EncoderConfig) -> int | None:
+        return config.pad_token_id
 
 
 class RobertaPreTrainedModel(BertPreTrainedModel):
