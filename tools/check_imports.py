@@ -79,6 +79,7 @@ THIRD_PARTY = {
     "grain": "grain",
     "jax": "jax",
     "jaxlib": "jaxlib",
+    "jinja2": "jinja2",
     "matplotlib": "matplotlib",
     "mlflow": "mlflow",
     "numpy": "numpy",

@@ -49,6 +49,7 @@ from .llama import Qwen2Model as Qwen2Model  # noqa: E402
 from .resnet import ResNetConfig as ResNetConfig  # noqa: E402
 from .resnet import ResNetModel as ResNetModel  # noqa: E402
 from .sentence_transformers import SentenceTransformer as SentenceTransformer  # noqa: E402
+from .tokenizer import Tokenizer as Tokenizer  # noqa: E402
 from .vit import ViTConfig as ViTConfig  # noqa: E402
 from .vit import ViTForImageClassification as ViTForImageClassification  # noqa: E402
 from .vit import ViTModel as ViTModel  # noqa: E402
@@ -88,6 +89,7 @@ __all__ = [
     "ResNetConfig",
     "ResNetModel",
     "SentenceTransformer",
+    "Tokenizer",
     "ViTConfig",
     "ViTForImageClassification",
     "ViTModel",
