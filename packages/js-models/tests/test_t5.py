@@ -48,14 +48,13 @@ def _outputs(model) -> tuple[np.ndarray, np.ndarray]:
     """js's or transformers' (encoder output, decoder logits) on the batch."""
     if isinstance(model, js.models.t5.T5PreTrainedModel):
         encoded = model.encode(SOURCE, SOURCE_MASK)
-        return np.asarray(encoded), np.asarray(model(SOURCE, SOURCE_MASK, TARGET))
+        logits = model(SOURCE, SOURCE_MASK, TARGET, encoder_outputs=encoded)
+        return np.asarray(encoded), np.asarray(logits)
     out = _torch(model, input_ids=SOURCE, attention_mask=SOURCE_MASK, decoder_input_ids=TARGET)
     return out.encoder_last_hidden_state.numpy(), out.logits.numpy()
 
 
-def test_loads_both_ways_and_generates_greedily(case, transformers, tmp_path):
-    import torch
-
+def test_loads_both_ways(case, transformers, tmp_path):
     name, reference, folder = case
     model = js.models.from_pretrained(folder)
     assert type(model) is T5ForConditionalGeneration
@@ -67,6 +66,15 @@ def test_loads_both_ways_and_generates_greedily(case, transformers, tmp_path):
     print(name, {"js from transformers": there, "transformers from js": back_error})
     assert there < 1e-4 and back_error < 1e-4
 
+
+@pytest.mark.parametrize(  # one loop for both: the second model in the full run only
+    "case", ["t5-v1.0", pytest.param("flan-t5", marks=pytest.mark.slow)], indirect=True
+)
+def test_greedy_generate_matches_transformers(case):
+    import torch
+
+    _, reference, folder = case
+    model = js.models.from_pretrained(folder)
     reference.generation_config.eos_token_id = None  # neither side stops early
     with torch.inference_mode():
         expected = reference.generate(
@@ -82,6 +90,26 @@ def test_loads_both_ways_and_generates_greedily(case, transformers, tmp_path):
     again = model.generate(SOURCE, attention_mask=SOURCE_MASK, max_new_tokens=NEW, eos_token_id=[])
     np.testing.assert_array_equal(np.asarray(again), expected)
     assert _generation.TRACES["encode"] - before <= 1  # the second call compiles nothing
+
+    # A decoder prompt (forced tokens) and suppressed tokens, as Whisper's generation uses them
+    forced = {
+        "decoder_input_ids": np.array([[0, 5, 7]] * 3),
+        "suppress_tokens": sorted({int(t) for t in expected[:, 2:8].ravel()})[:4],
+        "begin_suppress_tokens": [int(expected[0, 1]), int(expected[1, 1])],
+    }
+    with torch.inference_mode():
+        expected = reference.generate(
+            torch.tensor(SOURCE),
+            attention_mask=torch.tensor(SOURCE_MASK),
+            max_new_tokens=NEW,
+            do_sample=False,
+            **{**forced, "decoder_input_ids": torch.tensor(forced["decoder_input_ids"])},
+        ).numpy()
+    got = model.generate(
+        SOURCE, attention_mask=SOURCE_MASK, max_new_tokens=NEW, eos_token_id=[], **forced
+    )
+    np.testing.assert_array_equal(np.asarray(got), expected)
+    assert not np.isin(expected[:, 3:], forced["suppress_tokens"]).any()
 
 
 def test_encoder_and_base_models(case, transformers):

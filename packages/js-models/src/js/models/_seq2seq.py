@@ -33,9 +33,10 @@ from js._checks import is_int
 from js.nn.attention import padding_mask
 
 from . import _generation
-from ._generation import _eval_mode, _give_back, _request, _Run, bucket, generate
+from ._generation import _eval_mode, _give_back, _request, _Run, _token_ids, bucket, generate
 
 OWNER = "js.models.generate"
+SUPPRESSING = ("suppress_tokens", "begin_suppress_tokens")  # generate options of this module
 
 
 class CrossKV(Module):
@@ -52,21 +53,35 @@ class Seq2SeqCache(Module):
     """An encoder-decoder's generation cache: the decoder's self-attention ``KVCache``
     (``decoder``; ``begin``, ``update``, ``mask`` and ``reset`` are its) and, written once per
     source, each layer's cross-attention keys and values (``cross(i)``) and the source's
-    padding (``encoder_valid`` ``[B, S]`` bool).
+    padding (``encoder_valid`` ``[B, S]`` bool); and the tokens a generation never chooses
+    (``suppressed`` ``[V]`` bool) or not first (``begin_suppressed``), which ``suppress``
+    applies to the decoder's logits (transformers' ``SuppressTokensLogitsProcessor`` and
+    ``SuppressTokensAtBeginLogitsProcessor``).
 
     Args:
         decoder: the decoder's self-attention cache; its layers, heads, head size and dtype
             are the cross-attention's too.
         source_length: ``S``, the (bucketed) source tokens per row.
+        vocab_size: ``V``, the logits' size.
     """
 
-    def __init__(self, decoder: nn.KVCache, source_length: int):
+    def __init__(self, decoder: nn.KVCache, source_length: int, vocab_size: int):
         super().__init__()
         B, heads, _, head_dim = decoder.layer(0).k.value.shape
         empty = jnp.zeros((B, heads, source_length, head_dim), decoder.layer(0).k.value.dtype)
         self.decoder = decoder
         self.layers = ModuleList([CrossKV(empty, empty) for _ in range(len(decoder.layers))])
         self.encoder_valid = Buffer(jnp.ones((B, source_length), bool), persistent=False)
+        self.suppressed = Buffer(jnp.zeros((vocab_size,), bool), persistent=False)
+        self.begin_suppressed = Buffer(jnp.zeros((vocab_size,), bool), persistent=False)
+
+    def suppress(self, logits: jax.Array) -> jax.Array:
+        """``logits [..., V]`` with the suppressed tokens at ``-inf``, and the begin-suppressed
+        ones too in the forward over the decoder's prompt (the one that writes from slot 0),
+        which chooses the first new token."""
+        first = self.decoder.start.value == 0
+        banned = self.suppressed.value | (self.begin_suppressed.value & first)  # [V]
+        return jnp.where(banned, -jnp.inf, logits)
 
     def begin(self, T: int, attention_mask: Any = None) -> jax.Array:
         """``KVCache.begin`` of the decoder's self-attention."""
@@ -137,7 +152,9 @@ class DecoderView(Module):
     def forward(self, input_ids: Any, attention_mask: Any = None, **options: Any) -> jax.Array:
         """``model.decode`` (``options``: ``cache``, ``logits_to_keep``): next-token logits
         ``[B, L, vocab]``."""
-        return self.model.decode(input_ids, attention_mask, **options)
+        logits = self.model.decode(input_ids, attention_mask, **options)
+        cache = options.get("cache")
+        return cache.suppress(logits) if isinstance(cache, Seq2SeqCache) else logits
 
 
 @js.jit
@@ -172,18 +189,68 @@ def _source(input_ids: Any, attention_mask: Any) -> tuple[np.ndarray, np.ndarray
     return padded, valid
 
 
-def _start_token(config: Any, options: dict[str, Any]) -> int:
-    """``decoder_start_token_id`` (taken out of ``options``), else the config's."""
-    given = options.pop("decoder_start_token_id", None)
-    for value in (given, getattr(config, "decoder_start_token_id", None)):
-        if value is not None:
-            if not is_int(value):
-                raise TypeError(f"{OWNER}: decoder_start_token_id must be an int, got {value!r}")
-            return int(value)
-    raise ValueError(
-        f"{OWNER}: {type(config).__name__} has no decoder_start_token_id (the decoder's first "
-        "token). Fix: pass decoder_start_token_id= (T5: the pad token, 0)"
-    )
+def _decoder_prompt(config: Any, rows: int, options: dict[str, Any]) -> np.ndarray:
+    """The decoder's prompt ``[B, P]``: ``decoder_input_ids`` (taken out of ``options``) led by
+    ``decoder_start_token_id`` (prepended where no row starts with it, as transformers does;
+    None: the config's), else that token alone."""
+    start = options.pop("decoder_start_token_id", None)
+    start = getattr(config, "decoder_start_token_id", None) if start is None else start
+    if not is_int(start):
+        raise ValueError(
+            f"{OWNER}: decoder_start_token_id (the decoder's first token) must be an int, got "
+            f"{start!r}. Fix: pass decoder_start_token_id= or set it in config.json (T5: 0)"
+        )
+    prompt = options.pop("decoder_input_ids", None)
+    if prompt is None:
+        return np.full((rows, 1), start, np.int32)
+    prompt = np.asarray(prompt)
+    if prompt.ndim != 2 or prompt.dtype.kind not in "iu" or prompt.shape[0] != rows:
+        raise ValueError(
+            f"{OWNER}: decoder_input_ids must be integer token ids [B, P] with the source's "
+            f"{rows} rows, got shape {list(prompt.shape)} and dtype {prompt.dtype}"
+        )
+    if (prompt[:, 0] != start).all():
+        prompt = np.concatenate([np.full((rows, 1), start), prompt], axis=1)
+    return prompt.astype(np.int32)
+
+
+def _suppressed(config: Any, cache: Seq2SeqCache, options: dict[str, Any]) -> None:
+    """Write ``suppress_tokens`` and ``begin_suppress_tokens`` (taken out of ``options``;
+    None: the config's) into ``cache``."""
+    for name, buffer in (
+        ("suppress_tokens", cache.suppressed),
+        ("begin_suppress_tokens", cache.begin_suppressed),
+    ):
+        given = options.pop(name, None)
+        given = getattr(config, name, None) if given is None else given
+        tokens = _token_ids(name, [] if given is None else given)
+        vocab = buffer.value.shape[0]
+        if any(not 0 <= token < vocab for token in tokens):
+            raise ValueError(f"{OWNER}: {name} must be ids in [0, {vocab}), got {tokens}")
+        buffer.value = jnp.zeros((vocab,), bool).at[jnp.asarray(tokens, jnp.int32)].set(True)
+
+
+def _generate_arguments(view: DecoderView, prompt: np.ndarray, options: dict[str, Any]) -> dict:
+    """``generate(view, prompt, **options)``'s arguments as its request check takes them (the
+    defaults filled in, a wrong name refused); an option of ``generate`` alone (one that acts
+    on the whole call, such as stop strings) is refused unless left at its default."""
+    signature = inspect.signature(generate)
+    call = signature.bind(view, prompt, **options)
+    call.apply_defaults()
+    checked = inspect.signature(_request).parameters
+    arguments: dict[str, Any] = {}
+    for name, value in call.arguments.items():
+        parameter = signature.parameters[name]
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            arguments.update(value)
+        elif name in checked:
+            arguments[name] = value
+        elif value != parameter.default:
+            raise NotImplementedError(
+                f"{OWNER}: {name} is not implemented for encoder-decoder models. Fix: leave "
+                f"{name} out"
+            )
+    return arguments
 
 
 class Seq2SeqGenerationMixin:
@@ -191,29 +258,35 @@ class Seq2SeqGenerationMixin:
     decode loop of ``js.models.generate`` on the decoder (see the module docstring)."""
 
     def generate(self, input_ids: Any, *, attention_mask: Any = None, **options: Any) -> jax.Array:
-        """The decoder's tokens ``[B, 1 + n]`` int32 (the start token, then up to
-        ``max_new_tokens`` new ones), as transformers' ``generate`` returns them for an
-        encoder-decoder model.
+        """The decoder's tokens ``[B, P + n]`` int32: its prompt (the start token, or
+        ``decoder_input_ids`` led by it), then up to ``max_new_tokens`` new ones, as
+        transformers' ``generate`` returns them for an encoder-decoder model.
 
         Args:
             input_ids: the source ``[B, S]``, padded on either side.
             attention_mask: ``[B, S]``, 1 for real source tokens (None: all real).
-            options: ``decoder_start_token_id`` (the decoder's first token; None: the
-                config's), and ``js.models.generate``'s keyword arguments
-                (``max_new_tokens``, ``do_sample``, ``eos_token_id``, ...).
+            options: ``decoder_start_token_id`` (None: the config's); ``decoder_input_ids``
+                ``[B, P]``, the decoder's prompt (forced tokens, such as Whisper's language
+                and task); ``suppress_tokens`` (never chosen) and ``begin_suppress_tokens``
+                (not chosen first), lists of ids; and ``js.models.generate``'s keyword
+                arguments (``max_new_tokens``, ``do_sample``, ``eos_token_id``, ...).
         """
         model = cast(Any, self)
         ids, mask = _source(input_ids, attention_mask)
-        first = _start_token(model.config, options)
-        start = np.full((ids.shape[0], 1), first)  # [B, 1]: the decoder's prompt
+        prompt = _decoder_prompt(model.config, ids.shape[0], options)
+        suppressing = {key: options.pop(key) for key in SUPPRESSING if key in options}
         view = DecoderView(model)
-        call = inspect.signature(generate).bind(view, start, **options)  # names a wrong one
-        call.apply_defaults()
-        request = _request(**call.arguments)
+        request = _request(**_generate_arguments(view, prompt, options))
+        if getattr(request, "beams", 1) > 1:
+            raise NotImplementedError(
+                f"{OWNER}: beam search (num_beams > 1) of an encoder-decoder model is not "
+                "implemented yet. Fix: num_beams=1 (greedy or sampling)"
+            )
         B, width = request.ids.shape
         spec = (B, width + bucket(request.new), request.cache_dtype)  # _Run's cache spec
         decoder = model.make_decoder_cache(*spec[:2], dtype=spec[2])
-        cache = Seq2SeqCache(decoder, ids.shape[1])
+        cache = Seq2SeqCache(decoder, ids.shape[1], model.config.vocab_size)
+        _suppressed(model.config, cache, suppressing)
         _give_back(view, spec, cache)  # the run takes this cache as the view's
         with _eval_mode(model):
             _encode(model, cache, ids, mask)
@@ -221,7 +294,7 @@ class Seq2SeqGenerationMixin:
             assert run.cache is cache, "the generation loop sized its cache otherwise"
             if not run.done:
                 run.advance(request.new)
-        return jnp.asarray(np.concatenate([start.astype(np.int32), run.tokens()], axis=1))
+        return jnp.asarray(np.concatenate([prompt, run.tokens()], axis=1))
 
 
 __all__ = ["DecoderView", "Seq2SeqCache", "Seq2SeqGenerationMixin", "cross_key_values"]

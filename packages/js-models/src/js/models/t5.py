@@ -193,9 +193,11 @@ class T5DenseReluDense(nn.Module):
     def __init__(self, config: T5Config, *, rngs: Rngs):
         super().__init__()
         d_model, d_ff = config.d_model, config.d_ff
-        inputs = ("wi_0", "wi_1") if config.is_gated_act else ("wi",)
-        for name in inputs:
-            setattr(self, name, nn.Linear(d_model, d_ff, bias=False, rngs=rngs))
+        if config.is_gated_act:
+            self.wi_0 = nn.Linear(d_model, d_ff, bias=False, rngs=rngs)
+            self.wi_1 = nn.Linear(d_model, d_ff, bias=False, rngs=rngs)
+        else:
+            self.wi = nn.Linear(d_model, d_ff, bias=False, rngs=rngs)
         self.wo = nn.Linear(d_ff, d_model, bias=False, rngs=rngs)
         self.dropout = nn.Dropout(config.dropout_rate)
         self.act = activation("T5Config", "dense_act_fn", config.dense_act_fn)
@@ -243,7 +245,7 @@ class T5Stack(nn.Module):
         self.dropout = nn.Dropout(config.dropout_rate)
 
     def _block(self, config: T5Config, first: bool, rngs: Rngs) -> T5Block:
-        layers = [T5LayerSelfAttention(config, relative_bias=first, rngs=rngs)]
+        layers: list[nn.Module] = [T5LayerSelfAttention(config, relative_bias=first, rngs=rngs)]
         if self.is_decoder:
             layers.append(T5LayerCrossAttention(config, rngs=rngs))
         return T5Block([*layers, T5LayerFF(config, rngs=rngs)])
@@ -252,7 +254,8 @@ class T5Stack(nn.Module):
         """``[B|1, heads, T, Tk]``: the relative position bias where a query may attend, else
         ``-inf``. The positions are the cache's slots when decoding with one (their
         differences are the tokens' distances: the padding is masked out)."""
-        attention = self.block[0].layer[0].SelfAttention
+        first: Any = self.block[0]
+        attention = first.layer[0].SelfAttention
         query = jnp.arange(T)
         if cache is not None:
             cache.begin(T, attention_mask)
@@ -288,7 +291,8 @@ class T5Stack(nn.Module):
             cross_mask = padding_mask(jnp.asarray(encoder_attention_mask) != 0)
         cross_bias = jnp.where(cross_mask, 0.0, -jnp.inf)  # [B, 1, 1, S]: no position bias
         hidden = self.dropout(inputs_embeds, rngs=rngs)
-        for index, block in enumerate(self.block):
+        blocks: list[Any] = list(self.block)
+        for index, block in enumerate(blocks):
             own, *cross, feed_forward = block.layer
 
             def kv(normed, own=own, index=index):
