@@ -20,6 +20,7 @@ import pytest
 
 import js
 import js.models
+from js.models._efficientnet_blocks import _scale_depth
 from js.models.timm_efficientnet import (
     EFFICIENTNET_DEF,
     MOBILENETV3_LARGE_DEF,
@@ -28,7 +29,6 @@ from js.models.timm_efficientnet import (
     EfficientNetModel,
     MobileNetV3Config,
     MobileNetV3Model,
-    _scale_depth,
     decode_block,
 )
 
