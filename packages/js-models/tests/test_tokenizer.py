@@ -140,6 +140,12 @@ TOOL_TURN = [
     {"role": "tool", "content": "sunny, 21°C"},
 ]
 
+DOCUMENTS = [{"title": "Paris", "text": "Sunny all week."}, {"title": "Oslo", "text": "Snow."}]
+DOCUMENTS_TEMPLATE = (
+    "{% for doc in documents %}[{{ loop.index }}] {{ doc.title }}: {{ doc.text }}\n{% endfor %}"
+    "{{ messages[-1]['content'] }}{% if add_generation_prompt %}\nAnswer:{% endif %}"
+)
+
 
 def _bpe(trainer_specials, *, byte_level):
     backend = Backend(models.BPE(unk_token=None if byte_level else "<unk>"))
@@ -298,12 +304,23 @@ def test_ids_masks_and_text_equal_transformers(pairs, name):
         ("gemma", CHAT, {"add_generation_prompt": True}),
         ("gemma", CHAT[:2], {"continue_final_message": True}),
         ("gemma", [CHAT, CHAT[:1]], {"add_generation_prompt": True}),
+        (
+            "gemma",
+            [CHAT, CHAT[:1]],
+            {"padding": True, "truncation": True, "max_length": 40, "return_tensors": "np"},
+        ),
+        ("qwen", CHAT, {"chat_template": DOCUMENTS_TEMPLATE, "documents": DOCUMENTS}),
     ],
 )
 def test_chat_templates_equal_transformers(pairs, name, chat, options):
     ours, theirs = pairs[name]
     text = ours.apply_chat_template(chat, tokenize=False, **options)
     assert text == theirs.apply_chat_template(chat, tokenize=False, **options)
+    if "return_tensors" in options:
+        _same(
+            ours.apply_chat_template(chat, **options), theirs.apply_chat_template(chat, **options)
+        )
+        return
     assert ours.apply_chat_template(chat, **options) == dict(
         theirs.apply_chat_template(chat, **options)
     )
@@ -328,6 +345,12 @@ def test_chat_template_errors(pairs):
         )
     with pytest.raises(ValueError, match="no chat template"):
         pairs["bert"][0].apply_chat_template(CHAT)
+    with pytest.raises(NotImplementedError, match="return_assistant_tokens_mask is not supported"):
+        gemma.apply_chat_template(CHAT, return_assistant_tokens_mask=True)
+    with pytest.raises(TypeError, match="tools must be JSON schemas"):
+        gemma.apply_chat_template(CHAT, tools=[len])
+    with pytest.raises(TypeError, match="documents must be dicts"):
+        gemma.apply_chat_template(CHAT, documents=["Paris is sunny"])
     qwen = pairs["qwen"][0]
     qwen.chat_template = {"tool_use": QWEN_TOOLS}
     with pytest.raises(ValueError, match=r"no default. Fix: chat_template= one of \['tool_use'\]"):

@@ -53,10 +53,26 @@ def read_templates(
     return named["default"] if list(named) == ["default"] else named
 
 
-def render(
-    template, chat, tools, documents, add_generation_prompt, continue_final, variables
-) -> str:
-    """transformers' ``render_jinja_template`` of one chat (messages without None values)."""
+def tool_schemas(tools: Any, documents: Any) -> list[dict[str, Any]] | None:
+    """The tools as the template sees them (JSON schemas), documents checked, as transformers."""
+    if documents is not None and not all(isinstance(d, Mapping) for d in documents):
+        raise TypeError(
+            "Tokenizer.apply_chat_template: documents must be dicts (with 'title' and 'text'). "
+            "Fix: pass a list of dicts"
+        )
+    if tools is None:
+        return None
+    if not all(isinstance(tool, Mapping) for tool in tools):
+        raise TypeError(
+            "Tokenizer.apply_chat_template: tools must be JSON schemas (dicts); functions are not "
+            "converted. Fix: pass each tool's schema ({'type': 'function', 'function': {...}})"
+        )
+    return [dict(tool) for tool in tools]
+
+
+def render(template: str, chat: Any, variables: Mapping[str, Any], continue_final: bool) -> str:
+    """transformers' ``render_jinja_template`` of one chat (messages without None values) with
+    ``variables`` (tools, documents, add_generation_prompt, special tokens...)."""
     chat = [{k: v for k, v in dict(m).items() if v is not None} for m in chat]
     tag = "CONTINUE_FINAL_MESSAGE_TAG "
     final = ""
@@ -68,11 +84,7 @@ def render(
                 "content as a string. Fix: pass a text content"
             )
         chat[-1] = {**chat[-1], "content": final + tag}
-    schemas = None if tools is None else [dict(t) for t in tools]
-    rendered = _compile(template).render(
-        messages=chat, tools=schemas, documents=documents,
-        add_generation_prompt=add_generation_prompt, **variables,
-    )  # fmt: skip
+    rendered = _compile(template).render(messages=chat, **variables)
     if not continue_final:
         return rendered
     if final.strip() not in rendered or tag.strip() not in rendered:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ._chat_template import pick_template, read_templates, render
+from ._chat_template import pick_template, read_templates, render, tool_schemas
 
 __all__ = ["Tokenizer"]
 
@@ -333,6 +333,9 @@ class Tokenizer:
         continue_final_message: bool = False,
         return_dict: bool = True,
         return_tensors: str | None = None,
+        padding: bool | str = False,
+        truncation: bool = False,
+        max_length: int | None = None,
         **kwargs: Any,
     ) -> Any:
         """Render chat messages with the folder's Jinja template, as transformers 5 does.
@@ -347,6 +350,7 @@ class Tokenizer:
             chat_template: a template, or the name of one of the folder's named templates.
             continue_final_message: leave the last message open for the model to continue.
             return_dict: False: only ``input_ids``.
+            padding, truncation, max_length: as in ``__call__``, for the rendered chats.
             **kwargs: further template variables (they override the special tokens).
         """
         batched = bool(messages) and not isinstance(messages[0], Mapping)
@@ -360,27 +364,35 @@ class Tokenizer:
                 "Tokenizer.apply_chat_template: continue_final_message and add_generation_prompt "
                 "both set. Fix: use one (continue the last message, or start the assistant's)"
             )
+        for name in _UNSUPPORTED_CHAT_OPTIONS:
+            if kwargs.get(name):
+                raise NotImplementedError(
+                    f"Tokenizer.apply_chat_template: {name} is not supported. Fix: leave it "
+                    "unset (transformers' tokenizer has it)"
+                )
         template = pick_template(self.chat_template, chat_template, tools)
-        variables = {**{k: v for k, v in self.special_tokens.items() if v is not None}, **kwargs}
-        rendered = [
-            render(
-                template,
-                chat,
-                tools,
-                documents,
-                add_generation_prompt,
-                continue_final_message,
-                variables,
-            )
-            for chat in chats
-        ]
+        variables = {
+            **{k: v for k, v in self.special_tokens.items() if v is not None},
+            **kwargs,
+            "tools": tool_schemas(tools, documents),
+            "documents": documents,
+            "add_generation_prompt": add_generation_prompt,
+        }
+        rendered = [render(template, chat, variables, continue_final_message) for chat in chats]
         text = rendered if batched else rendered[0]
         if not tokenize:
             return text
-        out = self(text, add_special_tokens=False, return_tensors=return_tensors)
+        options = {"padding": padding, "truncation": truncation, "max_length": max_length}
+        out = self(text, add_special_tokens=False, return_tensors=return_tensors, **options)
         return out if return_dict else out["input_ids"]
 
 
+# transformers' apply_chat_template options that js does not implement (not template variables)
+_UNSUPPORTED_CHAT_OPTIONS = (
+    "return_assistant_tokens_mask",
+    "sanitize_control_tokens",
+    "tokenizer_kwargs",
+)
 _FORCE_BPE_CLEANUP = "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output"
 
 
@@ -403,7 +415,7 @@ def _array(rows: list[list[int]], name: str) -> np.ndarray:
             f"Tokenizer: {name} rows of different lengths cannot make one array. Fix: "
             "padding=True, or return_tensors=None for lists"
         )
-    return np.asarray(rows, dtype=np.int64).reshape(len(rows), -1)
+    return np.asarray(rows, dtype=np.int64).reshape(len(rows), -1 if rows else 0)
 
 
 def _missing_json(files: Mapping[str, bytes]) -> str:
