@@ -84,6 +84,7 @@ THIRD_PARTY = {
     "mlflow": "mlflow",
     "numpy": "numpy",
     "optax": "optax",
+    "PIL": "Pillow",
     "orbax": "orbax-checkpoint",
     "rich": "rich",
     "safetensors": "safetensors",
