@@ -4,6 +4,8 @@ logits both ways within 1e-4, and greedy ``generate`` token for token."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from family_support import NEW, VOCAB, perturb, relative_error
@@ -112,10 +114,38 @@ def test_greedy_generate_matches_transformers(case):
     assert not np.isin(expected[:, 3:], forced["suppress_tokens"]).any()
 
 
+@pytest.mark.parametrize("case", ["flan-t5"], indirect=True)
+def test_untied_head_as_on_the_hub(case, transformers, tmp_path):
+    """Flan-T5's folders on the Hub: tie_word_embeddings false and an lm_head of its own
+    (transformers then leaves the two unshared): read both ways with that head."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    _, _, folder = case
+    untied = tmp_path / "untied"
+    shutil.copytree(folder, untied)
+    weights = load_file(untied / "model.safetensors")
+    weights["lm_head.weight"] = torch.randn(
+        weights["shared.weight"].shape, generator=torch.Generator().manual_seed(0)
+    )
+    save_file(weights, untied / "model.safetensors", metadata={"format": "pt"})
+    config = json.loads((untied / "config.json").read_text())
+    config.pop("scale_decoder_outputs")
+    (untied / "config.json").write_text(json.dumps({**config, "tie_word_embeddings": False}))
+    model = js.models.from_pretrained(untied)
+    assert model.lm_head.weight is not model.shared.weight
+    reference = transformers.T5ForConditionalGeneration.from_pretrained(untied).eval()
+    assert max(map(relative_error, _outputs(model), _outputs(reference))) < 1e-4
+    model.save_pretrained(tmp_path / "back")
+    back = transformers.T5ForConditionalGeneration.from_pretrained(tmp_path / "back").eval()
+    assert max(map(relative_error, _outputs(back), _outputs(model))) < 1e-4
+
+
+@pytest.mark.parametrize("case", ["t5-v1.0"], indirect=True)  # one case for the headless classes
 def test_encoder_and_base_models(case, transformers):
-    name, reference, folder = case
-    if name != "t5-v1.0":
-        pytest.skip("one case covers the headless classes")
+    _, _, folder = case
     encoder = T5EncoderModel.from_pretrained(folder)
     expected = _torch(
         transformers.T5EncoderModel.from_pretrained(folder).eval(),
