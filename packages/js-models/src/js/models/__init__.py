@@ -46,6 +46,7 @@ from .llama import MistralModel as MistralModel  # noqa: E402
 from .llama import Qwen2Config as Qwen2Config  # noqa: E402
 from .llama import Qwen2ForCausalLM as Qwen2ForCausalLM  # noqa: E402
 from .llama import Qwen2Model as Qwen2Model  # noqa: E402
+from .pipelines import pipeline as pipeline  # noqa: E402
 from .resnet import ResNetConfig as ResNetConfig  # noqa: E402
 from .resnet import ResNetModel as ResNetModel  # noqa: E402
 from .sentence_transformers import SentenceTransformer as SentenceTransformer  # noqa: E402
@@ -98,6 +99,7 @@ __all__ = [
     "from_pretrained",
     "generate",
     "loading_info",
+    "pipeline",
     "stream",
     "__interface__",
     "__version__",
