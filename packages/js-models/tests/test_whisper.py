@@ -14,7 +14,7 @@ from family_support import perturb, relative_error
 
 import js.models
 from js.models import WhisperFeatureExtractor
-from js.models.whisper import WhisperForConditionalGeneration, WhisperModel
+from js.models.whisper import WhisperForConditionalGeneration, WhisperModel, forced_prompt
 
 RATE = 16000
 
@@ -87,7 +87,20 @@ TINY = {
     "pad_token_id": 0,
     "bos_token_id": 1,
     "eos_token_id": 2,
-    "decoder_start_token_id": 3,
+    "decoder_start_token_id": 89,
+    "init_std": 0.3,  # logits far apart: greedy tokens vary (0.02 repeats one token)
+}
+# Whisper's special tokens at the end of the tiny vocabulary (every id above
+# no_timestamps_token_id would be a timestamp); 65, 80 and 7 are among the tokens the 80-bin
+# model picks most without suppression, 60 its first token.
+GENERATION = {
+    "lang_to_id": {"<|en|>": 90, "<|fr|>": 91},
+    "task_to_id": {"transcribe": 92, "translate": 93},
+    "no_timestamps_token_id": 95,
+    "is_multilingual": True,
+    "forced_decoder_ids": [[1, None], [2, 92]],
+    "suppress_tokens": [65, 80, 7],
+    "begin_suppress_tokens": [60, 2],
 }
 DECODER_MASK = np.array([[1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 0, 0]])
 DECODER_IDS = np.random.default_rng(1).integers(3, 96, DECODER_MASK.shape)
@@ -101,6 +114,8 @@ def whisper(request, transformers, tmp_path_factory):
     config = transformers.WhisperConfig(num_mel_bins=request.param, **TINY)
     model = transformers.WhisperForConditionalGeneration(config).eval()
     perturb(model)
+    for key, value in GENERATION.items():
+        setattr(model.generation_config, key, value)
     folder = tmp_path_factory.mktemp(f"whisper{request.param}")
     model.save_pretrained(folder)
     features = np.random.default_rng(0).standard_normal((2, request.param, 64))
@@ -151,3 +166,40 @@ def test_whisper_errors(whisper):
         model(features[:, :, :32], DECODER_IDS)
     with pytest.raises(ValueError, match="exactly one of input_features and encoder_outputs"):
         model(None, DECODER_IDS)
+    with pytest.raises(ValueError, match="language='de' is not in the generation config's"):
+        model.generate(features, language="de", max_new_tokens=2)
+    with pytest.raises(ValueError, match="task='dance' is not in the generation config's"):
+        model.generate(features, language="en", task="dance", max_new_tokens=2)
+    with pytest.raises(ValueError, match="English-only"):
+        forced_prompt(model, features, {"is_multilingual": False}, "en", None)
+
+
+def _greedy(whisper, **options):
+    """js's greedy tokens, asserted equal to transformers' ``generate``; returns them."""
+    import torch
+
+    reference, folder, features = whisper
+    reference.generation_config.eos_token_id = None  # 24 tokens whatever the tiny model says
+    with torch.inference_mode():
+        expected = reference.generate(torch.tensor(features), max_new_tokens=24, **options)
+    model = js.models.from_pretrained(folder)
+    got = np.asarray(model.generate(features, max_new_tokens=24, eos_token_id=[], **options))
+    np.testing.assert_array_equal(got, expected.numpy())
+    assert got.shape == (2, 24)
+    assert not np.isin(got, GENERATION["suppress_tokens"]).any()
+    assert not np.isin(got[:, 0], GENERATION["begin_suppress_tokens"]).any()
+    return got
+
+
+def test_whisper_generates_as_transformers(whisper):
+    if whisper[2].shape[1] != 80:
+        pytest.skip("the 80-bin model is enough: the decoder does not see the mel bins")
+    print("greedy tokens match", _greedy(whisper, language="fr", task="translate")[:, :8].tolist())
+
+
+@pytest.mark.slow
+def test_whisper_detects_the_language(whisper):
+    """No language given: the forced prompt's language slot is detected per row."""
+    if whisper[2].shape[1] != 80:
+        pytest.skip("the 80-bin model is enough")
+    _greedy(whisper)

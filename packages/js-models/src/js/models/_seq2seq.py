@@ -257,6 +257,11 @@ class Seq2SeqGenerationMixin:
     """``model.generate(input_ids, ...)`` for an encoder-decoder model: encode once, then the
     decode loop of ``js.models.generate`` on the decoder (see the module docstring)."""
 
+    def generation_source(self, input_ids: Any, attention_mask: Any) -> tuple[Any, np.ndarray]:
+        """``encode``'s input and the mask ``[B, S]`` of the encoder's output: the source ids
+        right-padded to a bucket (a family whose source is not tokens, Whisper, overrides it)."""
+        return _source(input_ids, attention_mask)
+
     def generate(self, input_ids: Any, *, attention_mask: Any = None, **options: Any) -> jax.Array:
         """The decoder's tokens ``[B, P + n]`` int32: its prompt (the start token, or
         ``decoder_input_ids`` led by it), then up to ``max_new_tokens`` new ones, as
@@ -272,7 +277,7 @@ class Seq2SeqGenerationMixin:
                 arguments (``max_new_tokens``, ``do_sample``, ``eos_token_id``, ...).
         """
         model = cast(Any, self)
-        ids, mask = _source(input_ids, attention_mask)
+        ids, mask = model.generation_source(input_ids, attention_mask)
         prompt = _decoder_prompt(model.config, ids.shape[0], options)
         suppressing = {key: options.pop(key) for key in SUPPRESSING if key in options}
         view = DecoderView(model)
@@ -285,7 +290,7 @@ class Seq2SeqGenerationMixin:
         B, width = request.ids.shape
         spec = (B, width + bucket(request.new), request.cache_dtype)  # _Run's cache spec
         decoder = model.make_decoder_cache(*spec[:2], dtype=spec[2])
-        cache = Seq2SeqCache(decoder, ids.shape[1], model.config.vocab_size)
+        cache = Seq2SeqCache(decoder, mask.shape[1], model.config.vocab_size)
         _suppressed(model.config, cache, suppressing)
         _give_back(view, spec, cache)  # the run takes this cache as the view's
         with _eval_mode(model):

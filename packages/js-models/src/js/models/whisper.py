@@ -13,17 +13,21 @@ through js.nn's one kernel. ``proj_out`` is tied to ``decoder.embed_tokens``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from js import Module, Rngs, nn
 from js.nn import functional as F
 from js.nn.attention import decoder_mask
 
 from ._base import PretrainedConfig, PreTrainedModel, architectures
+from ._generation import generation_config
 from ._hf import activation, attend, check_tokens, split_heads
+from ._seq2seq import Seq2SeqGenerationMixin, cross_key_values
 
 __all__ = ["WhisperConfig", "WhisperForConditionalGeneration", "WhisperModel"]
 
@@ -142,7 +146,9 @@ class WhisperStack(Module):
     """What the encoder and the decoder share: ``embed_positions`` (a table of ``positions``
     rows), their ``layers`` and the final ``layer_norm``."""
 
-    def __init__(self, config: WhisperConfig, positions: int, layers: list[Module], *, rngs: Rngs):
+    def __init__(
+        self, config: WhisperConfig, positions: int, layers: Sequence[Module], *, rngs: Rngs
+    ):
         super().__init__()
         self.embed_positions = nn.Embedding(positions, config.d_model, rngs=rngs)
         self.layers = nn.ModuleList(layers)
@@ -210,23 +216,20 @@ class WhisperDecoder(WhisperStack):
         encoder_hidden: jax.Array | None,
         *,
         cache: Any = None,
-        cross: list[tuple[jax.Array, jax.Array]] | None = None,
     ) -> jax.Array:
         ids, _ = check_tokens("WhisperModel", input_ids, None)
         assert ids is not None
         B, T = ids.shape
         if cache is None:  # positions 0..T-1 whatever the padding, as transformers counts them
-            positions, mask = (
-                jnp.broadcast_to(jnp.arange(T), (B, T)),
-                decoder_mask(T, attention_mask),
-            )
+            positions = jnp.broadcast_to(jnp.arange(T), (B, T))
+            mask = decoder_mask(T, attention_mask)
         else:
             positions, mask = cache.begin(T, attention_mask), cache.mask(T)
         hidden = self.embed_tokens(ids) + self.embed_positions(positions)  # [B, T, d_model]
         for index, layer in enumerate(self.layers):
-            assert encoder_hidden is not None or cross is not None
-            kv = layer.encoder_attn.key_values(encoder_hidden) if cross is None else cross[index]
-            hidden = layer(hidden, mask, kv, cache=cache, layer_idx=index)
+            # the encoder's keys and values: the generation cache's, else from encoder_hidden
+            cross = cross_key_values(layer.encoder_attn, index, encoder_hidden, cache, hidden.dtype)
+            hidden = layer(hidden, mask, cross, cache=cache, layer_idx=index)
         return self.layer_norm(hidden)
 
 
@@ -264,9 +267,89 @@ class WhisperModel(PreTrainedModel):
         return self.decoder(decoder_input_ids, decoder_attention_mask, encoded), encoded
 
 
-class WhisperForConditionalGeneration(PreTrainedModel):
+OWNER = "WhisperForConditionalGeneration.generate"
+
+
+def _language_ids(languages: list[str], lang_to_id: dict[str, int]) -> list[int]:
+    """Each language's token id: ``"<|fr|>"`` as given, ``"fr"`` as ``"<|fr|>"``."""
+    ids = []
+    for language in languages:
+        token = language if language in lang_to_id else f"<|{language.lower()}|>"
+        if token not in lang_to_id:
+            raise ValueError(
+                f"{OWNER}: language={language!r} is not in the generation config's lang_to_id "
+                f"(it has {len(lang_to_id)} languages). Fix: a code such as 'en' or a token "
+                "such as '<|en|>' that the model knows"
+            )
+        ids.append(lang_to_id[token])
+    return ids
+
+
+def detect_language(model: Any, features: Any, start: int, lang_to_id: dict[str, int]) -> list[int]:
+    """Each row's likeliest language token after ``decoder_start_token_id`` (transformers'
+    ``detect_language``)."""
+    logits = np.asarray(model(features, np.full((len(features), 1), start)))[:, -1]  # [B, V]
+    languages = np.asarray(sorted(lang_to_id.values()))
+    return languages[logits[:, languages].argmax(-1)].tolist()
+
+
+def forced_prompt(
+    model: Any, features: Any, folder: dict[str, Any], language: Any, task: str | None
+) -> np.ndarray:
+    """Whisper's decoder prompt ``[B, P]`` as transformers' ``_retrieve_init_tokens`` makes it:
+    the start token; the language (given, forced, or detected where the config has
+    ``lang_to_id``); the task (given, forced, or transcribe with a given language); then
+    ``no_timestamps_token_id``."""
+    language = folder.get("language") if language is None else language
+    task = folder.get("task") if task is None else task
+    if folder.get("is_multilingual") is False and (language or task):
+        raise ValueError(
+            f"{OWNER}: this model is English-only (is_multilingual false); it takes no language "
+            "or task. Fix: leave language and task out"
+        )
+    start = folder.get("decoder_start_token_id", model.config.decoder_start_token_id)
+    head = [start]
+    forced = folder.get("forced_decoder_ids") or getattr(model.config, "forced_decoder_ids", None)
+    if language is None and task is None and forced:
+        for position, token in forced:  # positions 1, 2, ... in turn
+            if position != len(head):
+                break
+            head.append(token)
+    B, lang_to_id = len(features), folder.get("lang_to_id")
+    task_to_id: dict[str, int] = folder.get("task_to_id") or {}
+    languages = [language] * B if isinstance(language, str) else language
+    if languages is not None:
+        ids = _language_ids(list(languages), lang_to_id or {})
+    elif lang_to_id and (len(head) < 2 or head[1] is None):
+        ids = detect_language(model, features, start, lang_to_id)
+    else:
+        ids = None
+    if task is not None and task not in task_to_id:
+        raise ValueError(
+            f"{OWNER}: task={task!r} is not in the generation config's task_to_id "
+            f"{sorted(task_to_id)}. Fix: 'transcribe' or 'translate'"
+        )
+    rows = []
+    for row in range(B):
+        tokens = list(head)
+        if ids is not None:
+            tokens[1:2] = [ids[row]]  # the language replaces a forced (or undetected) one
+        if task is not None:
+            tokens.append(task_to_id[task])
+        elif languages is not None and task_to_id and not set(tokens) & set(task_to_id.values()):
+            tokens.append(task_to_id["transcribe"])
+        no_timestamps = folder.get("no_timestamps_token_id")
+        if no_timestamps is not None and tokens[-1] != no_timestamps:
+            tokens.append(no_timestamps)
+        rows.append([token for token in tokens if token is not None])
+    return np.asarray(rows, np.int32)
+
+
+class WhisperForConditionalGeneration(Seq2SeqGenerationMixin, PreTrainedModel):
     """``WhisperModel`` and ``proj_out`` (tied to ``decoder.embed_tokens``): ``forward`` returns
-    the decoder's logits ``[B, T, vocab_size]`` (arguments as ``WhisperModel.forward``)."""
+    the decoder's logits ``[B, T, vocab_size]`` (arguments as ``WhisperModel.forward``);
+    ``generate`` transcribes or translates short-form audio (up to 30 s) as transformers'
+    ``WhisperForConditionalGeneration.generate`` does."""
 
     config_class = WhisperModel.config_class
     base_model_prefix = WhisperModel.base_model_prefix
@@ -280,6 +363,65 @@ class WhisperForConditionalGeneration(PreTrainedModel):
 
     def forward(self, *inputs: Any, **options: Any) -> jax.Array:
         return self.proj_out(self.model(*inputs, **options)[0])
+
+    # -- what _seq2seq's generation reads (Seq2SeqGenerationMixin) --
+
+    def generation_source(self, input_features: Any, attention_mask: Any) -> tuple[Any, Any]:
+        """The features as they are, and every encoder position real (Whisper's audio is
+        padded with silence, which it attends to)."""
+        features = np.asarray(input_features, np.float32)
+        return features, np.ones((features.shape[0], self.config.max_source_positions), np.int32)
+
+    def encode(self, input_features: Any, attention_mask: Any = None) -> jax.Array:
+        """The encoder's last hidden state ``[B, max_source_positions, d_model]``."""
+        return self.model.encoder(input_features)
+
+    def cross_attentions(self) -> list[WhisperAttention]:
+        """Each decoder layer's cross-attention."""
+        return [layer.encoder_attn for layer in self.model.decoder.layers]
+
+    def make_decoder_cache(self, batch_size: int, max_length: int, *, dtype: Any = None):
+        """The decoder's self-attention ``js.nn.KVCache``."""
+        heads, D = self.config.decoder_attention_heads, self.config.d_model
+        dtype = self.proj_out.weight.value.dtype if dtype is None else dtype
+        layers = self.config.decoder_layers
+        return nn.KVCache(batch_size, max_length, layers, heads, D // heads, dtype=dtype)
+
+    def decode(
+        self, input_ids: Any, attention_mask: Any = None, *, cache: Any, logits_to_keep: int = 0
+    ) -> jax.Array:
+        """Logits ``[B, T or logits_to_keep, vocab]`` of the decoder over the cached source."""
+        hidden = self.model.decoder(input_ids, attention_mask, None, cache=cache)
+        return self.proj_out(hidden[:, -logits_to_keep:] if logits_to_keep else hidden)
+
+    def generate(  # type: ignore[override]
+        self,
+        input_features: Any,
+        *,
+        language: str | list[str] | None = None,
+        task: str | None = None,
+        **options: Any,
+    ) -> jax.Array:
+        """The new tokens ``[B, n]`` after Whisper's forced prompt (``decoder_start_token_id``,
+        the language, the task, ``<|notimestamps|>``), as transformers returns them for audio
+        of up to 30 s.
+
+        Args:
+            input_features: ``[B, num_mel_bins, 3000]`` (``WhisperFeatureExtractor``).
+            language: ``"fr"`` or ``"<|fr|>"`` (or one per row); None: the generation config's
+                ``forced_decoder_ids``, else detected (the likeliest language token).
+            task: ``"transcribe"`` or ``"translate"``; None: the forced one, else transcribe
+                where a language is given.
+            options: ``suppress_tokens`` and ``begin_suppress_tokens`` (default: the folder's
+                ``generation_config.json``) and ``js.models.generate``'s (``max_new_tokens``,
+                ``do_sample``, ...).
+        """
+        folder = generation_config(self)
+        for name in ("suppress_tokens", "begin_suppress_tokens"):
+            options.setdefault(name, folder.get(name) or [])
+        prompt = forced_prompt(self, input_features, folder, language, task)
+        tokens = super().generate(input_features, decoder_input_ids=prompt, **options)
+        return tokens[:, prompt.shape[1] :]
 
 
 ARCHITECTURES = architectures(WhisperForConditionalGeneration, WhisperModel)
