@@ -17,6 +17,7 @@ torch = pytest.importorskip("torch")
 with transformers_without_torchvision() as transformers:
     transformers.BertForMaskedLM  # noqa: B018  (lazy imports, torchvision hidden)
     transformers.ViTForImageClassification  # noqa: B018
+    transformers.CLIPModel  # noqa: B018
     transformers.pipelines  # noqa: B018
 from tokenizers import Tokenizer as Backend  # noqa: E402
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers  # noqa: E402
@@ -53,11 +54,11 @@ def _wordpiece() -> Backend:
     return backend
 
 
-def _byte_bpe() -> Backend:
+def _byte_bpe(specials=("<|endoftext|>", "<|im_start|>", "<|im_end|>")) -> Backend:
     backend = Backend(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    specials = list(specials)
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     trainer = trainers.BpeTrainer(
         vocab_size=300, special_tokens=specials, initial_alphabet=alphabet
@@ -110,7 +111,34 @@ def folders(tmp_path_factory):
     )  # fmt: skip
     model = transformers.GPT2LMHeadModel(gpt2)
     paths["text-generation"] = _save(tmp_path_factory.mktemp("gpt2"), model, gpt)
+    paths["zero-shot-image-classification"] = _clip(tmp_path_factory.mktemp("clip"))
     return paths
+
+
+def _clip(folder):
+    """A tiny CLIP: a byte-level BPE that adds <|startoftext|> and <|endoftext|> (the text's
+    pooled position), 16x16 images."""
+    backend = _byte_bpe(["<|startoftext|>", "<|endoftext|>", "<|pad|>"])
+    backend.post_processor = processors.TemplateProcessing(
+        single="<|startoftext|> $A <|endoftext|>",
+        special_tokens=[("<|startoftext|>", 0), ("<|endoftext|>", 1)],
+    )
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token="<|startoftext|>", eos_token="<|endoftext|>",
+        pad_token="<|pad|>",
+    )  # fmt: skip
+    tower = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+             "num_attention_heads": 2}  # fmt: skip
+    config = transformers.CLIPConfig(
+        text_config={**tower, "vocab_size": len(tokenizer), "max_position_embeddings": 32,
+                     "bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 2},
+        vision_config={**tower, "image_size": 16, "patch_size": 4},
+        projection_dim=16, initializer_factor=5.0,
+    )  # fmt: skip
+    processor = transformers.CLIPImageProcessor(
+        size={"shortest_edge": 16}, crop_size={"height": 16, "width": 16}
+    )
+    return _save(folder, transformers.CLIPModel(config), tokenizer, processor)
 
 
 def _same(ours, theirs, where="result"):
@@ -175,6 +203,9 @@ def test_feature_extraction_and_images_equal_transformers(folders):
         PIL.fromarray(rng.integers(0, 256, (h, w, 3), np.uint8)) for h, w in [(20, 17), (9, 31)]
     ]
     _both(folders, "image-classification", images, top_k=3)
+    labels = {"candidate_labels": ["a dog", "a quick fox", "the world"]}
+    _both(folders, "zero-shot-image-classification", images, **labels)
+    _both(folders, "zero-shot-image-classification", images[0], **labels, hypothesis_template="{}")
 
 
 def test_a_stream_of_mixed_lengths_compiles_a_few_programs(folders):
