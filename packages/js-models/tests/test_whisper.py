@@ -91,16 +91,17 @@ TINY = {
     "init_std": 0.3,  # logits far apart: greedy tokens vary (0.02 repeats one token)
 }
 # Whisper's special tokens at the end of the tiny vocabulary (every id above
-# no_timestamps_token_id would be a timestamp); 65, 80 and 7 are among the tokens the 80-bin
-# model picks most without suppression, 60 its first token.
+# no_timestamps_token_id would be a timestamp). Without suppression the 80-bin model's greedy
+# tokens (language fr, translate) are mostly 65 and 80, and row 0 starts with 59.
 GENERATION = {
+    "decoder_start_token_id": 88,  # the generation config's start token wins over config.json's
     "lang_to_id": {"<|en|>": 90, "<|fr|>": 91},
     "task_to_id": {"transcribe": 92, "translate": 93},
     "no_timestamps_token_id": 95,
     "is_multilingual": True,
     "forced_decoder_ids": [[1, None], [2, 92]],
     "suppress_tokens": [65, 80, 7],
-    "begin_suppress_tokens": [60, 2],
+    "begin_suppress_tokens": [59, 2],
 }
 DECODER_MASK = np.array([[1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 0, 0]])
 DECODER_IDS = np.random.default_rng(1).integers(3, 96, DECODER_MASK.shape)

@@ -420,6 +420,7 @@ class WhisperForConditionalGeneration(Seq2SeqGenerationMixin, PreTrainedModel):
         for name in ("suppress_tokens", "begin_suppress_tokens"):
             options.setdefault(name, folder.get(name) or [])
         prompt = forced_prompt(self, input_features, folder, language, task)
+        options["decoder_start_token_id"] = int(prompt[0, 0])  # the generation config's
         tokens = super().generate(input_features, decoder_input_ids=prompt, **options)
         return tokens[:, prompt.shape[1] :]
 
