@@ -39,6 +39,22 @@ def test_update_writes_the_claimed_slots_and_returns_every_slot():
     assert cache.state_dict() == {}  # never saved with a model
 
 
+def test_reorder_copies_the_rows_beam_search_keeps():
+    cache = nn.KVCache(3, 4, num_layers=2, num_kv_heads=1, head_dim=2)
+    cache.begin(2, jnp.array([[0, 1], [1, 1], [1, 1]]))
+    for layer in (0, 1):
+        k = jnp.arange(12.0).reshape(3, 1, 2, 2) + layer
+        cache.update(layer, k, -k)
+    before = [np.asarray(cache.layer(i).k.value) for i in (0, 1)]
+    reorder = js.jit(lambda cache, rows: cache.reorder(rows))
+    reorder(cache, jnp.array([2, 0, 0]))  # row 0 <- row 2, rows 1 and 2 <- row 0
+    for i in (0, 1):
+        np.testing.assert_array_equal(cache.layer(i).k.value, before[i][[2, 0, 0]])
+        np.testing.assert_array_equal(cache.layer(i).v.value, -before[i][[2, 0, 0]])
+    assert cache.valid.value[:, :2].tolist() == [[True, True], [False, True], [False, True]]
+    assert cache.begin(1).tolist() == [[2], [1], [1]]  # each row continues its new source's count
+
+
 def test_errors_name_the_problem():
     with pytest.raises(TypeError, match="dtype must be floating"):
         nn.KVCache(1, 4, 1, 1, 2, dtype=jnp.int32)

@@ -16,18 +16,24 @@ structure, the batch size, the two buckets, the cache dtype and the static decod
 
 Outputs follow transformers' ``generate``: the prompt then the new tokens; rows that finish
 early are filled with ``pad_token_id``; the result is as long as the longest row needed.
+
+The options a call leaves out come from the model's ``generation_config`` (the folder's
+``generation_config.json``), then the model config (its token ids), then transformers'
+defaults. Before choosing, the logits pass transformers' processors (repetition penalty, no
+repeated n-gram, minimum new tokens), their values traced. With ``num_beams > 1`` one compiled
+program (the prompt, then a ``lax.while_loop``) runs transformers' beam search: ``num_beams``
+rows per prompt, the cache's rows reordered to follow the beams each step.
 """
 
 from __future__ import annotations
 
 import collections
 import functools
-import inspect
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -36,11 +42,20 @@ import numpy as np
 import js
 from js._checks import is_int
 
-from ._sampling import Sampling, check_sampling, choose
+from ._sampling import (
+    NOT_GIVEN,
+    Processing,
+    Sampling,
+    check_processing,
+    check_sampling,
+    choose,
+    process,
+)
 
 OWNER = "js.models.generate"
 
-# Programs traced, by name ("prefill", "decode"): a trace is a compilation (tests count them).
+# Programs traced, by name ("prefill", "decode", "beam"): a trace is a compilation (tests count
+# them).
 TRACES: collections.Counter[str] = collections.Counter()
 
 
@@ -101,6 +116,88 @@ class GenerationMixin:
         """``js.models.stream(self, input_ids, **options)``."""
         return stream(self, input_ids, **options)
 
+    @property
+    def generation_config(self) -> dict[str, Any]:
+        """``generate``'s defaults below its arguments: the folder's ``generation_config.json``
+        (``{}`` without one), written back by ``save_pretrained``. Edit it or assign a dict."""
+        return generation_config(self)
+
+    @generation_config.setter
+    def generation_config(self, value: dict[str, Any]) -> None:
+        set_generation_config(self, value)
+
+
+# Each model's generation config (beside the model: a dict attribute would be module state).
+_GENERATION_CONFIGS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+# generate's options a generation config sets, with transformers' GenerationConfig defaults
+# (but top_k: no limit, where transformers takes 50 when sampling).
+DEFAULTS: dict[str, Any] = {
+    "max_new_tokens": None,
+    "max_length": 20,
+    "do_sample": False,
+    "temperature": 1.0,
+    "top_k": None,
+    "top_p": None,
+    "eos_token_id": None,
+    "pad_token_id": None,
+    "bos_token_id": None,
+    "repetition_penalty": 1.0,
+    "no_repeat_ngram_size": 0,
+    "min_new_tokens": 0,
+    "num_beams": 1,
+    "length_penalty": 1.0,
+    "early_stopping": False,
+    "num_return_sequences": 1,
+}
+
+
+def generation_config(model: Any) -> dict[str, Any]:
+    """``model``'s generation config, a dict (empty when it has none), kept beside the model."""
+    with _CACHES_LOCK:
+        return _GENERATION_CONFIGS.setdefault(model, {})
+
+
+def set_generation_config(model: Any, config: dict[str, Any]) -> None:
+    """Give ``model`` a generation config (a ``generation_config.json``'s dict)."""
+    if not isinstance(config, dict):
+        raise TypeError(f"generation_config must be a dict, got {type(config).__name__}")
+    with _CACHES_LOCK:
+        _GENERATION_CONFIGS[model] = dict(config)
+
+
+def _settings(model: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """Each option: the argument, else the generation config's, else (token ids) the model
+    config's, else the default; ``max_new_tokens`` from ``max_length`` where only it is set."""
+    folder = _GENERATION_CONFIGS.get(model) or {}
+    config = getattr(model, "config", None)
+    settings = {}
+    for name, default in DEFAULTS.items():
+        value = options.get(name)
+        if value is None:
+            value = folder.get(name)
+        if value is None and name.endswith("_token_id"):
+            value = getattr(config, name, None)
+        settings[name] = default if value is None else value
+    if options.get("max_new_tokens") is None and options.get("max_length") is not None:
+        settings["max_new_tokens"] = None  # an explicit max_length beats the folder's count
+    return settings
+
+
+def _new_tokens(settings: dict[str, Any], P: int) -> Any:
+    """``max_new_tokens``, else ``max_length`` less the prompt (as transformers counts)."""
+    if settings["max_new_tokens"] is not None:
+        return settings["max_new_tokens"]
+    length = settings["max_length"]
+    if not is_int(length):
+        raise TypeError(f"{OWNER}: max_length must be an int, got {length!r}")
+    if length - P < 1:
+        raise ValueError(
+            f"{OWNER}: max_length={length} leaves no room after the prompt of {P} tokens "
+            "(max_length counts the prompt). Fix: pass max_new_tokens"
+        )
+    return length - P
+
 
 @dataclass
 class _Request:
@@ -111,11 +208,46 @@ class _Request:
     mask: np.ndarray  # [B, P_bucket] int32
     new: int  # max_new_tokens
     rule: Sampling
-    values: np.ndarray  # [temperature, 1 - top_p] float32
+    processing: Processing
+    # [temperature, 1 - top_p, repetition_penalty, length_penalty, min_new_tokens] float32
+    values: np.ndarray
     eos: np.ndarray  # [E] int32 (E may be 0)
     pad: np.int32
     key: jax.Array
     cache_dtype: Any  # None: the model's
+    given: np.ndarray  # [B, P_bucket] int32: the prompt as given, after NOT_GIVEN
+    beams: int  # num_beams
+    early_stopping: bool | str
+    returned: int  # num_return_sequences
+
+    def rules(self) -> dict[str, Any]:
+        """The static choices of the greedy and sampling programs."""
+        return {"rule": self.rule, "processing": self.processing}
+
+    def arrays(self, copies: int = 1) -> _Arrays:
+        """The arrays the programs read, each prompt's rows repeated ``copies`` times."""
+        rows = functools.partial(np.repeat, repeats=copies, axis=0)
+        return _Arrays(
+            rows(self.ids),
+            rows(self.mask),
+            rows(self.given),
+            jnp.asarray(self.values),
+            jnp.asarray(self.eos),
+            self.pad,
+            self.key,
+        )
+
+
+class _Arrays(NamedTuple):
+    """A request's arrays for the compiled programs (traced: other values compile nothing)."""
+
+    ids: Any  # [B, W]
+    mask: Any  # [B, W]
+    given: Any  # [B, W]
+    values: Any  # [5]
+    eos: Any  # [E]
+    pad: Any  # scalar
+    key: Any
 
 
 def _prompt(input_ids: Any, attention_mask: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -162,21 +294,21 @@ def _token_ids(name: str, value: Any) -> list[int]:
     return [int(v) for v in value]
 
 
+_CALL_DEFAULTS = {"attention_mask": None, "rngs": None, "cache_dtype": None}
+
+
 def _request(
     model: Any,
     input_ids: Any,
     *,
     attention_mask: Any,
-    max_new_tokens: Any,
-    do_sample: bool,
-    temperature: float,
-    top_k: int | None,
-    top_p: float | None,
-    eos_token_id: int | Sequence[int] | None,
-    pad_token_id: int | None,
     rngs: js.Rngs | None,
     cache_dtype: Any,
+    **options: Any,
 ) -> _Request:
+    unknown = [name for name in options if name not in DEFAULTS]
+    if unknown:
+        raise TypeError(f"{OWNER}: got an unexpected keyword argument {unknown[0]!r}")
     if not isinstance(model, CausalLM):
         missing = [m for m in ("make_cache", "__call__") if not callable(getattr(model, m, None))]
         raise TypeError(
@@ -185,6 +317,10 @@ def _request(
             "dtype) and a forward taking (input_ids, attention_mask=, cache=, "
             "logits_to_keep=), such as js.models' GPT2LMHeadModel or LlamaForCausalLM"
         )
+    prompt, real = _prompt(input_ids, attention_mask)
+    B, P = prompt.shape
+    settings = _settings(model, options)
+    max_new_tokens = _new_tokens(settings, P)
     if not is_int(max_new_tokens):
         raise TypeError(f"{OWNER}: max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
     if max_new_tokens < 1:
@@ -192,8 +328,6 @@ def _request(
             f"{OWNER}: max_new_tokens must be >= 1, got {max_new_tokens}: generation adds at "
             "least one token. Fix: max_new_tokens=1 or more (the prompt alone is input_ids)"
         )
-    prompt, real = _prompt(input_ids, attention_mask)
-    B, P = prompt.shape
     # The model reads token 0 at padded positions (masked out as keys): whatever the caller's
     # padding holds, and whatever pad_token_id is, every id the model embeds is a real one.
     tokens = np.where(real == 1, prompt, 0)
@@ -212,34 +346,82 @@ def _request(
             f"positions; {type(model).__name__} has {limit} (max_positions()). Fix: shorten the "
             f"prompt to at most {limit - max_new_tokens} tokens or ask for fewer new tokens"
         )
-    rule, values = check_sampling(do_sample, temperature, top_k, top_p)
-    config = getattr(model, "config", None)
-    if eos_token_id is None:  # transformers reads the model's generation defaults
-        eos_token_id = getattr(config, "eos_token_id", None) if config is not None else None
+    do_sample = settings["do_sample"]
+    rule, values = check_sampling(
+        do_sample, settings["temperature"], settings["top_k"], settings["top_p"]
+    )
+    eos_token_id = settings["eos_token_id"]
     eos = [] if eos_token_id is None else _token_ids("eos_token_id", eos_token_id)
-    if pad_token_id is None:
-        pad_token_id = getattr(config, "pad_token_id", None) if config is not None else None
+    pad_token_id = settings["pad_token_id"]
     if pad_token_id is None:
         pad_token_id = eos[0] if eos else 0
     pad = _token_ids("pad_token_id", pad_token_id)
     if len(pad) != 1:
         raise TypeError(f"{OWNER}: pad_token_id must be one int, got {pad_token_id!r}")
+    processing = check_processing(
+        settings["repetition_penalty"],
+        settings["no_repeat_ngram_size"],
+        settings["min_new_tokens"],
+        eos,
+    )
+    beams, returned, early_stopping = _check_beams(settings, rule.do_sample)
+    more = [settings["repetition_penalty"], settings["length_penalty"], settings["min_new_tokens"]]
+    values = np.concatenate([values, np.array(more, np.float32)])
     key = _sampling_key(rngs, rule.do_sample)
+    if rule.do_sample and returned > 1:  # each copy of a prompt draws its own tokens
+        prompt, tokens, real = (np.repeat(a, returned, axis=0) for a in (prompt, tokens, real))
+        B = B * returned
     width = bucket(P)
     ids, mask = np.zeros((B, width), np.int32), np.zeros((B, width), np.int32)
+    given = np.full((B, width), NOT_GIVEN, np.int32)
     ids[:, width - P :], mask[:, width - P :] = tokens, real
+    given[:, width - P :] = np.clip(prompt, -1, np.iinfo(np.int32).max)
     return _Request(
         prompt=prompt,
         ids=ids,
         mask=mask,
         new=int(max_new_tokens),
         rule=rule,
+        processing=processing,
         values=values,
         eos=np.array(eos, np.int32),
         pad=np.int32(pad[0]),
         key=key,
         cache_dtype=None if cache_dtype is None else jnp.dtype(cache_dtype),
+        given=given,
+        beams=beams,
+        early_stopping=early_stopping,
+        returned=returned,
     )
+
+
+def _check_beams(settings: dict[str, Any], do_sample: bool) -> tuple[int, int, bool | str]:
+    """``(num_beams, num_return_sequences, early_stopping)``, checked."""
+    beams, returned = settings["num_beams"], settings["num_return_sequences"]
+    early_stopping, length_penalty = settings["early_stopping"], settings["length_penalty"]
+    for name, value in (("num_beams", beams), ("num_return_sequences", returned)):
+        if not is_int(value) or value < 1:
+            raise ValueError(f"{OWNER}: {name} must be an int >= 1, got {value!r}")
+    if early_stopping not in (True, False, "never"):
+        raise ValueError(
+            f"{OWNER}: early_stopping must be True, False or 'never', got {early_stopping!r}"
+        )
+    if isinstance(length_penalty, bool) or not isinstance(
+        length_penalty, (int, float, np.floating)
+    ):
+        raise TypeError(f"{OWNER}: length_penalty must be a float, got {length_penalty!r}")
+    if beams > 1 and do_sample:
+        raise NotImplementedError(
+            f"{OWNER}: beam sampling (num_beams > 1 with do_sample=True) is not supported. "
+            "Fix: do_sample=False for beam search, or num_beams=1 to sample"
+        )
+    if returned > max(beams, 1) and not do_sample:
+        raise ValueError(
+            f"{OWNER}: num_return_sequences={returned} needs num_beams >= {returned} (beam "
+            f"search returns its best beams; greedy search has one). Fix: num_beams={returned}, "
+            "or do_sample=True to draw several continuations"
+        )
+    return int(beams), int(returned), early_stopping
 
 
 def _sampling_key(rngs: js.Rngs | None, do_sample: bool) -> jax.Array:
@@ -264,20 +446,34 @@ def _sampling_key(rngs: js.Rngs | None, do_sample: bool) -> jax.Array:
 # The compiled programs
 
 
-@functools.partial(js.jit, static_argnames=("rule", "slots"))
-def _prefill(model, cache, ids, mask, key, values, eos, *, rule: Sampling, slots: int):
+def _processed(logits, processing: Processing, arrays: _Arrays, out, count):
+    """``logits [B, V]`` (float32) after the processors, each row's tokens so far being
+    ``arrays.given`` (the bucketed prompt as given) then ``out[:, :count]``."""
+    logits = logits.astype(jnp.float32)
+    if processing == Processing():
+        return logits
+    history = jnp.concatenate([arrays.given, out], axis=1)
+    counted = jnp.concatenate([arrays.mask != 0, jnp.ones(out.shape, bool)], axis=1)
+    length = arrays.given.shape[1] + count
+    return process(logits, processing, arrays.values, history, counted, length, count, arrays.eos)
+
+
+@functools.partial(js.jit, static_argnames=("rule", "processing", "slots"))
+def _prefill(model, cache, arrays: _Arrays, *, rule: Sampling, processing, slots: int):
     """Run the prompt, filling ``cache``: ``(out, finished)``, ``out [B, slots]`` holding the
     first new token."""
     TRACES["prefill"] += 1
     cache.reset()
+    ids, mask = arrays.ids, arrays.mask
     logits = model(ids, attention_mask=mask, cache=cache, logits_to_keep=1)[:, -1]  # [B, V]
-    token = choose(logits, rule, values, jax.random.fold_in(key, 0))
-    out = jnp.zeros((ids.shape[0], slots), jnp.int32).at[:, 0].set(token)
-    return out, jnp.isin(token, eos)
+    out = jnp.zeros((ids.shape[0], slots), jnp.int32)
+    logits = _processed(logits, processing, arrays, out, 0)
+    token = choose(logits, rule, arrays.values, jax.random.fold_in(arrays.key, 0))
+    return out.at[:, 0].set(token), jnp.isin(token, arrays.eos)
 
 
-@functools.partial(js.jit, static_argnames=("rule",))
-def _decode(model, cache, out, count, limit, finished, key, values, eos, pad, *, rule: Sampling):
+@functools.partial(js.jit, static_argnames=("rule", "processing"))
+def _decode(model, cache, out, count, limit, finished, arrays: _Arrays, *, rule, processing):
     """Choose tokens ``count .. limit - 1`` of ``out`` (one model call each, reading and
     extending ``cache``), stopping early once every row is finished; ``(out, count, finished)``.
     """
@@ -293,16 +489,113 @@ def _decode(model, cache, out, count, limit, finished, key, values, eos, pad, *,
         step_cache = js.merge(graphdef, state)
         last = jax.lax.dynamic_slice_in_dim(out, i - 1, 1, axis=1)  # [B, 1]
         logits = model(last, cache=step_cache, logits_to_keep=1)[:, -1]  # [B, V]
-        token = choose(logits, rule, values, jax.random.fold_in(key, i))
-        token = jnp.where(finished, pad, token)  # a finished row only pads
+        logits = _processed(logits, processing, arrays, out, i)
+        token = choose(logits, rule, arrays.values, jax.random.fold_in(arrays.key, i))
+        token = jnp.where(finished, arrays.pad, token)  # a finished row only pads
         out = jax.lax.dynamic_update_slice_in_dim(out, token[:, None], i, axis=1)
-        return out, i + 1, finished | jnp.isin(token, eos), js.split(step_cache)[1]
+        return out, i + 1, finished | jnp.isin(token, arrays.eos), js.split(step_cache)[1]
 
     out, count, finished, state = jax.lax.while_loop(
         unfinished, turn, (out, count, finished, state)
     )
     js.update(cache, state)
     return out, count, finished
+
+
+def _divide(x: jax.Array, d: jax.Array) -> jax.Array:
+    """``x / d`` rounded once, as torch divides (XLA would multiply by ``1 / d``)."""
+    return x / jax.lax.optimization_barrier(jnp.broadcast_to(d, x.shape))
+
+
+@functools.partial(js.jit, static_argnames=("processing", "beams", "early_stopping", "slots"))
+def _beam_search(
+    model, cache, arrays: _Arrays, new, fill, *, processing, beams, early_stopping, slots
+):
+    """transformers' ``_beam_search`` (without sampling) over ``ids [B * beams, W]`` (each
+    prompt repeated ``beams`` times): ``(sequences [B, beams, slots], scores [B, beams],
+    lengths [B, beams])``, the finished hypotheses best first and their new-token counts."""
+    TRACES["beam"] += 1
+    ids, mask, eos = arrays.ids, arrays.mask, arrays.eos
+    BN, N, S = ids.shape[0], beams, slots
+    B = BN // N
+    K = max(2, 1 + eos.shape[0]) * N  # candidates kept: enough to continue N beams past ends
+    f32, huge = jnp.float32, jnp.float32(-1.0e9)
+    penalty = arrays.values[3]
+    never_longer = (early_stopping == "never") & (penalty > 0)
+    cache.reset()
+    logits = model(ids, attention_mask=mask, cache=cache, logits_to_keep=1)[:, -1]
+    graphdef, state = js.split(cache)
+    take = functools.partial(jnp.take_along_axis, axis=1)
+
+    def unfinished(carry):
+        return carry[0]
+
+    def turn(carry):
+        _, t, logits, running, run_scores, done, scores, finished, lengths, open_, state = carry
+        log_probs = jax.nn.log_softmax(logits.astype(f32), axis=-1)
+        log_probs = _processed(log_probs, processing, arrays, running.reshape(BN, S), t)
+        V = log_probs.shape[-1]
+        total = (log_probs.reshape(B, N, V) + run_scores[:, :, None]).reshape(B, N * V)
+        top_scores, top = jax.lax.top_k(total, K)
+        parent, token = top // V, (top % V).astype(jnp.int32)
+        candidates = take(running, parent[:, :, None])
+        candidates = jax.lax.dynamic_update_slice_in_dim(candidates, token[:, :, None], t, axis=2)
+        ends = jnp.isin(token, eos) | (t + 1 >= new)  # an end token, or the last new token
+        # the best N candidates that go on
+        live = top_scores + ends.astype(f32) * huge
+        keep = jax.lax.top_k(live, N)[1]
+        running, run_scores, parent = (
+            take(candidates, keep[:, :, None]),
+            take(live, keep),
+            take(parent, keep),
+        )
+        # the ended candidates among the best N join the finished ones if they score higher
+        ended = ends & (jnp.arange(K) < N)
+        scored = _divide(top_scores, (t + 1).astype(f32) ** penalty)
+        if early_stopping is True:
+            scored = scored + jnp.all(finished, axis=-1, keepdims=True).astype(f32) * huge
+        scored = scored + (~open_).astype(f32) * huge
+        scored = scored + (~ended).astype(f32) * huge
+        merged = jnp.concatenate([scores, scored], axis=1)
+        best = jax.lax.top_k(merged, N)[1]
+        done = take(jnp.concatenate([done, candidates], axis=1), best[:, :, None])
+        finished = take(jnp.concatenate([finished, ended], axis=1), best)
+        lengths = take(jnp.concatenate([lengths, jnp.full(ended.shape, t + 1)], axis=1), best)
+        scores = take(merged, best)
+        # each row of the cache follows its beam; then the next tokens run
+        step_cache = js.merge(graphdef, state)
+        step_cache.reorder((jnp.arange(B)[:, None] * N + parent).reshape(BN))
+        # can a running beam still beat the worst finished one?
+        hoped = jnp.where(never_longer, new, t + 1).astype(f32) ** penalty
+        best_running = _divide(run_scores[:, :1], hoped)
+        worst = jnp.where(finished, jnp.min(scores, axis=1, keepdims=True), huge)
+        open_ = open_ & jnp.any(best_running > worst, axis=-1, keepdims=True)
+        go = jnp.any(open_) & ~jnp.all(ends) & (t + 1 < new)
+        if early_stopping is True:
+            go = go & ~jnp.all(finished)
+        last = running[:, :, t].reshape(BN, 1)
+        logits = model(last, cache=step_cache, logits_to_keep=1)[:, -1]
+        state = js.split(step_cache)[1]
+        return go, t + 1, logits, running, run_scores, done, scores, finished, lengths, open_, state
+
+    running = jnp.full((B, N, S), fill, jnp.int32)
+    run_scores = jnp.zeros((B, N), f32).at[:, 1:].set(huge)  # the first step reads beam 0 only
+    carry = (
+        jnp.bool_(True),
+        jnp.int32(0),
+        logits,
+        running,
+        run_scores,
+        running,
+        jnp.full((B, N), huge),
+        jnp.zeros((B, N), bool),
+        jnp.zeros((B, N), jnp.int32),
+        jnp.ones((B, 1), bool),
+        state,
+    )
+    carry = jax.lax.while_loop(unfinished, turn, carry)
+    js.update(cache, carry[-1])
+    return carry[5], carry[6], carry[8]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -337,17 +630,9 @@ class _Run:
         self.slots = bucket(request.new)
         self.spec = (B, width + self.slots, request.cache_dtype)
         self.cache = _take_cache(model, self.spec)
-        self.eos, self.values = jnp.asarray(request.eos), jnp.asarray(request.values)
+        self.arrays, self.rules = request.arrays(), request.rules()
         self.out, self.finished = _prefill(
-            model,
-            self.cache,
-            request.ids,
-            request.mask,
-            request.key,
-            self.values,
-            self.eos,
-            rule=request.rule,
-            slots=self.slots,
+            model, self.cache, self.arrays, slots=self.slots, **self.rules
         )
         self.count = 1  # tokens in self.out
         # Rows that all ended at their first token end the decode loop at once: no device read
@@ -365,11 +650,8 @@ class _Run:
             np.int32(self.count),
             np.int32(target),
             self.finished,
-            request.key,
-            self.values,
-            self.eos,
-            request.pad,
-            rule=request.rule,
+            self.arrays,
+            **self.rules,
         )
         self.count = int(count)  # short of the target only when every row has ended
         self.done = self.count < target or self.count >= request.new
@@ -403,18 +685,20 @@ def generate(
     input_ids: Any,
     *,
     attention_mask: Any = None,
-    max_new_tokens: int,
-    do_sample: bool = False,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    eos_token_id: int | Sequence[int] | None = None,
-    pad_token_id: int | None = None,
+    stop_strings: str | Sequence[str] | None = None,
+    tokenizer: Any = None,
+    return_dict_in_generate: bool = False,
     rngs: js.Rngs | None = None,
     cache_dtype: Any = None,
-) -> jax.Array:
+    **options: Any,
+) -> Any:
     """Continue each prompt by up to ``max_new_tokens`` tokens: ``[B, L + n]`` int32 token ids,
     the prompt then the new tokens, as transformers' ``generate`` returns them.
+
+    The ``options`` are the keys of ``DEFAULTS`` (those of transformers' ``GenerationConfig``
+    below). One left out (or None) takes the model's ``generation_config`` value (the folder's
+    ``generation_config.json``), else (token ids) the model config's, else the default, as
+    transformers' ``generate`` does.
 
     Args:
         model: a causal language model of js.models (``GPT2LMHeadModel``,
@@ -424,10 +708,12 @@ def generate(
         attention_mask: ``[B, L]``, 1 for real tokens and 0 for the left padding (None: all
             real). Right padding is refused.
         max_new_tokens: how many tokens to add at most (>= 1).
+        max_length: the prompt's length plus the new tokens, where ``max_new_tokens`` is not
+            given (default 20, as transformers').
         do_sample: False (default): greedy, the most likely token; True: draw from the
             distribution after ``temperature``, ``top_k`` and ``top_p``.
-        temperature: divides the logits before sampling (> 0).
-        top_k: sample among the ``k`` most likely tokens only (None or 0: all). Note that
+        temperature: divides the logits before sampling (> 0; default 1.0).
+        top_k: sample among the ``k`` most likely tokens only (0: all). Note that
             transformers' generation config defaults to 50; here the default is no limit.
         top_p: sample among the most likely tokens whose probabilities reach ``top_p``, in
             (0, 1] (None or 1.0: all).
@@ -435,6 +721,27 @@ def generate(
             ``eos_token_id`` (as transformers does); ``[]``: never stop early.
         pad_token_id: written after a row's end (None: the config's ``pad_token_id``, else the
             first end token).
+        bos_token_id: accepted for transformers' configs (a prompt already holds its start).
+        repetition_penalty: divides the logits of every token of the prompt (not its padding)
+            and of the new tokens (multiplies negative ones); 1.0 (default): off.
+        no_repeat_ngram_size: ``n > 0``: no ``n``-gram occurs twice in a row's tokens (prompt
+            included, as transformers counts); 0 (default): off.
+        min_new_tokens: the end tokens are barred until this many tokens are new (default 0).
+        num_beams: ``> 1``: beam search (greedy, not sampled) with this many beams per prompt.
+        length_penalty: beam search ranks a finished beam by its score over its new-token
+            count to this power (default 1.0; above 0 favours longer sequences).
+        early_stopping: beam search stops a prompt once ``num_beams`` beams are finished
+            (True), once the heuristic finds no running beam can win (False, the default), or
+            ``"never"`` before none can (transformers' canonical test).
+        num_return_sequences: beams returned per prompt (``<= num_beams``; best first, rows
+            ``b * n + i``), or samples per prompt with ``do_sample``.
+        stop_strings: a string or strings that end a row once its text (``tokenizer.decode``
+            of its tokens) holds one overlapping the row's last token, as transformers'
+            ``StopStringCriteria`` (greedy and sampling; checked on the host every
+            ``STOP_CHUNK`` tokens, the rows padded after their stop).
+        tokenizer: decodes the tokens for ``stop_strings`` (js.models' or transformers').
+        return_dict_in_generate: True: a ``GenerateOutput`` with ``sequences`` and (beam
+            search) ``sequences_scores``, transformers' scores of the returned beams.
         rngs: ``js.Rngs`` with a ``sample`` (or ``default``) stream, needed with
             ``do_sample``: one key is drawn per call, so the same seed gives the same tokens.
         cache_dtype: the key-value cache's dtype (default: the model's; ``jnp.bfloat16`` halves
@@ -457,14 +764,127 @@ def generate(
         >>> [part.shape for part in stream(model, jnp.array([[1, 2]]), max_new_tokens=5, chunk=2)]
         [(1, 2), (1, 2), (1, 1)]
     """
-    request = _request(**locals())  # the arguments as given, checked
+    request = _request(
+        model,
+        input_ids,
+        attention_mask=attention_mask,
+        rngs=rngs,
+        cache_dtype=cache_dtype,
+        **options,
+    )
+    stops = _StopStrings(stop_strings, tokenizer, request) if stop_strings is not None else None
+    scores = None
+    if request.beams > 1:
+        sequences, scores = _beam_search_run(model, request)
+    else:
+        with _eval_mode(model):
+            run = _Run(model, request)
+            if stops is None and not run.done:
+                run.advance(request.new)
+            while stops is not None and not stops.check(run):
+                run.advance(run.count + STOP_CHUNK)
+            run.close()
+        new = run.tokens() if stops is None else stops.tokens(run)
+        sequences = np.concatenate([request.prompt.astype(np.int32), new], axis=1)
+    if return_dict_in_generate:
+        return GenerateOutput(jnp.asarray(sequences), scores)
+    return jnp.asarray(sequences)
+
+
+STOP_CHUNK = 8  # new tokens between two checks of the stop strings
+
+
+class _StopStrings:
+    """transformers' ``StopStringCriteria`` on the host, between runs of the decode loop: a
+    row ends at the first new token whose text completes a stop string (an occurrence in the
+    decoded text of the prompt's real tokens and the new ones that overlaps that token's text);
+    the tokens the loop made after it become padding."""
+
+    def __init__(self, strings: Any, tokenizer: Any, request: _Request):
+        strings = [strings] if isinstance(strings, str) else list(strings)
+        if not strings or not all(isinstance(t, str) and t for t in strings):
+            raise TypeError(f"{OWNER}: stop_strings must be a non-empty string or strings")
+        if not callable(getattr(tokenizer, "decode", None)):
+            raise TypeError(
+                f"{OWNER}: stop_strings needs tokenizer= (anything with decode(ids), such as "
+                f"js.models.Tokenizer), got {tokenizer!r}"
+            )
+        if request.beams > 1:
+            raise NotImplementedError(f"{OWNER}: stop_strings with beam search is not supported")
+        self.strings, self.decode, self.request = strings, tokenizer.decode, request
+        P = request.prompt.shape[1]
+        real = request.mask[:, -P:] == 1
+        self.prompts = [list(p[m]) for p, m in zip(request.prompt, real, strict=True)]
+        self.ends = np.full(len(self.prompts), -1)  # each row's last new token (-1: running)
+        self.checked = 0
+
+    def _stops_at(self, row: Any, tokens: np.ndarray, j: int) -> bool:
+        before = self.decode([int(t) for t in [*self.prompts[row], *tokens[:j]]])
+        text = self.decode([int(t) for t in [*self.prompts[row], *tokens[: j + 1]]])
+        return any(s in text[max(len(before) - len(s) + 1, 0) :] for s in self.strings)
+
+    def check(self, run: _Run) -> bool:
+        """Look at the tokens made since the last check, end the rows that stop (on the
+        device too); True when the generation is over."""
+        tokens, eos = run.tokens(), set(self.request.eos.tolist())
+        for row in np.flatnonzero(self.ends < 0):
+            for j in range(self.checked, run.count):
+                if tokens[row, j] in eos or self._stops_at(row, tokens[row], j):
+                    self.ends[row] = j
+                    break
+        self.checked = run.count
+        stopped = self.ends >= 0
+        if stopped.any():
+            slot = np.arange(run.out.shape[1])
+            after = stopped[:, None] & (slot[None, :] > self.ends[:, None])
+            run.out = jnp.where(after, self.request.pad, run.out)
+            run.finished = jnp.asarray(stopped) | run.finished
+        return bool(stopped.all()) or run.done
+
+    def tokens(self, run: _Run) -> np.ndarray:
+        """The new tokens up to the last row's end."""
+        last = np.where(self.ends >= 0, self.ends, run.count - 1)
+        return run.tokens()[:, : int(last.max()) + 1]
+
+
+@dataclass
+class GenerateOutput:
+    """``generate(..., return_dict_in_generate=True)``: the ``sequences`` and, from beam
+    search, ``sequences_scores`` ``[B * num_return_sequences]`` (transformers' beam scores:
+    summed log-probabilities over the new-token count to the ``length_penalty``)."""
+
+    sequences: jax.Array
+    sequences_scores: jax.Array | None = None
+
+
+def _beam_search_run(model: Any, request: _Request) -> tuple[np.ndarray, jax.Array]:
+    """Beam search on the host side: repeat each prompt per beam, run ``_beam_search``, keep
+    the ``num_return_sequences`` best beams of each prompt, crop to the longest."""
+    N, R = request.beams, request.returned
+    B, width = request.ids.shape
+    slots = bucket(request.new)
+    spec = (B * N, width + slots, request.cache_dtype)
+    eos = request.eos
+    # transformers fills with `pad_token_id or eos_token_id[0]` (so 0 gives the end token)
+    fill = (int(request.pad) or int(eos[0])) if eos.size else -1
     with _eval_mode(model):
-        run = _Run(model, request)
-        if not run.done:
-            run.advance(request.new)
-        run.close()
-    new = run.tokens()
-    return jnp.asarray(np.concatenate([request.prompt.astype(np.int32), new], axis=1))
+        cache = _take_cache(model, spec)
+        done, scores, lengths = _beam_search(
+            model,
+            cache,
+            request.arrays(N),
+            np.int32(request.new),
+            np.int32(fill),
+            processing=request.processing,
+            beams=N,
+            early_stopping=request.early_stopping,
+            slots=slots,
+        )
+        _give_back(model, spec, cache)
+    done, lengths = np.asarray(done)[:, :R], np.asarray(lengths)[:, :R]
+    new = done.reshape(B * R, slots)[:, : int(lengths.max())]
+    prompt = np.repeat(request.prompt.astype(np.int32), R, axis=0)
+    return np.concatenate([prompt, new], axis=1), scores[:, :R].reshape(B * R)
 
 
 def stream(model: Any, input_ids: Any, *, chunk: int = 16, **options: Any) -> Iterator[np.ndarray]:
@@ -483,12 +903,21 @@ def stream(model: Any, input_ids: Any, *, chunk: int = 16, **options: Any) -> It
     """
     if not is_int(chunk) or chunk < 1:
         raise ValueError(f"js.models.stream: chunk must be an int >= 1, got {chunk!r}")
-    try:  # generate's keywords and defaults; an unknown or missing one is named
-        call = inspect.signature(generate).bind(model, input_ids, **options)
+    for name in ("return_dict_in_generate", "stop_strings", "tokenizer"):
+        if options.pop(name, None):
+            raise ValueError(f"js.models.stream: {name} is generate's alone")
+    try:  # generate's keywords and defaults; an unknown one is named
+        request = _request(model, input_ids, **{**_CALL_DEFAULTS, **options})
     except TypeError as error:
+        if "unexpected keyword" not in str(error):
+            raise
         raise TypeError(f"js.models.stream: {error}. It takes generate's arguments") from None
-    call.apply_defaults()
-    return _stream(model, _request(**call.arguments), int(chunk))
+    if request.beams > 1:
+        raise ValueError(
+            "js.models.stream: beam search (num_beams > 1) has no tokens to show before its "
+            "end (the best beams change until then), as in transformers. Fix: generate"
+        )
+    return _stream(model, request, int(chunk))
 
 
 def _stream(model: Any, request: _Request, chunk: int) -> Iterator[np.ndarray]:

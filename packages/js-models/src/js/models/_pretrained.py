@@ -1,4 +1,5 @@
-"""Reading and writing model folders: ``config.json`` and safetensors weights.
+"""Reading and writing model folders: ``config.json``, safetensors weights and
+``generation_config.json`` (``generate``'s defaults).
 
 Loading builds the model abstractly (``nnx.eval_shape`` of its constructor: shapes only, no
 random initialisation) and fills each variable from the file, one tensor at a time, straight
@@ -35,6 +36,8 @@ from js.nn._keys import compile_key_mapping, rename_key
 
 from ._abstract import _build_abstract, _initial_values
 from ._folders import CONFIG_NAME, FamilyModel, _check_class, _class_of, _folder, _read_config
+from ._generation import DEFAULTS as GENERATE_DEFAULTS
+from ._generation import generation_config, set_generation_config
 from ._key_plan import _check_plan, _Plan, _plan_keys
 from ._weight_files import (
     _ST_DTYPES,
@@ -47,6 +50,7 @@ from ._weight_files import (
 )
 
 _LOG = logging.getLogger("js.models")
+GENERATION_CONFIG_NAME = "generation_config.json"  # generate's defaults (transformers')
 
 
 class LoadingInfo(NamedTuple):
@@ -145,6 +149,8 @@ def load_pretrained(
         )
     model.eval()
     _INFO[model] = LoadingInfo(plan.missing, plan.unexpected, plan.ignored)
+    if (folder / GENERATION_CONFIG_NAME).is_file():  # generate's defaults, as transformers reads
+        set_generation_config(model, json.loads((folder / GENERATION_CONFIG_NAME).read_text()))
     return model
 
 
@@ -236,8 +242,10 @@ def from_pretrained(
 
 
 def save_pretrained(model: FamilyModel, path: str | os.PathLike) -> None:
-    """Write ``config.json`` and ``model.safetensors`` for ``model`` into the folder ``path``
-    (created if needed): the source library's names, a tied tensor once (at its first path),
+    """Write ``config.json``, ``model.safetensors`` (and ``generation_config.json`` when the
+    model's ``generation_config`` sets more of ``generate``'s options than its config) for
+    ``model`` into the folder ``path`` (created if needed): the source library's names, a tied
+    tensor once (at its first path),
     no non-persistent buffers, ``{"format": "pt"}`` metadata as transformers writes."""
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
@@ -265,3 +273,9 @@ def save_pretrained(model: FamilyModel, path: str | os.PathLike) -> None:
     safetensors.numpy.save_file(tensors, str(partial), metadata={"format": "pt"})
     os.replace(partial, folder / WEIGHTS_NAME)
     (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    generation = generation_config(model)
+    # written when it sets an option of generate's that config.json does not (as is)
+    said = {k: v for k, v in generation.items() if k in GENERATE_DEFAULTS}
+    if any(k not in config or config[k] != v for k, v in said.items()):
+        text = json.dumps(generation, indent=2, sort_keys=True) + "\n"
+        (folder / GENERATION_CONFIG_NAME).write_text(text)

@@ -1,10 +1,13 @@
 """Choosing the next token from a row of logits: greedy, or sampled after transformers' logits
-warpers (temperature, then top-k, then top-p, as ``generate`` applies them).
+warpers (temperature, then top-k, then top-p, as ``generate`` applies them), and the logits
+processors that run before them (repetition penalty, no repeated n-gram, minimum new tokens).
 
 The warpers compute what transformers 5.23's ``TemperatureLogitsWarper``, ``TopKLogitsWarper``
 and ``TopPLogitsWarper`` compute (``min_tokens_to_keep=1``): removed tokens get ``-inf``.
 ``Sampling`` holds the static choices (which warpers run, ``top_k``); ``temperature`` and
-``top_p`` are traced values, so changing them compiles nothing.
+``top_p`` are traced values, so changing them compiles nothing. ``Processing`` holds which
+processors run (and the n-gram size); the repetition penalty and the minimum count of new tokens
+are traced values too.
 """
 
 from __future__ import annotations
@@ -37,13 +40,8 @@ def check_sampling(
     """
     owner = "js.models.generate"
     check_bool(owner, "do_sample", do_sample)
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.floating)):
-        raise TypeError(f"{owner}: temperature must be a float > 0, got {temperature!r}")
-    if not (math.isfinite(temperature) and temperature > 0):
-        raise ValueError(
-            f"{owner}: temperature must be a finite float > 0, got {temperature!r}. Fix: 1.0 "
-            "leaves the logits as they are; greedy decoding is do_sample=False"
-        )
+    fix = "1.0 leaves the logits as they are; greedy decoding is do_sample=False"
+    check_positive("temperature", temperature, fix)
     if top_k is not None and not is_int(top_k):
         raise TypeError(f"{owner}: top_k must be None or an int >= 1, got {top_k!r}")
     if top_k is not None and top_k < 0:
@@ -65,6 +63,15 @@ def check_sampling(
     # 1 - top_p in double precision, then float32, as torch compares float32 with the scalar
     values = np.array([temperature, 0.0 if top_p is None else 1 - top_p], np.float32)
     return rule, values
+
+
+def check_positive(name: str, value: float, fix: str) -> None:
+    """Refuse ``value`` unless it is a finite float (or int) > 0; ``fix`` says what to pass."""
+    owner = "js.models.generate"
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)):
+        raise TypeError(f"{owner}: {name} must be a float > 0, got {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{owner}: {name} must be a finite float > 0, got {value!r}. Fix: {fix}")
 
 
 def top_k_filter(logits: jax.Array, k: int) -> jax.Array:
@@ -107,3 +114,92 @@ def choose(logits: jax.Array, rule: Sampling, values: jax.Array, key: jax.Array)
     if not rule.do_sample:
         return jnp.argmax(logits, axis=-1).astype(jnp.int32)
     return jax.random.categorical(key, warp(logits, rule, values), axis=-1).astype(jnp.int32)
+
+
+# A position of a processor's history before the prompt (the bucket's left padding).
+NOT_GIVEN = np.iinfo(np.int32).min
+
+
+class Processing(NamedTuple):
+    """The static side of the logits processors (part of the compiled programs' key)."""
+
+    repetition: bool = False  # repetition_penalty != 1.0 (transformers skips 1.0)
+    ngram: int = 0  # no_repeat_ngram_size (0: off)
+    min_new: bool = False  # min_new_tokens > 0 (with end tokens)
+
+
+def check_processing(
+    repetition_penalty: float, no_repeat_ngram_size: int, min_new_tokens: int, eos: list[int]
+) -> Processing:
+    """The processors that run, after checking each value (as transformers turns them on)."""
+    owner = "js.models.generate"
+    fix = "1.0 is no penalty; above 1 (e.g. 1.2) discourages repeated tokens"
+    check_positive("repetition_penalty", repetition_penalty, fix)
+    for name, value in (
+        ("no_repeat_ngram_size", no_repeat_ngram_size),
+        ("min_new_tokens", min_new_tokens),
+    ):
+        if not is_int(value) or value < 0:
+            raise ValueError(f"{owner}: {name} must be an int >= 0 (0: off), got {value!r}")
+    return Processing(
+        repetition=float(repetition_penalty) != 1.0,
+        ngram=int(no_repeat_ngram_size),
+        min_new=int(min_new_tokens) > 0 and bool(eos),
+    )
+
+
+def _penalise_repeats(logits, history, counted, penalty):
+    """transformers' ``RepetitionPenaltyLogitsProcessor``: every token of ``history`` where
+    ``counted`` has its logit divided by ``penalty`` (multiplied where negative)."""
+    B, V = logits.shape
+    ids = jnp.where(counted & (history >= 0) & (history < V), history, V)
+    seen = jnp.zeros((B, V + 1), bool).at[jnp.arange(B)[:, None], ids].set(True)[:, :V]
+    # the barrier keeps torch's division (XLA would multiply by 1 / penalty)
+    divisor = jax.lax.optimization_barrier(jnp.broadcast_to(penalty, logits.shape))
+    return jnp.where(seen, jnp.where(logits < 0, logits * penalty, logits / divisor), logits)
+
+
+def _ban_repeated_ngrams(logits, history, length, n):
+    """transformers' ``NoRepeatNGramLogitsProcessor``: ``-inf`` for each token that would
+    complete an ``n``-gram already in ``history[:, :length]`` (``NOT_GIVEN`` positions aside)."""
+    B, V = logits.shape
+    H = history.shape[1]
+    if H < n:
+        return logits
+    first = jnp.arange(H - n + 1)  # where each candidate n-gram starts
+    match = (history[:, : H - n + 1] != NOT_GIVEN) & (first + n <= length)
+    for k in range(n - 1):  # its first n - 1 tokens equal the last n - 1 tokens
+        last = jax.lax.dynamic_slice_in_dim(history, length - n + 1 + k, 1, axis=1)
+        match = match & (history[:, k : k + H - n + 1] == last)
+    banned = history[:, n - 1 :]
+    ids = jnp.where(match & (banned >= 0) & (banned < V), banned, V)
+    ban = jnp.zeros((B, V + 1), bool).at[jnp.arange(B)[:, None], ids].set(True)[:, :V]
+    return jnp.where(ban, -jnp.inf, logits)
+
+
+def process(
+    logits: jax.Array,
+    rule: Processing,
+    values: jax.Array,
+    history: jax.Array,
+    counted: jax.Array,
+    length: jax.Array,
+    new: jax.Array,
+    eos: jax.Array,
+) -> jax.Array:
+    """``logits [B, V]`` after the processors ``rule`` turns on, in transformers' order.
+
+    ``history [B, H]``: the tokens so far (up to ``length``: ``NOT_GIVEN``, then the prompt as
+    given with its padding, then ``new`` generated tokens); ``counted [B, H]``: those the
+    repetition penalty reads (not the padding); ``values``: ``[temperature, 1 - top_p,
+    repetition_penalty, length_penalty, min_new_tokens]``.
+    """
+    if rule.repetition:
+        live = counted & (jnp.arange(history.shape[1]) < length)
+        logits = _penalise_repeats(logits, history, live, values[2])
+    if rule.ngram:
+        logits = _ban_repeated_ngrams(logits, history, length, rule.ngram)
+    if rule.min_new:
+        ends = jnp.isin(jnp.arange(logits.shape[-1]), eos)
+        logits = jnp.where(ends & (new < values[4]), -jnp.inf, logits)
+    return logits

@@ -137,6 +137,17 @@ class KVCache(Module):
         self.length.value = jnp.zeros((), jnp.int32)
         self.next_position.value = jnp.zeros_like(self.next_position.value)
 
+    def reorder(self, rows: jax.typing.ArrayLike) -> None:
+        """Make row ``i`` a copy of row ``rows[i]`` (``[B]`` int): every layer's keys and values,
+        which slots are real, and the next position (beam search keeps the rows of the beams it
+        continues, as transformers' ``Cache.reorder_cache``)."""
+        rows = jnp.asarray(rows)
+        for layer in (self.layer(i) for i in range(len(self.layers))):
+            layer.k.value = jnp.take(layer.k.value, rows, axis=0)
+            layer.v.value = jnp.take(layer.v.value, rows, axis=0)
+        self.valid.value = jnp.take(self.valid.value, rows, axis=0)
+        self.next_position.value = jnp.take(self.next_position.value, rows, axis=0)
+
     def begin(
         self,
         T: int,
