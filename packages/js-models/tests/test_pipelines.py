@@ -5,6 +5,9 @@ equal, scores within 1e-4, greedy text identical. Nothing downloads."""
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import numpy as np
 import pytest
 from llama_support import transformers_without_torchvision
@@ -157,9 +160,22 @@ def _same(ours, theirs, where="result"):
         assert ours == theirs, (where, ours, theirs)
 
 
+_MADE: dict = {}
+
+
+def _pipelines(folders, task):
+    """(js's, transformers') pipelines of a task, made once for the module."""
+    if task not in _MADE:
+        folder = folders[task]
+        _MADE[task] = (
+            js.models.pipeline(task, folder),
+            transformers.pipeline(task, model=str(folder)),
+        )
+    return _MADE[task]
+
+
 def _both(folders, task, inputs, **options):
-    ours = js.models.pipeline(task, folders[task])(inputs, **options)
-    theirs = transformers.pipeline(task, model=str(folders[task]))(inputs, **options)
+    ours, theirs = (made(inputs, **options) for made in _pipelines(folders, task))
     _same(ours, theirs)
     return ours
 
@@ -169,7 +185,12 @@ def _both(folders, task, inputs, **options):
     [
         ("text-classification", TEXTS[0], {}),
         ("text-classification", TEXTS, {"top_k": None}),
-        ("text-classification", TEXTS[1], {"top_k": 2, "function_to_apply": "sigmoid"}),
+        pytest.param(
+            "text-classification",
+            TEXTS[1],
+            {"top_k": 2, "function_to_apply": "sigmoid"},
+            marks=pytest.mark.slow,
+        ),
         ("fill-mask", "the quick [MASK] fox", {"top_k": 3}),
         ("fill-mask", ["hello [MASK], how are [MASK]", "john [MASK] in paris"], {}),
         ("token-classification", TEXTS, {}),
@@ -180,10 +201,11 @@ def _both(folders, task, inputs, **options):
             [{"role": "user", "content": "hello"}],
             {"max_new_tokens": 4, "do_sample": False},
         ),
-        (
+        pytest.param(
             "text-generation",
             [[{"role": "user", "content": "how are you?"}], [{"role": "user", "content": "hi"}]],
             {"max_new_tokens": 5, "do_sample": False, "return_full_text": False},
+            marks=pytest.mark.slow,
         ),
     ],
 )
@@ -191,12 +213,25 @@ def test_text_pipelines_equal_transformers(folders, task, inputs, options):
     _both(folders, task, inputs, **options)
 
 
-def test_feature_extraction_and_images_equal_transformers(folders):
+def test_features_similarity_and_images_equal_transformers(folders, tmp_path):
     folder = folders["fill-mask"]
     ours = js.models.pipeline("feature-extraction", folder)(TEXTS)
     theirs = transformers.pipeline("feature-extraction", model=str(folder))(TEXTS)
     for a, b in zip(ours, theirs, strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-4)
+    folder = shutil.copytree(folder, tmp_path / "st")  # a sentence-transformers folder
+    (folder / "1_Pooling").mkdir()
+    pooling = {"word_embedding_dimension": 32, "pooling_mode_mean_tokens": True}
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    kinds = {"": "Transformer", "1_Pooling": "Pooling"}
+    rows = [{"idx": i, "name": str(i), "path": path, "type": f"sentence_transformers.models.{kind}"}
+            for i, (path, kind) in enumerate(kinds.items())]  # fmt: skip
+    (folder / "modules.json").write_text(json.dumps(rows))
+    similar = js.models.pipeline("sentence-similarity", folder)
+    scores = similar({"source_sentence": TEXTS[0], "sentences": TEXTS})
+    means = np.stack([np.mean(t[0], axis=0) for t in theirs])  # mean pooling of transformers'
+    means /= np.linalg.norm(means, axis=-1, keepdims=True)
+    np.testing.assert_allclose(scores, means @ means[0], atol=1e-4)
     PIL = pytest.importorskip("PIL.Image")
     rng = np.random.default_rng(0)
     images = [
@@ -229,12 +264,12 @@ def test_pipeline_errors(folders):
         js.models.pipeline("summarise", folders["fill-mask"])
     with pytest.raises(ValueError, match="batch_size must be an int >= 1"):
         js.models.pipeline("fill-mask", folders["fill-mask"], batch_size=0)
-    fill = js.models.pipeline("fill-mask", folders["fill-mask"])
+    fill = _pipelines(folders, "fill-mask")[0]
     with pytest.raises(ValueError, match=r"no '\[MASK\]' in the text"):
         fill("no mask here")
-    ner = js.models.pipeline("token-classification", folders["token-classification"])
+    ner = _pipelines(folders, "token-classification")[0]
     with pytest.raises(NotImplementedError, match="aggregation_strategy='max'"):
         ner("john", aggregation_strategy="max")
-    classify = js.models.pipeline("text-classification", folders["text-classification"])
+    classify = _pipelines(folders, "text-classification")[0]
     with pytest.raises(ValueError, match="function_to_apply='tanh'"):
         classify("john", function_to_apply="tanh")

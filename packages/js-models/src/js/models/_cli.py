@@ -171,7 +171,10 @@ def _command(commands: Any, name: str, run: Any, help: str) -> argparse.Argument
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m js.models", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m js.models",
+        description="Text, embeddings and facts from a local model folder",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     _command(commands, "info", info, "what a folder holds and would load")
     texts = _command(commands, "generate", generate, "continue a prompt, streaming the text")

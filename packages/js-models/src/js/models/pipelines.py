@@ -11,6 +11,7 @@ of programs (``TRACES`` counts them). ``text-generation`` batches the same way a
 left-padded prompts to ``js.models.generate``, which buckets its own shapes.
 
 Tasks (transformers 5.23's names and call conventions): ``feature-extraction``,
+``sentence-similarity`` (the Hugging Face hub's task, which transformers lacks),
 ``text-classification``, ``fill-mask``, ``token-classification``, ``image-classification``,
 ``zero-shot-image-classification`` and ``text-generation``.
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import collections
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -31,7 +32,7 @@ import js
 from ._generation import generate
 from ._pretrained import from_pretrained
 from .image_processor import ImageProcessor
-from .sentence_transformers import _bucket
+from .sentence_transformers import SentenceTransformer, _bucket
 from .tokenizer import Tokenizer
 
 __all__ = ["TASKS", "Pipeline", "pipeline"]
@@ -41,7 +42,7 @@ TRACES: collections.Counter[str] = collections.Counter()
 
 
 @js.jit
-def _forward(model: Any, inputs: dict[str, jax.Array]) -> Any:
+def _forward(model: Any, inputs: Mapping[str, Any]) -> Any:
     """The model on one padded batch: one program per model and batch shape."""
     TRACES[type(model).__name__] += 1
     return model(**inputs)
@@ -180,6 +181,26 @@ class FeatureExtraction(Pipeline):
     def postprocess(self, row: dict[str, Any], *, return_tensors: bool = False) -> Any:
         hidden = row["outputs"][0][None, : len(row["input_ids"])]  # [1, L, H]
         return hidden if return_tensors else hidden.tolist()
+
+
+class SentenceSimilarity(Pipeline):
+    """The similarities of ``{"source_sentence": str, "sentences": [str]}`` (a list of
+    floats, the Hugging Face inference API's ``sentence-similarity``) from a
+    sentence-transformers folder's embeddings and ``similarity_fn_name`` (default cosine)."""
+
+    task = "sentence-similarity"
+
+    def load_model(self, dtype: Any) -> Any:
+        return SentenceTransformer(self.folder)
+
+    def run(self, items: list[Any], options: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        for item in items:
+            source = self.model.encode(item["source_sentence"], batch_size=self.batch_size)
+            others = self.model.encode(item["sentences"], batch_size=self.batch_size)
+            yield {"outputs": np.asarray(self.model.similarity(source, others))[0]}
+
+    def postprocess(self, row: dict[str, Any], **options: Any) -> list[float]:
+        return row["outputs"].tolist()
 
 
 class TextClassification(Pipeline):
@@ -431,7 +452,7 @@ class TextGeneration(Pipeline):
 TASKS: dict[str, type[Pipeline]] = {
     cls.task: cls
     for cls in (
-        FeatureExtraction, TextClassification, FillMask, TokenClassification,
+        FeatureExtraction, SentenceSimilarity, TextClassification, FillMask, TokenClassification,
         ImageClassification, ZeroShotImageClassification, TextGeneration,
     )
 }  # fmt: skip
@@ -444,7 +465,8 @@ def pipeline(task: str, folder: str | os.PathLike, **options: Any) -> Pipeline:
 
     Args:
         task: one of ``TASKS`` (transformers' names: ``"text-classification"``, ``"fill-mask"``,
-            ``"token-classification"``, ``"feature-extraction"``, ``"image-classification"``,
+            ``"token-classification"``, ``"feature-extraction"``, ``"sentence-similarity"``
+            (a sentence-transformers folder), ``"image-classification"``,
             ``"zero-shot-image-classification"``, ``"text-generation"``).
         folder: the model folder (``config.json``, weights, tokenizer or preprocessor files).
         options: ``batch_size`` (default 8), ``dtype``, and call options every call uses
