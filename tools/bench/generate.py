@@ -9,6 +9,7 @@ transformers installed: ``hatch run bench:python -m tools.bench.generate ...``):
     python -m tools.bench.generate --config gpt2 --batch 8    # one config, one batch size
     python -m tools.bench.generate --smoke --rounds 1         # tiny models, 16 + 8 tokens
     python -m tools.bench.generate --config qwen3 gemma3 --prompt 32 --new 32 --rounds 1
+    python -m tools.bench.generate --beams 4 --batch 1 4      # beam search (num_beams=4)
 
 Models: ``GPT2Config()`` (the 124M defaults) and a Llama-family config of about 100M
 parameters (``LLAMA``: 10 layers, width 768, grouped-query attention with 4 key/value heads,
@@ -20,7 +21,8 @@ folder with ``js.models.from_pretrained``, so both hold identical weights. The c
 ``eos_token_id=None`` and ``pad_token_id=0`` and js is given ``eos_token_id=[]``, so that
 neither stops early: every run checks that both produce exactly ``--new`` tokens per row, and
 the report says whether js's tokens equal transformers'. Prompts are random ids (seed 0), no
-padding: ``--prompt`` (64) tokens, ``--new`` (128) new tokens, greedy, batch sizes 1 and 8.
+padding: ``--prompt`` (64) tokens, ``--new`` (128) new tokens, greedy (``--beams N``: beam
+search, ``num_beams=N`` in both; tokens/s counts the returned rows), batch sizes 1 and 8.
 
 Every measurement is a fresh Python process; the parent imports neither jax nor torch. Each
 child first times its load of the folder (``from_pretrained`` until every weight is read:
@@ -278,13 +280,19 @@ def _child_js(folder: Path, args: argparse.Namespace) -> None:
         ids = _prompts(batch, args.prompt, vocab)
 
         def run(new: int, ids=ids):
-            return np.asarray(js.models.generate(model, ids, max_new_tokens=new, eos_token_id=[]))
+            return np.asarray(
+                js.models.generate(
+                    model, ids, max_new_tokens=new, eos_token_id=[], num_beams=args.beams
+                )
+            )
 
         traces = dict(_generation.TRACES)
         begin = time.perf_counter()
         out = run(args.new)
         first_s = time.perf_counter() - begin
-        traced = {k: _generation.TRACES[k] - traces.get(k, 0) for k in ("prefill", "decode")}
+        traced = {
+            k: _generation.TRACES[k] - traces.get(k, 0) for k in ("prefill", "decode", "beam")
+        }
         generate_s, times = _median_time(lambda run=run: run(args.new), args.repeats)
         row = {
             "batch": batch,
@@ -299,7 +307,8 @@ def _child_js(folder: Path, args: argparse.Namespace) -> None:
         if args.cache_dir is None:  # the measuring process (the cache processes only compile)
             run(1)  # another prefill program (slots for 1 token) and cache size
             row["ttft_s"], _ = _median_time(lambda run=run: run(1), args.repeats)
-            row.update(_decode_step(model, ids, args))
+            # with beams, the step runs batch * beams rows
+            row.update(_decode_step(model, np.repeat(ids, args.beams, axis=0), args))
         rows.append(row)
     report = {
         "imports_s": imports_s,
@@ -377,6 +386,7 @@ def _child_transformers(folder: Path, args: argparse.Namespace) -> None:
                     do_sample=False,
                     eos_token_id=None,
                     pad_token_id=0,
+                    num_beams=args.beams,
                 )
 
         out = run(args.new)  # warm-up
@@ -424,7 +434,7 @@ def _env() -> dict[str, str]:
 
 def _child(kind: str, folder: Path, args: argparse.Namespace, *extra: str) -> dict:
     shape = ["--prompt", str(args.prompt), "--new", str(args.new), "--repeats", str(args.repeats)]
-    shape += ["--batch", *map(str, args.batch)]
+    shape += ["--batch", *map(str, args.batch), "--beams", str(args.beams)]
     command = [sys.executable, "-m", MODULE, "--child", kind, "--folder", str(folder)]
     done = subprocess.run(
         [*command, *shape, *extra],
@@ -569,8 +579,10 @@ def _agreement(a: list[list[int]], b: list[list[int]]) -> float:
 def tables(summary: list[dict], report: dict) -> str:
     """The throughput table and the decode step's cost, markdown."""
     first = summary[0]
+    beams = report.get("beams", 1)
+    search = "Greedy" if beams == 1 else f"Beam search ({beams} beams)"
     lines = [
-        f"Greedy, float32, prompt {report['prompt']} tokens, {report['new']} new tokens, "
+        f"{search}, float32, prompt {report['prompt']} tokens, {report['new']} new tokens, "
         f"{report['rounds']} rounds, {report['cores']} cores, torch threads "
         f"{report['torch_threads']}; compile: first call minus a warm call",
         "",
@@ -629,6 +641,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, nargs="+", help="batch sizes (1 8)")
     parser.add_argument("--prompt", type=int, help="prompt tokens (64; smoke 16)")
     parser.add_argument("--new", type=int, help="new tokens (128; smoke 8)")
+    parser.add_argument("--beams", type=int, default=1, help="num_beams (1: greedy)")
     parser.add_argument("--repeats", type=int, help="timed calls per measurement (3; smoke 2)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (3)")
     parser.add_argument("--smoke", action="store_true", help="tiny GPT-2 and Llama, 16 + 8")
@@ -668,6 +681,7 @@ def _parent(args: argparse.Namespace) -> int:
         "prompt": args.prompt,
         "new": args.new,
         "batch": args.batch,
+        "beams": args.beams,
         "rounds": args.rounds,
         "repeats": args.repeats,
         "built": {},
