@@ -273,3 +273,11 @@ def test_pipeline_errors(folders):
     classify = _pipelines(folders, "text-classification")[0]
     with pytest.raises(ValueError, match="function_to_apply='tanh'"):
         classify("john", function_to_apply="tanh")
+
+
+@pytest.mark.slow
+def test_text_generation_samples_by_default_with_a_seed(folders):
+    generate = _pipelines(folders, "text-generation")[0]
+    first = generate("hello", max_new_tokens=8, seed=3)
+    assert first == generate("hello", max_new_tokens=8, seed=3)
+    assert first[0]["generated_text"].startswith("hello")

@@ -382,7 +382,9 @@ class ZeroShotImageClassification(ImageClassification):
 
 # transformers' text-generation pipeline defaults, for what neither the call nor the folder's
 # generation_config.json sets.
-_GENERATION_DEFAULTS = {"max_new_tokens": 256, "do_sample": True, "temperature": 0.7}
+# (GenerationConfig's top_k=50 among them; js.models.generate's own default is no limit).
+_GENERATION_DEFAULTS = {"max_new_tokens": 256, "do_sample": True, "temperature": 0.7, "top_k": 50}
+_SAMPLING = ("temperature", "top_k")
 
 
 class TextGeneration(Pipeline):
@@ -391,7 +393,7 @@ class TextGeneration(Pipeline):
     message. ``return_full_text`` (default True) keeps the prompt; ``seed`` (default 0) seeds
     sampling; the other options are ``generate``'s, where neither they nor the folder's
     generation config say, transformers' pipeline defaults: ``max_new_tokens=256``,
-    ``do_sample=True``, ``temperature=0.7``. Prompts of a batch are left-padded."""
+    ``do_sample=True``, ``temperature=0.7``, ``top_k=50``. Prompts of a batch are left-padded."""
 
     task = "text-generation"
 
@@ -412,8 +414,8 @@ class TextGeneration(Pipeline):
         settings = {**defaults, **settings}
         if settings.get("do_sample", folder.get("do_sample")):
             settings["rngs"] = js.Rngs(sample=seed)
-        elif "temperature" not in options:  # transformers drops its sampling defaults
-            settings.pop("temperature", None)
+        else:  # transformers drops its sampling defaults when not sampling
+            settings = {k: v for k, v in settings.items() if k in options or k not in _SAMPLING}
         pad = self.tokenizer.pad_token_id or 0
         for start in range(0, len(items), self.batch_size):
             prompts = items[start : start + self.batch_size]
