@@ -264,6 +264,8 @@ def test_pipeline_errors(folders):
         js.models.pipeline("summarise", folders["fill-mask"])
     with pytest.raises(ValueError, match="batch_size must be an int >= 1"):
         js.models.pipeline("fill-mask", folders["fill-mask"], batch_size=0)
+    with pytest.raises(FileNotFoundError, match="has no tokenizer.json, which the task reads"):
+        js.models.pipeline("fill-mask", folders["image-classification"])
     fill = _pipelines(folders, "fill-mask")[0]
     with pytest.raises(ValueError, match=r"no '\[MASK\]' in the text"):
         fill("no mask here")

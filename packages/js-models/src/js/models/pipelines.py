@@ -91,6 +91,7 @@ class Pipeline:
     """
 
     task: ClassVar[str]
+    files: ClassVar[tuple[str, ...]] = ("tokenizer.json",)  # besides the model's
     model_inputs: ClassVar[tuple[str, ...]] = ("input_ids", "attention_mask", "token_type_ids")
 
     def __init__(
@@ -100,6 +101,12 @@ class Pipeline:
             raise ValueError(f"pipeline: batch_size must be an int >= 1, got {batch_size!r}")
         self.folder = Path(folder)
         self.model = self.load_model(dtype)
+        missing = [file for file in self.files if not (self.folder / file).is_file()]
+        if missing:
+            raise FileNotFoundError(
+                f"pipeline({self.task!r}): {self.folder} has no {' or '.join(missing)}, which "
+                f"the task reads. Fix: pass a folder saved with its preprocessing files"
+            )
         self.batch_size = batch_size
         self.options = options
         self.tokenizer = self.load(Tokenizer, "tokenizer.json")
@@ -189,6 +196,7 @@ class SentenceSimilarity(Pipeline):
     sentence-transformers folder's embeddings and ``similarity_fn_name`` (default cosine)."""
 
     task = "sentence-similarity"
+    files = ("modules.json",)
 
     def load_model(self, dtype: Any) -> Any:
         return SentenceTransformer(self.folder)
@@ -334,6 +342,7 @@ class ImageClassification(Pipeline):
     uint8 ``[H, W, C]`` array), through the folder's ``preprocessor_config.json``."""
 
     task = "image-classification"
+    files = ("preprocessor_config.json",)
     model_inputs = ("pixel_values",)
 
     def __init__(self, folder: str | os.PathLike, **options: Any):
@@ -353,6 +362,7 @@ class ZeroShotImageClassification(ImageClassification):
     best first. One model call per image (its texts are the batch)."""
 
     task = "zero-shot-image-classification"
+    files = ("preprocessor_config.json", "tokenizer.json")
     model_inputs = ("pixel_values", "input_ids", "attention_mask")
 
     def run(self, items: list[Any], options: dict[str, Any]) -> Iterator[dict[str, Any]]:
