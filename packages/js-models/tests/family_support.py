@@ -53,6 +53,24 @@ def perturb(model, seed: int = 0) -> None:
                 parameter.add_(0.2 * torch.randn(parameter.shape, generator=generator))
 
 
+def randomize(model, seed: int = 0, *, parameters: bool = True) -> None:
+    """Random BatchNorm running statistics of a torch model (means ``0.2 N(0, 1)``, variances in
+    ``[0.5, 1.5)``) and, with ``parameters``, random values for every 1-D parameter (``0.5 +
+    0.3 N(0, 1)``: biases, norm weights, layer-scale gammas), so none sits at its initial value."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, buffer in model.named_buffers():
+            if name.endswith("running_mean"):
+                buffer.copy_(torch.randn(buffer.shape, generator=generator) * 0.2)
+            elif name.endswith("running_var"):
+                buffer.copy_(torch.rand(buffer.shape, generator=generator) + 0.5)
+        for _, parameter in model.named_parameters() if parameters else ():
+            if parameter.ndim == 1:
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3 + 0.5)
+
+
 def reference(transformers, hf_class: str, keys: dict, folder: Path, *, seed: int = 0):
     """A perturbed random ``transformers.<hf_class>`` (eval, float32) of config ``keys``, saved
     to ``folder``."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
@@ -20,6 +21,10 @@ import js.models
 
 pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")
+
+# importlib mode does not put this folder on the path; the support module lives beside us.
+sys.path.insert(0, str(Path(__file__).parent))
+from family_support import randomize  # noqa: E402
 
 TOLERANCE = 1e-4
 PIXELS = np.random.default_rng(0).normal(size=(2, 3, 32, 32)).astype(np.float32)
@@ -44,20 +49,6 @@ def _reference_class(name: str):
             del sys.modules["torchvision"]
         else:
             sys.modules["torchvision"] = before
-
-
-def _perturb(model) -> None:
-    """Random BatchNorm statistics and random values for every 1-D parameter."""
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, buffer in model.named_buffers():
-            if name.endswith("running_mean"):
-                buffer.copy_(torch.randn(buffer.shape, generator=generator) * 0.2)
-            elif name.endswith("running_var"):
-                buffer.copy_(torch.rand(buffer.shape, generator=generator) + 0.5)
-        for _, parameter in model.named_parameters():
-            if parameter.ndim == 1:
-                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3 + 0.5)
 
 
 def _torch_outputs(model) -> list[np.ndarray]:
@@ -85,7 +76,7 @@ def test_loads_and_saves_both_ways(name, tmp_path):
     cls = _reference_class(name)
     torch.manual_seed(0)
     reference = cls(cls.config_class(**CASES[name])).eval()
-    _perturb(reference)
+    randomize(reference)
     reference.save_pretrained(tmp_path / "theirs")
 
     model = js.models.from_pretrained(tmp_path / "theirs")

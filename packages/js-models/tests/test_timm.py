@@ -27,24 +27,10 @@ torch = pytest.importorskip("torch")
 
 # importlib mode does not put this folder on the path; the support module lives beside us.
 sys.path.insert(0, str(Path(__file__).parent))
+from family_support import randomize  # noqa: E402
 from timm_support import timm_fixture  # noqa: E402, F401  (the `timm` fixture)
 
 TOLERANCE = 1e-4
-
-
-def _perturb(model) -> None:
-    """Random BatchNorm statistics, and random values for every 1-D parameter (biases, norm
-    weights, layer-scale gammas), so none of them sits at its initial value."""
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, buffer in model.named_buffers():
-            if name.endswith("running_mean"):
-                buffer.copy_(torch.randn(buffer.shape, generator=generator) * 0.2)
-            elif name.endswith("running_var"):
-                buffer.copy_(torch.rand(buffer.shape, generator=generator) + 0.5)
-        for _, parameter in model.named_parameters():
-            if parameter.ndim == 1:
-                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3 + 0.5)
 
 
 def _perturb_js(model: js.Module) -> None:
@@ -92,7 +78,7 @@ def _from_timm(timm, tmp_path: Path, architecture: str, size: int, **kwargs):
     from timm.models._hub import save_for_hf
 
     reference = timm.create_model(architecture, pretrained=False, **kwargs).eval()
-    _perturb(reference)
+    randomize(reference)
     folder = tmp_path / architecture
     save_for_hf(reference, folder, safe_serialization=True)
     model = _load_js(folder)

@@ -28,7 +28,7 @@ torch = pytest.importorskip("torch")
 
 # importlib mode does not put this folder on the path; the support modules live beside us.
 sys.path.insert(0, str(Path(__file__).parent))
-from family_support import perturb, relative_error  # noqa: E402
+from family_support import perturb, randomize, relative_error  # noqa: E402
 from timm_support import timm_fixture  # noqa: E402, F401  (the `timm` fixture)
 
 TOLERANCE = 1e-4
@@ -58,17 +58,6 @@ CASES = {
 }
 
 
-def _perturb_statistics(model) -> None:
-    """Random BatchNorm running statistics (the 1-D parameters get ``perturb``'s noise)."""
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for name, buffer in model.named_buffers():
-            if name.endswith("running_mean"):
-                buffer.copy_(torch.randn(buffer.shape, generator=generator) * 0.2)
-            elif name.endswith("running_var"):
-                buffer.copy_(torch.rand(buffer.shape, generator=generator) + 0.5)
-
-
 def _timm_outputs(model, images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     with torch.no_grad():
         features = model.forward_features(torch.from_numpy(images))
@@ -82,7 +71,7 @@ def test_timm_folder_loads_and_js_folder_loads_in_timm(timm, tmp_path, case):
     architecture, family, kwargs = CASES[case]
     reference = timm.create_model(architecture, num_classes=5, **kwargs).eval()
     perturb(reference)
-    _perturb_statistics(reference)
+    randomize(reference, 1, parameters=False)
     save_for_hf(reference, tmp_path / "timm", safe_serialization=True)
     images = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32)
     logits, features = _timm_outputs(reference, images)
