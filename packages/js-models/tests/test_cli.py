@@ -1,7 +1,8 @@
 """``python -m js.models``: info, generate, chat and embed on tiny folders written by js (a GPT-2
 with a byte-level BPE tokenizer and a chat template, a BERT sentence-transformers folder with a
 WordPiece tokenizer), each command's output equal to the same work done in-process. One
-subprocess per command; the rest calls ``main`` in-process."""
+subprocess for ``generate`` (the slow tier runs ``info`` so too); the rest calls ``main``
+in-process."""
 
 from __future__ import annotations
 
@@ -113,11 +114,11 @@ def test_generate_streams_the_greedy_text(gpt2):
     assert out == _greedy(gpt2, tokenizer.encode("hello world"), 9) + "\n"
 
 
-@pytest.mark.process
-def test_embed_writes_the_embeddings(sentences, tmp_path):
+def test_embed_writes_the_embeddings(sentences, tmp_path):  # in-process: one subprocess test
     lines = ["the quick fox", "", "hello world, how are you?", "dog"]
     (tmp_path / "in.txt").write_text("\n".join(lines))
-    _run("embed", sentences, "--input", tmp_path / "in.txt", "--output", tmp_path / "out.npy")
+    args = ["embed", str(sentences), "--input", str(tmp_path / "in.txt")]
+    assert main([*args, "--output", str(tmp_path / "out.npy")]) == 0
     expected = SentenceTransformer(sentences).encode([line for line in lines if line])
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=1e-6)
 
