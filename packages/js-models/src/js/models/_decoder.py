@@ -408,15 +408,17 @@ class DecoderLayer(Module):
         setattr(self, self.attention_name, self.attention_class(config, layer_idx, rngs=rngs))
         self.mlp = self.mlp_class(config, rngs=rngs)
         self.arrange(config)
-        dropouts = (None, None) if self.dropouts is None else self.dropouts[:2]
+        attention_dropout, mlp_dropout, key = self.dropouts or (None, None, None)
         self.around = tuple(
             around._replace(dropout=dropout)
-            for around, dropout in zip(BLOCK_NORMS[self.norms], dropouts, strict=True)
+            for around, dropout in zip(
+                BLOCK_NORMS[self.norms], (attention_dropout, mlp_dropout), strict=True
+            )
         )
         for name in dict.fromkeys(n for a in self.around for n in (a.norm_in, a.norm_out) if n):
             setattr(self, name, config.make_norm(config.hidden_size))
         for name in dict.fromkeys(a.dropout for a in self.around if a.dropout):
-            setattr(self, name, nn.Dropout(getattr(config, self.dropouts[2])))
+            setattr(self, name, nn.Dropout(getattr(config, str(key))))
         multiplier = getattr(config, "residual_multiplier", None)
         self.residual_multiplier = None if multiplier in (None, 1, 1.0) else float(multiplier)
 
