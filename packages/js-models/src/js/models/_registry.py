@@ -50,6 +50,7 @@ MODEL_TYPES: dict[str, str] = {
     "swin": "hf_swin",
     "whisper": "whisper",
     "t5": "t5",
+    "bart": "bart",
 }
 # timm architecture names by prefix ("resnet18", "convnext_atto") -> module.
 TIMM_PREFIXES: dict[str, str] = {

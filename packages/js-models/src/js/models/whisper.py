@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar, cast
 
 import jax
 import jax.numpy as jnp
@@ -54,7 +54,9 @@ class WhisperAttention(Module):
     Self-attention projects keys and values from its input (into the ``cache`` when decoding);
     cross-attention is given them (``key_values`` of the encoder's output)."""
 
-    def __init__(self, config: WhisperConfig, heads: int, *, rngs: Rngs):
+    key_bias: ClassVar[bool] = False  # BART's k_proj has a bias
+
+    def __init__(self, config: PretrainedConfig, heads: int, *, rngs: Rngs):
         super().__init__()
         D = config.d_model
         if D % heads:
@@ -63,7 +65,7 @@ class WhisperAttention(Module):
                 "choose heads dividing it"
             )
         self.num_heads = heads
-        self.k_proj = nn.Linear(D, D, bias=False, rngs=rngs)
+        self.k_proj = nn.Linear(D, D, bias=self.key_bias, rngs=rngs)
         self.v_proj = nn.Linear(D, D, rngs=rngs)
         self.q_proj = nn.Linear(D, D, rngs=rngs)
         self.out_proj = nn.Linear(D, D, rngs=rngs)
@@ -93,12 +95,16 @@ class WhisperAttention(Module):
 
 class WhisperEncoderLayer(Module):
     """Pre-LN block: ``x + self_attn(self_attn_layer_norm(x))``, then ``x + fc2(act(fc1(
-    final_layer_norm(x))))``."""
+    final_layer_norm(x))))`` (``pre_norm`` False: each sub-block's norm after its residual,
+    BART's)."""
 
-    def __init__(self, config: WhisperConfig, heads: int, ffn: int, *, rngs: Rngs):
+    attention_class: ClassVar[type[WhisperAttention]] = WhisperAttention
+    pre_norm: ClassVar[bool] = True
+
+    def __init__(self, config: PretrainedConfig, heads: int, ffn: int, *, rngs: Rngs):
         super().__init__()
         D = config.d_model
-        self.self_attn = WhisperAttention(config, heads, rngs=rngs)
+        self.self_attn = self.attention_class(config, heads, rngs=rngs)
         self.self_attn_layer_norm = nn.LayerNorm(D)
         self.activation_fn = activation(
             "WhisperModel", "activation_function", config.activation_function
@@ -107,23 +113,33 @@ class WhisperEncoderLayer(Module):
         self.fc2 = nn.Linear(ffn, D, rngs=rngs)
         self.final_layer_norm = nn.LayerNorm(D)
 
-    def feed_forward(self, hidden: jax.Array) -> jax.Array:
-        """The second half of the block, residual included."""
-        return hidden + self.fc2(self.activation_fn(self.fc1(self.final_layer_norm(hidden))))
+    def residual(
+        self, hidden: jax.Array, norm: Module, block: Any, *args: Any, **options: Any
+    ) -> jax.Array:
+        """``hidden + block(norm(hidden), ...)`` (pre-LN), else ``norm(hidden + block(hidden,
+        ...))``."""
+        if self.pre_norm:
+            return hidden + block(norm(hidden), *args, **options)
+        return norm(hidden + block(hidden, *args, **options))
 
-    def forward(self, hidden: jax.Array) -> jax.Array:
-        hidden = hidden + self.self_attn(self.self_attn_layer_norm(hidden), None)
-        return self.feed_forward(hidden)
+    def fc(self, hidden: jax.Array) -> jax.Array:
+        """``fc2(act(fc1(hidden)))``."""
+        return self.fc2(self.activation_fn(self.fc1(hidden)))
+
+    def forward(self, hidden: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+        """``mask``: the source's padding ``[B, 1, 1, S]`` (Whisper's: None)."""
+        hidden = self.residual(hidden, self.self_attn_layer_norm, self.self_attn, mask)
+        return self.residual(hidden, self.final_layer_norm, self.fc)
 
 
 class WhisperDecoderLayer(WhisperEncoderLayer):
     """Pre-LN block: causal self-attention, cross-attention over the encoder's output
     (``encoder_attn``, ``encoder_attn_layer_norm``), then the feed-forward block."""
 
-    def __init__(self, config: WhisperConfig, *, rngs: Rngs):
+    def __init__(self, config: PretrainedConfig, *, rngs: Rngs):
         heads = config.decoder_attention_heads
         super().__init__(config, heads, config.decoder_ffn_dim, rngs=rngs)
-        self.encoder_attn = WhisperAttention(config, heads, rngs=rngs)
+        self.encoder_attn = self.attention_class(config, heads, rngs=rngs)
         self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model)
 
     def forward(  # type: ignore[override]
@@ -134,12 +150,69 @@ class WhisperDecoderLayer(WhisperEncoderLayer):
         *,
         cache: Any,
         layer_idx: int,
+        cross_mask: jax.Array | None = None,
     ) -> jax.Array:
-        normed = self.self_attn_layer_norm(hidden)
-        hidden = hidden + self.self_attn(normed, mask, cache=cache, layer_idx=layer_idx)
-        normed = self.encoder_attn_layer_norm(hidden)
-        hidden = hidden + self.encoder_attn(normed, None, key_values=cross)
-        return self.feed_forward(hidden)
+        """``cross_mask``: the source's padding ``[B, 1, 1, S]`` (Whisper's: None)."""
+        hidden = self.residual(
+            hidden,
+            self.self_attn_layer_norm,
+            self.self_attn,
+            mask,
+            cache=cache,
+            layer_idx=layer_idx,
+        )
+        hidden = self.residual(
+            hidden, self.encoder_attn_layer_norm, self.encoder_attn, cross_mask, key_values=cross
+        )
+        return self.residual(hidden, self.final_layer_norm, self.fc)
+
+
+class DecoderStack(Module):
+    """The decoder forward Whisper and BART share: ``layers`` over ``embed(ids, positions)``,
+    each attending causally to the tokens (to the cache's when generating), then to the
+    encoder's keys and values (the cache's, else from the encoder's output) where
+    ``cross_mask`` allows, then ``final``.
+
+    Shape:
+        ``input_ids`` ``[B, T]`` (and ``attention_mask`` ``[B, T]``), the encoder's output
+        ``[B, S, d_model]`` (and ``encoder_attention_mask`` ``[B, S]``) -> ``[B, T, d_model]``.
+    """
+
+    owner: ClassVar[str] = "WhisperModel"  # its errors' prefix
+
+    def forward(
+        self,
+        input_ids: Any,
+        attention_mask: Any,
+        encoder_hidden: jax.Array | None,
+        encoder_attention_mask: Any = None,
+        *,
+        cache: Any = None,
+    ) -> jax.Array:
+        ids, _ = check_tokens(self.owner, input_ids, None)
+        assert ids is not None
+        B, T = ids.shape
+        if cache is None:  # positions 0..T-1 whatever the padding, as transformers counts them
+            positions = jnp.broadcast_to(jnp.arange(T), (B, T))
+            mask = decoder_mask(T, attention_mask)
+        else:
+            positions, mask = cache.begin(T, attention_mask), cache.mask(T)
+        hidden = cast(Any, self).embed(ids, positions)  # [B, T, d_model]
+        cross_mask = self.cross_mask(encoder_attention_mask, cache)
+        for index, layer in enumerate(cast(Any, self).layers):
+            # the encoder's keys and values: the generation cache's, else from encoder_hidden
+            cross = cross_key_values(layer.encoder_attn, index, encoder_hidden, cache, hidden.dtype)
+            hidden = layer(hidden, mask, cross, cache=cache, layer_idx=index, cross_mask=cross_mask)
+        return self.final(hidden)
+
+    def cross_mask(self, encoder_attention_mask: Any, cache: Any) -> jax.Array | None:
+        """The cross-attention's mask ``[B, 1, 1, S]``; None: every source position (Whisper's
+        audio, padded with silence that it attends to)."""
+        return None
+
+    def final(self, hidden: jax.Array) -> jax.Array:
+        """The stack's output from its last layer's (as it is)."""
+        return hidden
 
 
 class WhisperStack(Module):
@@ -179,7 +252,8 @@ class WhisperEncoder(WhisperStack):
         self.conv1 = nn.Conv1d(config.num_mel_bins, config.d_model, 3, padding=1, rngs=rngs)
         self.conv2 = nn.Conv1d(config.d_model, config.d_model, 3, stride=2, padding=1, rngs=rngs)
 
-    def forward(self, input_features: Any) -> jax.Array:
+    def forward(self, input_features: Any, attention_mask: Any = None) -> jax.Array:
+        """``attention_mask`` is not read (as transformers'): the audio's padding is silence."""
         features = jnp.asarray(input_features)
         want = (self.num_mel_bins, self.frames)
         if features.ndim != 3 or tuple(features.shape[1:]) != want:
@@ -196,44 +270,39 @@ class WhisperEncoder(WhisperStack):
         return self.layer_norm(hidden)
 
 
-class WhisperDecoder(WhisperStack):
-    """``embed_tokens``, learned ``embed_positions``, ``layers`` and ``layer_norm``.
-
-    Shape:
-        ``input_ids`` ``[B, T]`` (and ``attention_mask`` ``[B, T]``), the encoder's output
-        ``[B, S, d_model]`` -> ``[B, T, d_model]``.
-    """
+class WhisperDecoder(WhisperStack, DecoderStack):
+    """``embed_tokens``, learned ``embed_positions``, ``layers`` and ``layer_norm`` (shapes as
+    ``DecoderStack``'s; ``encoder_attention_mask`` is not read)."""
 
     def __init__(self, config: WhisperConfig, *, rngs: Rngs):
         layers = [WhisperDecoderLayer(config, rngs=rngs) for _ in range(config.decoder_layers)]
         super().__init__(config, config.max_target_positions, layers, rngs=rngs)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, rngs=rngs)
 
-    def forward(
-        self,
-        input_ids: Any,
-        attention_mask: Any,
-        encoder_hidden: jax.Array | None,
-        *,
-        cache: Any = None,
-    ) -> jax.Array:
-        ids, _ = check_tokens("WhisperModel", input_ids, None)
-        assert ids is not None
-        B, T = ids.shape
-        if cache is None:  # positions 0..T-1 whatever the padding, as transformers counts them
-            positions = jnp.broadcast_to(jnp.arange(T), (B, T))
-            mask = decoder_mask(T, attention_mask)
-        else:
-            positions, mask = cache.begin(T, attention_mask), cache.mask(T)
-        hidden = self.embed_tokens(ids) + self.embed_positions(positions)  # [B, T, d_model]
-        for index, layer in enumerate(self.layers):
-            # the encoder's keys and values: the generation cache's, else from encoder_hidden
-            cross = cross_key_values(layer.encoder_attn, index, encoder_hidden, cache, hidden.dtype)
-            hidden = layer(hidden, mask, cross, cache=cache, layer_idx=index)
+    def final(self, hidden: jax.Array) -> jax.Array:
+        """``layer_norm(hidden)``."""
         return self.layer_norm(hidden)
 
+    def embed(self, ids: jax.Array, positions: jax.Array) -> jax.Array:
+        """The tokens' and positions' embeddings ``[B, T, d_model]``."""
+        return self.embed_tokens(ids) + self.embed_positions(positions)
 
-class WhisperModel(PreTrainedModel):
+
+class Seq2SeqModel(PreTrainedModel):
+    """Whisper's and BART's base models: an ``encoder_class`` ``encoder`` and a
+    ``decoder_class`` ``decoder`` (under ``model`` in their heads)."""
+
+    base_model_prefix = "model"
+    encoder_class: ClassVar[type[Any]]
+    decoder_class: ClassVar[type[Any]]
+
+    def __init__(self, config: PretrainedConfig, *, rngs: Rngs):
+        super().__init__(config)
+        self.encoder = self.encoder_class(config, rngs=rngs)
+        self.decoder = self.decoder_class(config, rngs=rngs)
+
+
+class WhisperModel(Seq2SeqModel):
     """Whisper's ``encoder`` and ``decoder`` without a head.
 
     ``forward(input_features, decoder_input_ids, decoder_attention_mask=None)`` returns
@@ -243,12 +312,7 @@ class WhisperModel(PreTrainedModel):
     """
 
     config_class = WhisperConfig
-    base_model_prefix = "model"
-
-    def __init__(self, config: WhisperConfig, *, rngs: Rngs):
-        super().__init__(config)
-        self.encoder = WhisperEncoder(config, rngs=rngs)
-        self.decoder = WhisperDecoder(config, rngs=rngs)
+    encoder_class, decoder_class = WhisperEncoder, WhisperDecoder
 
     def forward(
         self,
@@ -345,24 +409,72 @@ def forced_prompt(
     return np.asarray(rows, np.int32)
 
 
-class WhisperForConditionalGeneration(Seq2SeqGenerationMixin, PreTrainedModel):
+class Seq2SeqLMHead(Seq2SeqGenerationMixin):
+    """What Whisper's and BART's heads share: ``model``, a ``base_model_class`` (whose config
+    class and prefix the head takes); the ``head_name`` projection to the vocabulary (tied to
+    the decoder's ``embed_tokens`` with ``tie_word_embeddings``); ``forward``, the
+    ``logits(hidden)`` of its decoder's output; and _seq2seq's generation contract on
+    ``model.encoder`` and ``model.decoder``."""
+
+    base_model_class: ClassVar[type[Any]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.config_class = cls.base_model_class.config_class
+        cls.base_model_prefix = cls.base_model_class.base_model_prefix
+
+    head_name: ClassVar[str] = "lm_head"
+
+    def __init__(self, config: PretrainedConfig, *, rngs: Rngs):
+        super().__init__(config)  # type: ignore[call-arg]
+        self.model = self.base_model_class(config, rngs=rngs)
+        head = nn.Linear(config.d_model, config.vocab_size, bias=False, rngs=rngs)
+        if config.tie_word_embeddings:  # to the decoder's token embedding
+            head.weight = self.model.decoder.embed_tokens.weight
+        setattr(self, self.head_name, head)
+
+    def encode(self, input_ids: Any, attention_mask: Any = None) -> jax.Array:
+        """The encoder's last hidden state ``[B, S, d_model]``."""
+        return self.model.encoder(input_ids, attention_mask)
+
+    def forward(self, *inputs: Any, **options: Any) -> jax.Array:
+        model = cast(Any, self)
+        return model.logits(model.model(*inputs, **options)[0])
+
+    def cross_attentions(self) -> list[WhisperAttention]:
+        """Each decoder layer's cross-attention."""
+        return [layer.encoder_attn for layer in cast(Any, self).model.decoder.layers]
+
+    def make_decoder_cache(self, batch_size: int, max_length: int, *, dtype: Any = None):
+        """The decoder's self-attention ``js.nn.KVCache``."""
+        model = cast(Any, self)
+        heads, D = model.config.decoder_attention_heads, model.config.d_model
+        dtype = model.model.decoder.embed_tokens.weight.value.dtype if dtype is None else dtype
+        layers = model.config.decoder_layers
+        return nn.KVCache(batch_size, max_length, layers, heads, D // heads, dtype=dtype)
+
+    def decode(
+        self, input_ids: Any, attention_mask: Any = None, *, cache: Any, logits_to_keep: int = 0
+    ) -> jax.Array:
+        """Logits ``[B, T or logits_to_keep, vocab]`` of the decoder over the cached source."""
+        model = cast(Any, self)
+        hidden = model.model.decoder(input_ids, attention_mask, None, cache=cache)
+        return model.logits(hidden[:, -logits_to_keep:] if logits_to_keep else hidden)
+
+
+class WhisperForConditionalGeneration(Seq2SeqLMHead, PreTrainedModel):
     """``WhisperModel`` and ``proj_out`` (tied to ``decoder.embed_tokens``): ``forward`` returns
     the decoder's logits ``[B, T, vocab_size]`` (arguments as ``WhisperModel.forward``);
     ``generate`` transcribes or translates short-form audio (up to 30 s) as transformers'
     ``WhisperForConditionalGeneration.generate`` does."""
 
-    config_class = WhisperModel.config_class
-    base_model_prefix = WhisperModel.base_model_prefix
+    base_model_class = WhisperModel
+    head_name = "proj_out"
+    proj_out: nn.Linear
 
-    def __init__(self, config: WhisperConfig, *, rngs: Rngs):
-        super().__init__(config)
-        self.model = WhisperModel(config, rngs=rngs)
-        self.proj_out = nn.Linear(config.d_model, config.vocab_size, bias=False, rngs=rngs)
-        if config.tie_word_embeddings:
-            self.proj_out.weight = self.model.decoder.embed_tokens.weight
-
-    def forward(self, *inputs: Any, **options: Any) -> jax.Array:
-        return self.proj_out(self.model(*inputs, **options)[0])
+    def logits(self, hidden: jax.Array) -> jax.Array:
+        """``proj_out(hidden)``."""
+        return self.proj_out(hidden)
 
     # -- what _seq2seq's generation reads (Seq2SeqGenerationMixin) --
 
@@ -371,28 +483,6 @@ class WhisperForConditionalGeneration(Seq2SeqGenerationMixin, PreTrainedModel):
         padded with silence, which it attends to)."""
         features = np.asarray(input_features, np.float32)
         return features, np.ones((features.shape[0], self.config.max_source_positions), np.int32)
-
-    def encode(self, input_features: Any, attention_mask: Any = None) -> jax.Array:
-        """The encoder's last hidden state ``[B, max_source_positions, d_model]``."""
-        return self.model.encoder(input_features)
-
-    def cross_attentions(self) -> list[WhisperAttention]:
-        """Each decoder layer's cross-attention."""
-        return [layer.encoder_attn for layer in self.model.decoder.layers]
-
-    def make_decoder_cache(self, batch_size: int, max_length: int, *, dtype: Any = None):
-        """The decoder's self-attention ``js.nn.KVCache``."""
-        heads, D = self.config.decoder_attention_heads, self.config.d_model
-        dtype = self.proj_out.weight.value.dtype if dtype is None else dtype
-        layers = self.config.decoder_layers
-        return nn.KVCache(batch_size, max_length, layers, heads, D // heads, dtype=dtype)
-
-    def decode(
-        self, input_ids: Any, attention_mask: Any = None, *, cache: Any, logits_to_keep: int = 0
-    ) -> jax.Array:
-        """Logits ``[B, T or logits_to_keep, vocab]`` of the decoder over the cached source."""
-        hidden = self.model.decoder(input_ids, attention_mask, None, cache=cache)
-        return self.proj_out(hidden[:, -logits_to_keep:] if logits_to_keep else hidden)
 
     def generate(  # type: ignore[override]
         self,
