@@ -160,8 +160,8 @@ def test_no_config_and_bad_configs(folder, tmp_path):
         js.models.from_pretrained(copy)
     # ... which its base class still loads
     assert isinstance(GPT2Model.from_pretrained(copy), GPT2Model)
-    (copy / "config.json").write_text(json.dumps({"architecture": "efficientnet_b0"}))
-    with pytest.raises(ValueError, match="timm architecture 'efficientnet_b0'"):
+    (copy / "config.json").write_text(json.dumps({"architecture": "nfnet_l0"}))
+    with pytest.raises(ValueError, match="timm architecture 'nfnet_l0'"):
         js.models.from_pretrained(copy)
     (copy / "config.json").write_text(json.dumps({"hidden_size": 3}))
     with pytest.raises(ValueError, match="neither 'model_type'"):
