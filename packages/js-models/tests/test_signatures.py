@@ -75,3 +75,21 @@ def test_a_head_forward_shows_its_base_models_arguments():
     ]  # fmt: skip
     assert names(Qwen3MoeForCausalLM)[-2:] == ["logits_to_keep", "output_router_logits"]
     assert js.models.Qwen2ForCausalLM.__module__ == "js.models.llama"
+
+
+def test_renamed_skeleton_hooks_are_refused_with_what_to_write_now():
+    import pytest
+
+    from js.models._decoder import DecoderForCausalLM, DecoderLayer, DecoderModel
+    from js.models.bert import BertConfig, BertEmbeddings
+
+    with pytest.raises(TypeError, match="embed_dropout_name was renamed.*embedding_dropout = "):
+        type("Old", (DecoderModel,), {"embed_dropout_name": "drop"})
+    with pytest.raises(TypeError, match="dropout_key was renamed.*dropouts = "):
+        type("Old", (DecoderLayer,), {"dropout_key": "resid_pdrop"})
+    with pytest.raises(TypeError, match="head_bias was renamed.*on the config class"):
+        type("Old", (DecoderForCausalLM,), {"head_bias": lambda self: True})
+    with pytest.raises(TypeError, match=r"Fix: def cached_step\(self, inputs, options\)"):
+        type("Old", (DecoderForCausalLM,), {"cached_step": lambda self, ids, mask, e, c: None})
+    with pytest.raises(TypeError, match="position_padding_idx is no longer an argument"):
+        BertEmbeddings(BertConfig(hidden_size=8), rngs=js.Rngs(params=0), position_padding_idx=1)

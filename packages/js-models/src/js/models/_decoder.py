@@ -24,6 +24,7 @@ The generation contract (``make_cache``, ``forward(..., cache=, logits_to_keep=)
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import jax
@@ -49,6 +50,16 @@ from ._rope import check_rope, rope_cos_sin, standard_rope_parameters
 
 M = TypeVar("M", bound="DecoderModel")
 H = TypeVar("H", bound="DecoderForCausalLM")
+_DROPOUTS = "dropouts = (attention's dropout name, the MLP's, the config key of their rate)"
+
+
+def refuse_renamed_hooks(cls: type, **renamed: str) -> None:
+    """Refuses a subclass that still sets a class variable or method the skeleton renamed
+    (``renamed``: old name -> what to write now), rather than ignoring it silently."""
+    for old, fix in renamed.items():
+        if old in vars(cls):
+            raise TypeError(f"{cls.__name__}: {old} was renamed and is not read. Fix: {fix}")
+
 
 # ---------------------------------------------------------------------------------------------
 # Config
@@ -403,6 +414,10 @@ class DecoderLayer(Module):
     norms: str = "pre"
     parallel: bool = False
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        refuse_renamed_hooks(cls, dropout_names=_DROPOUTS, dropout_key=_DROPOUTS)
+
     def __init__(self, config: DecoderConfig, layer_idx: int, *, rngs: Rngs):
         super().__init__()
         setattr(self, self.attention_name, self.attention_class(config, layer_idx, rngs=rngs))
@@ -490,6 +505,11 @@ class DecoderModel(GradientCheckpointingMixin, PreTrainedModel):
     # whether ``embedding_scale`` also scales ``inputs_embeds`` (not in Gemma, whose
     # embedding module holds the scale)
     scale_given_embeds: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        fix = "embedding_dropout = (its module name, the config key of its rate)"
+        refuse_renamed_hooks(cls, embed_dropout_name=fix, embed_dropout_key=fix)
 
     def __init__(self, config: Any, *, rngs: Rngs):
         super().__init__(config)
@@ -672,6 +692,18 @@ class DecoderForCausalLM(GenerationMixin, GradientCheckpointingMixin, PreTrained
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        refuse_renamed_hooks(cls, head_bias="def head_bias(self) -> bool on the config class")
+        step = vars(cls).get("cached_step")
+        if step is not None and list(inspect.signature(step).parameters) != [
+            "self",
+            "inputs",
+            "options",
+        ]:
+            raise TypeError(
+                f"{cls.__name__}.cached_step: the hook now receives the forward's arguments as "
+                "given. Fix: def cached_step(self, inputs, options) (bind them with "
+                "inspect.signature(self.decoder.forward).bind(*inputs, **options), as Phi-3 does)"
+            )
         base = cls.base_model_class  # a family names its base model; its config and file rules
         if "config_class" not in vars(cls):
             cls.config_class = base.config_class

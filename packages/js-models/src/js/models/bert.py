@@ -95,7 +95,12 @@ class BertEmbeddings(TextEmbeddings):
     position_ids: Buffer  # [1, max_position_embeddings] int, 0..max-1 (not saved)
     token_type_ids: Buffer  # [1, max_position_embeddings] int, zeros (not saved)
 
-    def __init__(self, config: BertConfig, *, rngs: Rngs):
+    def __init__(self, config: BertConfig, *, rngs: Rngs, position_padding_idx: None = None):
+        if position_padding_idx is not None:
+            raise TypeError(
+                "BertEmbeddings: position_padding_idx is no longer an argument. Fix: subclass "
+                "and return it from position_padding(self, config), as RobertaEmbeddings does"
+            )
         super().__init__(config, rngs=rngs)
         # transformers' non-persistent buffers (not in its files): [1, max_positions] each
         positions = np.arange(config.max_position_embeddings)[None]
