@@ -1,12 +1,14 @@
 """``python -m js.models``: info, generate, chat and embed on tiny folders written by js (a GPT-2
 with a byte-level BPE tokenizer and a chat template, a BERT sentence-transformers folder with a
 WordPiece tokenizer), each command's output equal to the same work done in-process. One
-subprocess for ``generate`` (the slow tier runs ``info`` so too); the rest calls ``main``
-in-process."""
+subprocess for ``generate`` (the slow tier runs ``info`` so too, and ``chat`` through a
+pseudo-terminal, as a person at a terminal drives it); the rest calls ``main`` in-process."""
 
 from __future__ import annotations
 
 import json
+import os
+import select
 import subprocess
 import sys
 
@@ -157,3 +159,46 @@ def test_info_chat_and_errors(gpt2, sentences, tmp_path, capsys, monkeypatch):
     (tmp_path / "in.txt").write_text("a line")
     assert main(["embed", str(gpt2), "--input", str(tmp_path / "in.txt"), "--output", "y"]) == 2
     assert "modules.json" in capsys.readouterr().err
+
+
+def _read_until(fd, end, timeout=60):
+    """The terminal's output up to and including ``end`` (bytes), ``\r\n`` read as ``\n``."""
+    out = b""
+    while not out.endswith(end):
+        ready, _, _ = select.select([fd], [], [], timeout)
+        assert ready, f"no {end!r} from the chat; it wrote {out!r}"
+        out += os.read(fd, 4096)
+    return out.replace(b"\r\n", b"\n").decode()
+
+
+@pytest.mark.process
+@pytest.mark.slow
+def test_chat_through_a_terminal(gpt2):
+    """``chat`` on a pseudo-terminal: a ``> `` prompt before each turn, the typed line echoed by
+    the terminal, each reply streamed (greedy, the in-process chat's) with the history kept,
+    and Ctrl-D (EOF) ends it with exit status 0."""
+    master, slave = os.openpty()
+    command = [sys.executable, "-m", "js.models", "chat", str(gpt2), "--max-new-tokens", "5"]
+    env = {**os.environ, "TERM": "dumb"}  # readline's plain line editing: no escape sequences
+    process = subprocess.Popen(
+        command, stdin=slave, stdout=slave, stderr=subprocess.PIPE, close_fds=True, env=env
+    )
+    os.close(slave)
+    try:
+        assert _read_until(master, b"> ") == "> "
+        tokenizer, chat, shown = Tokenizer.from_pretrained(gpt2), [], []
+        for line in ("hi", "how are you?"):
+            os.write(master, line.encode() + b"\n")
+            chat.append({"role": "user", "content": line})
+            ids = tokenizer.apply_chat_template(chat, add_generation_prompt=True)["input_ids"]
+            chat.append({"role": "assistant", "content": _greedy(gpt2, ids, 5)})
+            shown.append(_read_until(master, b"> "))
+            assert shown[-1] == f"{line}\n{chat[-1]['content']}\n> "  # echo, reply, prompt
+        os.write(master, b"\x04")  # Ctrl-D at the start of a line: EOF
+        assert process.wait(timeout=60) == 0
+        assert "loaded GPT2LMHeadModel" in process.stderr.read().decode()
+    finally:
+        process.kill()
+        process.wait()
+        process.stderr.close()
+        os.close(master)

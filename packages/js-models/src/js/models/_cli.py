@@ -141,14 +141,27 @@ def chat(args: argparse.Namespace) -> None:
             f"chat: {args.folder} has no chat template (tokenizer_config.json). Fix: use generate"
         )
     messages = [{"role": "system", "content": args.system}] if args.system else []
-    interactive = sys.stdin.isatty()
+    ask = _prompter(sys.stdin.isatty())
     while True:
-        line = input("> " if interactive else "")
+        line = ask()
         messages.append({"role": "user", "content": line})
         ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True)["input_ids"]
         messages.append(
             {"role": "assistant", "content": _print(_reply(model, tokenizer, ids, args))}
         )
+
+
+def _prompter(interactive: bool) -> Any:
+    """Read one user line: on a terminal after a ``> `` prompt on stdout, with line editing and
+    the typed lines' history (``readline``); from a pipe, plainly. (Without ``readline``,
+    ``input`` would write its prompt to stderr, lost when stderr is redirected.)"""
+    if not interactive:
+        return input
+    try:
+        import readline  # noqa: F401  (input() edits lines with it and writes the prompt to stdout)
+    except ImportError:
+        return lambda: print("> ", end="", flush=True) or input()
+    return lambda: input("> ")
 
 
 def embed(args: argparse.Namespace) -> None:
