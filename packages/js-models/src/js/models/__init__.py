@@ -50,6 +50,7 @@ from .pipelines import pipeline as pipeline  # noqa: E402
 from .resnet import ResNetConfig as ResNetConfig  # noqa: E402
 from .resnet import ResNetModel as ResNetModel  # noqa: E402
 from .sentence_transformers import SentenceTransformer as SentenceTransformer  # noqa: E402
+from .streamers import TextIteratorStreamer, TextStreamer  # noqa: E402
 from .tokenizer import Tokenizer as Tokenizer  # noqa: E402
 from .vit import ViTConfig as ViTConfig  # noqa: E402
 from .vit import ViTForImageClassification as ViTForImageClassification  # noqa: E402
@@ -90,6 +91,8 @@ __all__ = [
     "ResNetConfig",
     "ResNetModel",
     "SentenceTransformer",
+    "TextIteratorStreamer",
+    "TextStreamer",
     "Tokenizer",
     "ViTConfig",
     "ViTForImageClassification",

@@ -10,7 +10,7 @@ import numpy as np
 
 import js
 
-from ._generation import generate
+from ._generation import generate, stream
 from ._pipeline_base import Pipeline
 
 # transformers' text-generation pipeline defaults, for what neither the call nor the folder's
@@ -26,7 +26,10 @@ class TextGeneration(Pipeline):
     message. ``return_full_text`` (default True) keeps the prompt; ``seed`` (default 0) seeds
     sampling; the other options are ``generate``'s, where neither they nor the folder's
     generation config say, transformers' pipeline defaults: ``max_new_tokens=256``,
-    ``do_sample=True``, ``temperature=0.7``, ``top_k=50``. Prompts of a batch are left-padded."""
+    ``do_sample=True``, ``temperature=0.7``, ``top_k=50``. Prompts of a batch are left-padded.
+    ``streamer`` (a ``js.models.TextStreamer`` or ``TextIteratorStreamer``, or any object with
+    ``put(ids)`` and ``end()``) is given the prompt's ids, then each new token as it comes, then
+    ``end()``, as transformers' ``generate`` does; it takes one prompt (not a list)."""
 
     task = "text-generation"
 
@@ -38,8 +41,14 @@ class TextGeneration(Pipeline):
         return [result] if self.single(inputs) else [[r] for r in result]
 
     def run(self, items: list[Any], options: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        keep = ("return_full_text", "skip_special_tokens")
+        keep = ("return_full_text", "skip_special_tokens", "streamer")
         settings = {k: v for k, v in options.items() if k not in keep}
+        streamer = options.get("streamer")
+        if streamer is not None and len(items) != 1:
+            raise ValueError(
+                f"pipeline('text-generation'): a streamer shows one sequence, and {len(items)} "
+                "prompts were given. Fix: call the pipeline on one prompt at a time"
+            )
         seed = settings.pop("seed", 0)
         folder = self.model.generation_config
         blocked = {*folder, *(["max_new_tokens"] if "max_length" in settings else [])}
@@ -56,8 +65,13 @@ class TextGeneration(Pipeline):
             width = max(map(len, rows))
             ids = np.array([[pad] * (width - len(r)) + r for r in rows], np.int32)
             mask = np.array([[0] * (width - len(r)) + [1] * len(r) for r in rows], np.int32)
-            out = np.asarray(generate(self.model, ids, attention_mask=mask, **settings))
-            for prompt, tokens in zip(prompts, out[:, width:], strict=True):
+            if streamer is None:
+                out = np.asarray(generate(self.model, ids, attention_mask=mask, **settings))
+                out = out[:, width:]
+            else:
+                chunks = stream(self.model, ids, attention_mask=mask, **settings)  # checked
+                out = _streamed(streamer, ids, chunks)
+            for prompt, tokens in zip(prompts, out, strict=True):
                 yield {"prompt": prompt, "new": tokens}
 
     def preprocess(self, item: Any) -> dict[str, Any]:
@@ -82,6 +96,19 @@ class TextGeneration(Pipeline):
             last = {**prompt[-1], "content": prompt[-1]["content"] + text}
             return {"generated_text": [*prompt[:-1], last]}
         return {"generated_text": [*prompt, {"role": "assistant", "content": text}]}
+
+
+def _streamed(streamer: Any, prompt: np.ndarray, chunks: Any) -> np.ndarray:
+    """The new tokens ``[1, n]`` of ``js.models.stream``'s chunks (of one prompt ``[1, L]``),
+    given to ``streamer.put`` as transformers' ``generate`` does: the prompt, then each token."""
+    streamer.put(prompt)
+    new = []
+    for chunk in chunks:
+        for token in chunk[0]:
+            streamer.put(token[None])
+            new.append(token)
+    streamer.end()
+    return np.array([new], np.int32)
 
 
 PIPELINES = (TextGeneration,)
