@@ -35,11 +35,16 @@ def pipes(tmp_path_factory):
     return ours, transformers.pipeline("text-generation", model=str(folder))
 
 
-def test_text_streamer_prints_as_transformers(pipes, capsys):
+@pytest.mark.parametrize("end", [False, True])
+def test_text_streamer_prints_as_transformers(pipes, capsys, end):
     ours, theirs = pipes
-    result = ours(PROMPT, streamer=js.models.TextStreamer(ours.tokenizer), **GREEDY)
+    options = dict(GREEDY)
+    if end:  # one of the tokens greedy search picks ends the stream early
+        new = ours(PROMPT, return_full_text=False, **GREEDY)[0]["generated_text"]
+        options["eos_token_id"] = ours.tokenizer.encode(new, add_special_tokens=False)[3]
+    result = ours(PROMPT, streamer=js.models.TextStreamer(ours.tokenizer), **options)
     printed = capsys.readouterr().out
-    expected = theirs(PROMPT, streamer=transformers.TextStreamer(theirs.tokenizer), **GREEDY)
+    expected = theirs(PROMPT, streamer=transformers.TextStreamer(theirs.tokenizer), **options)
     assert printed == capsys.readouterr().out
     assert result == expected
     assert printed == result[0]["generated_text"] + "\n"  # the prompt, the reply, a newline
