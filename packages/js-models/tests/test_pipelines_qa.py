@@ -160,6 +160,8 @@ def test_question_answering_errors(pair):
         qa("who?", CONTEXT, max_seq_len=32, doc_stride=40)
     with pytest.raises(ValueError, match="do not split into windows of max_seq_len=8"):
         qa("where does john live in the world?", LONG, max_seq_len=8, doc_stride=2)
+    with pytest.raises(ValueError, match="and the model reads 64 at most. Fix: max_seq_len=64"):
+        qa("who?", LONG * 2)  # the default max_seq_len, 384
     qa.tokenizer.padding_side = "left"  # a context-first tokenizer (XLNet's)
     try:
         with pytest.raises(

@@ -104,6 +104,12 @@ class QuestionAnswering(Pipeline):
             ) from None
         finally:
             backend.no_truncation()
+        positions = getattr(self.config, "max_position_embeddings", None)
+        if positions is not None and len(encoding.ids) > positions:
+            raise ValueError(
+                f"{_TASK}: windows of {len(encoding.ids)} tokens (max_seq_len={max_seq_len}), "
+                f"and the model reads {positions} at most. Fix: max_seq_len={positions}"
+            )
         return [self.span(window) for window in [encoding, *encoding.overflowing]]
 
     def span(self, encoding: Any) -> dict[str, Any]:
