@@ -67,17 +67,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from tools.bench import _cores
+from tools.bench import _children, _cores
+from tools.bench._children import med as _med
+from tools.bench._children import median_time as _median_time
+from tools.bench._children import prompts as _prompts
+from tools.bench._children import report as _report
 
-ROOT = Path(__file__).resolve().parents[2]
 MODULE = "tools.bench.generate"
 # Neither model stops early: no end token, and the pad token transformers asks for is 0.
 NO_EOS = {"eos_token_id": None, "pad_token_id": 0}
@@ -160,10 +161,6 @@ STEP_CALLS = 8  # timed calls of the decode step alone
 # ------------------------------------------------------------------------------- children
 
 
-def _report(**fields) -> None:
-    print("RESULT " + json.dumps(fields), flush=True)
-
-
 def _config(kind: str, smoke: bool):
     import transformers
 
@@ -183,21 +180,6 @@ def _child_build(folder: Path, kinds: list[str], smoke: bool) -> None:
         model.save_pretrained(folder / kind)
         built[kind] = {"params": sum(p.numel() for p in model.parameters())}
     _report(**built)
-
-
-def _prompts(batch: int, prompt: int, vocab_size: int):
-    import numpy as np
-
-    return np.random.default_rng(0).integers(0, vocab_size, (batch, prompt)).astype(np.int64)
-
-
-def _median_time(call, repeats: int) -> tuple[float, list[float]]:
-    times = []
-    for _ in range(repeats):
-        begin = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - begin)
-    return statistics.median(times), times
 
 
 def _cost(compiled) -> dict[str, float]:
@@ -416,65 +398,22 @@ def _child_transformers(folder: Path, args: argparse.Namespace) -> None:
 # --------------------------------------------------------------------------------- parent
 
 
-def _result(stdout: str) -> dict:
-    lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
-    if not lines:
-        raise RuntimeError(f"the child reported nothing:\n{stdout[-3000:]}")
-    return json.loads(lines[-1].removeprefix("RESULT "))
-
-
-def _env() -> dict[str, str]:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
-    env["TRANSFORMERS_VERBOSITY"] = "error"  # no progress bars in the captured output
-    env.pop("JAX_COMPILATION_CACHE_DIR", None)  # the cold process compiles everything
-    flags = [f for f in env.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f]
-    env["XLA_FLAGS"] = " ".join(flags)
-    return env
-
-
-def _child(kind: str, folder: Path, args: argparse.Namespace, *extra: str) -> dict:
-    shape = ["--prompt", str(args.prompt), "--new", str(args.new), "--repeats", str(args.repeats)]
-    shape += ["--batch", *map(str, args.batch), "--beams", str(args.beams)]
-    command = [sys.executable, "-m", MODULE, "--child", kind, "--folder", str(folder)]
-    done = subprocess.run(
-        [*command, *shape, *extra],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=args.timeout,
-    )
-    if done.returncode:
-        raise RuntimeError(f"{kind} child failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
-    return _result(done.stdout)
-
-
-def build(folder: Path, kinds: list[str], smoke: bool, timeout: float) -> dict:
-    """Write each config's folder ``folder/kind`` with transformers (random weights, seed 0),
-    in one process; ``{kind: {"params": ...}}``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", MODULE, "--child", "build", "--folder", str(folder)]
-    command += ["--config", *kinds, *(["--smoke"] if smoke else [])]
-    done = subprocess.run(
-        command, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout
-    )
-    if done.returncode:
-        raise RuntimeError(f"build {kinds} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
-    return _result(done.stdout)
-
-
 def measure(folder: Path, kind: str, round_: int, args, scratch: Path, roofline: bool) -> dict:
     """One round for one config: js (cache off) and transformers in alternating order, then a
     process filling an empty compilation cache and one reading it."""
-    runs: dict = {}
-    for who in ("js", "transformers") if round_ % 2 == 0 else ("transformers", "js"):
+
+    def one(who: str) -> dict:
         extra = ["--roofline"] if who == "js" and roofline else []
-        runs[who] = _child(who, folder, args, *extra)
+        measured = _children.child(MODULE, who, folder, args, *extra)
         print(f"round {round_ + 1}: {kind} {who} done", file=sys.stderr, flush=True)
+        return measured
+
+    runs = _children.alternate(round_, one)
     cache = scratch / f"cache-{kind}-{round_}"
     # the filling process's times are not used: one warm call is enough
-    runs["js_fill"] = _child("js", folder, args, "--cache-dir", str(cache), "--repeats", "1")
-    runs["js_warm"] = _child("js", folder, args, "--cache-dir", str(cache))
+    fill = ("--cache-dir", str(cache), "--repeats", "1")
+    runs["js_fill"] = _children.child(MODULE, "js", folder, args, *fill)
+    runs["js_warm"] = _children.child(MODULE, "js", folder, args, "--cache-dir", str(cache))
     print(f"round {round_ + 1}: {kind} js with the cache done", file=sys.stderr, flush=True)
     return runs
 
@@ -482,30 +421,15 @@ def measure(folder: Path, kind: str, round_: int, args, scratch: Path, roofline:
 def check(report: dict, new: int) -> list[str]:
     """Problems: a run that did not produce ``new`` tokens per row, or a warm process that had
     to compile (added files to the cache). Tokens that differ are reported, not problems."""
-    problems = []
+    problems = _children.count_problems(report, new)
     for kind, rounds in report["runs"].items():
         for i, runs in enumerate(rounds):
-            for who, result in runs.items():
-                for row in result["rows"]:
-                    if row["new_tokens"] != new:
-                        problems.append(
-                            f"{kind} round {i + 1} {who} batch {row['batch']}: "
-                            f"{row['new_tokens']} new tokens, expected {new}"
-                        )
             if runs["js_warm"]["cache_files_added"]:
                 problems.append(
                     f"{kind} round {i + 1}: the warm-cache process added "
                     f"{runs['js_warm']['cache_files_added']} files to the cache (it compiled)"
                 )
     return problems
-
-
-def _rows(rounds: list[dict], who: str, batch: int) -> list[dict]:
-    return [next(r for r in runs[who]["rows"] if r["batch"] == batch) for runs in rounds]
-
-
-def _med(values) -> float:
-    return statistics.median(list(values))
 
 
 def summarize(report: dict) -> list[dict]:
@@ -518,8 +442,8 @@ def summarize(report: dict) -> list[dict]:
     for kind, rounds in report["runs"].items():
         weights = rounds[0]["js"]["weights_bytes"]
         for batch in report["batch"]:
-            js, hf = _rows(rounds, "js", batch), _rows(rounds, "transformers", batch)
-            warm = _rows(rounds, "js_warm", batch)
+            js = _children.rows(rounds, "js", batch)
+            warm = _children.rows(rounds, "js_warm", batch)
             tokens = new * batch
             steps = [
                 (new - 1) / (r["generate_s"] - r["ttft_s"])
@@ -535,23 +459,11 @@ def summarize(report: dict) -> list[dict]:
                     "config": kind,
                     "params": rounds[0]["js"]["params"],
                     "batch": batch,
-                    "js_tokens_per_s": _med(tokens / r["generate_s"] for r in js),
-                    "hf_tokens_per_s": _med(tokens / r["generate_s"] for r in hf),
-                    "ratio": _med(
-                        b["generate_s"] / a["generate_s"] for a, b in zip(js, hf, strict=True)
-                    ),
+                    **_children.paired(rounds, batch, tokens),
                     "js_load_s": _med(runs["js"]["load_s"] for runs in rounds),
                     "hf_load_s": _med(runs["transformers"]["load_s"] for runs in rounds),
-                    "js_ttft_s": _med(r["ttft_s"] for r in js),
-                    "hf_ttft_s": _med(r["ttft_s"] for r in hf),
                     "compile_cold_s": _med(r["compile_s"] for r in js),
                     "compile_warm_s": _med(r["compile_s"] for r in warm),
-                    "tokens_equal": all(
-                        a["tokens"] == b["tokens"] for a, b in zip(js, hf, strict=True)
-                    ),
-                    "token_agreement": _med(
-                        _agreement(a["tokens"], b["tokens"]) for a, b in zip(js, hf, strict=True)
-                    ),
                     "step_flops": js[0]["step_flops"],
                     "step_bytes_accessed": js[0]["step_bytes"],
                     "weights_bytes": weights,
@@ -569,11 +481,6 @@ def summarize(report: dict) -> list[dict]:
                 }
             )
     return out
-
-
-def _agreement(a: list[list[int]], b: list[list[int]]) -> float:
-    """The fraction of rows whose new tokens are equal."""
-    return sum(x == y for x, y in zip(a, b, strict=True)) / len(a)
 
 
 def tables(summary: list[dict], report: dict) -> str:
@@ -637,19 +544,11 @@ def tables(summary: list[dict], report: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", nargs="+", choices=tuple(FULL), default=["gpt2", "llama"])
-    parser.add_argument("--batch", type=int, nargs="+", help="batch sizes (1 8)")
+    _children.arguments(parser, FULL, ["gpt2", "llama"])
     parser.add_argument("--prompt", type=int, help="prompt tokens (64; smoke 16)")
     parser.add_argument("--new", type=int, help="new tokens (128; smoke 8)")
-    parser.add_argument("--beams", type=int, default=1, help="num_beams (1: greedy)")
     parser.add_argument("--repeats", type=int, help="timed calls per measurement (3; smoke 2)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds (3)")
     parser.add_argument("--smoke", action="store_true", help="tiny GPT-2 and Llama, 16 + 8")
-    parser.add_argument("--cores", type=int, help="pin to the first N cores (children inherit)")
-    parser.add_argument("--json", type=Path, help="also write every measurement to this file")
-    parser.add_argument("--timeout", type=float, default=1200, help="seconds per process")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--cache-dir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--roofline", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -688,7 +587,7 @@ def _parent(args: argparse.Namespace) -> int:
         "runs": {kind: [] for kind in kinds},
     }
     with tempfile.TemporaryDirectory(prefix="js-generate-") as scratch:
-        report["built"] = build(Path(scratch), kinds, args.smoke, args.timeout)
+        report["built"] = _children.build(MODULE, Path(scratch), kinds, args.smoke, args.timeout)
         for kind, built in report["built"].items():
             print(f"{kind}: {built['params'] / 1e6:.1f}M parameters", file=sys.stderr, flush=True)
         for round_ in range(args.rounds):
