@@ -5,7 +5,10 @@ backend); ``tokenizer_config.json`` (over ``special_tokens_map.json``) supplies 
 keeps outside it: the named special tokens, the padding and truncation sides,
 ``model_max_length``, ``clean_up_tokenization_spaces`` and the chat template (``_chat_template``).
 ``add_bos_token``/``add_eos_token`` are ignored, as transformers 5 ignores them beside
-``tokenizer.json``: its post-processor adds the special tokens. ``tokenizers`` and ``jinja2`` are
+``tokenizer.json``: its post-processor adds the special tokens. Where the config's
+``tokenizer_class`` is one whose ``__init__`` transformers 5 rebuilds the pipeline in (Llama,
+Gemma, Qwen 2, T5, GPT-2, RoBERTa/BART, Whisper, BERT, XLM-R), js rebuilds it the same way
+(``_tokenizer_classes``). ``tokenizers`` and ``jinja2`` are
 the ``text`` extra and are imported on first use.
 """
 
@@ -19,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ._chat_template import pick_template, read_templates, render, tool_schemas
+from ._tokenizer_classes import rebuild, rebuild_of
 
 __all__ = ["Tokenizer"]
 
@@ -131,10 +135,12 @@ class Tokenizer:
         if "tokenizer.json" not in self.files:
             raise FileNotFoundError(_missing_json(self.files))
         tokenizers = import_tokenizers()
-        self.backend: Any = tokenizers.Tokenizer.from_str(self.files["tokenizer.json"].decode())
         self.config = read_config(self.files)
+        text = self.files["tokenizer.json"].decode()
+        self.backend: Any = rebuild(text, self.config, tokenizers)
         padding = self.backend.padding or {}
-        self.padding_side = self.config.get("padding_side", padding.get("direction", "right"))
+        side = padding.get("direction", getattr(rebuild_of(self.config), "padding_side", "right"))
+        self.padding_side = self.config.get("padding_side", side)
         self.truncation_side = self.config.get("truncation_side", "right")
         limit = self.config.get("model_max_length")
         self.model_max_length = None if limit is None or limit > _UNLIMITED else int(limit)
