@@ -10,8 +10,10 @@ import json
 import numpy as np
 import pytest
 from family_support import NEW, VOCAB, perturb, relative_error
+from test_generate_options import beams_equal, reference
 
 import js.models
+from js.models._generation import generation_config
 from js.models.bart import BartForConditionalGeneration, BartModel
 
 TINY = {
@@ -24,7 +26,7 @@ TINY = {
     "encoder_ffn_dim": 64,
     "decoder_ffn_dim": 64,
     "max_position_embeddings": 64,
-    "forced_eos_token_id": None,  # js refuses transformers' forced tokens
+    "forced_eos_token_id": 2,  # as BART's folders: the last new token is </s>
 }
 CASES = {  # the tied head's tiny greedy search repeats one token; the untied one's varies
     "tied": {"scale_embedding": True, "init_std": 0.3},
@@ -118,5 +120,40 @@ def test_bart_generates_as_transformers(bart):
     assert min(len(set(row)) for row in expected.tolist()) >= 8  # not one token repeated
     assert (expected[0] != expected[1]).any()  # the source matters
     print("greedy tokens match", expected[:, :8].tolist())
-    with pytest.raises(NotImplementedError, match="forced_eos_token_id=2"):
-        model.generate(SOURCE, max_new_tokens=2, forced_eos_token_id=2)
+
+
+@pytest.mark.parametrize(
+    "beams, early_stopping, returned, penalties",
+    [
+        (2, False, 1, (1.0,)),
+        pytest.param(4, True, 2, (0.5, 2.0), marks=pytest.mark.slow),
+        pytest.param(4, False, 2, (1.0,), marks=pytest.mark.slow),
+    ],
+)
+@pytest.mark.parametrize("bart", ["untied"], indirect=True)
+def test_bart_forces_tokens_and_beams_as_transformers(
+    bart, beams, early_stopping, returned, penalties
+):
+    hf, folder = bart
+    model = js.models.from_pretrained(folder)
+    assert generation_config(model)["forced_eos_token_id"] == 2  # as transformers saved it
+    options = dict(max_new_tokens=8, eos_token_id=2)
+    for forced in ({}, {"forced_bos_token_id": 0}):  # bart-large-cnn forces <s> first
+        expected = reference(hf, SOURCE, SOURCE_MASK, **options, **forced)[0]
+        got = model.generate(SOURCE, attention_mask=SOURCE_MASK, **options, **forced)
+        np.testing.assert_array_equal(np.asarray(got), expected)
+        assert (expected[:, -1] == 2).all()  # forced last
+        sequences = beams_equal(
+            hf,
+            model,
+            SOURCE,
+            SOURCE_MASK,
+            penalties,
+            num_beams=beams,
+            early_stopping=early_stopping,
+            num_return_sequences=returned,
+            **options,
+            **forced,
+        )
+        assert all((s[:, 1:] == 2).any(axis=1).all() for s in sequences)  # each beam ends
+    assert (expected[:, 1] == 0).all() and (sequences[0][:, 1] == 0).all()  # forced first

@@ -108,6 +108,20 @@ def beam_ends(llama):
     return [int(free[2, 1])]
 
 
+def beams_equal(hf, model, ids, mask, penalties, **options) -> list[np.ndarray]:
+    """js's beam search (``model.generate``) equals transformers' for each length penalty:
+    the sequences exactly, the scores within 1e-5; returns transformers' sequences."""
+    found = []
+    for length_penalty in penalties:
+        settings = dict(options, length_penalty=length_penalty)
+        sequences, scores = reference(hf, ids, mask, **settings)
+        out = model.generate(ids, attention_mask=mask, return_dict_in_generate=True, **settings)
+        np.testing.assert_array_equal(np.asarray(out.sequences), sequences)
+        np.testing.assert_allclose(np.asarray(out.sequences_scores), scores, rtol=1e-5, atol=1e-5)
+        found.append(sequences)
+    return found
+
+
 @pytest.mark.parametrize(
     "beams, early_stopping, returned",
     [(2, False, 1), (4, True, 2), pytest.param(4, "never", 2, marks=pytest.mark.slow)],
@@ -115,24 +129,40 @@ def beam_ends(llama):
 def test_beam_search_equals_transformers(llama, beam_ends, beams, early_stopping, returned):
     hf, model = llama
     ids, mask = prompts()
-    before, early = _generation.TRACES["beam"], False
-    for length_penalty in (1.0, 0.5, 2.0):  # traced: one program for the three
-        options = dict(
-            max_new_tokens=10,
-            num_beams=beams,
-            length_penalty=length_penalty,
-            early_stopping=early_stopping,
-            num_return_sequences=returned,
-            eos_token_id=beam_ends,
-            pad_token_id=0,
-        )
-        sequences, scores = reference(hf, ids, mask, **options)
-        out = generate(model, ids, attention_mask=mask, return_dict_in_generate=True, **options)
-        np.testing.assert_array_equal(np.asarray(out.sequences), sequences)
-        np.testing.assert_allclose(np.asarray(out.sequences_scores), scores, rtol=1e-5, atol=1e-5)
-        early = early or np.isin(sequences[:, 6:], beam_ends).any()
-    assert early  # some returned beams end early: a real test of the finished beams
+    before = _generation.TRACES["beam"]
+    sequences = beams_equal(  # length_penalty is traced: one program for the three
+        hf,
+        model,
+        ids,
+        mask,
+        (1.0, 0.5, 2.0),
+        max_new_tokens=10,
+        num_beams=beams,
+        early_stopping=early_stopping,
+        num_return_sequences=returned,
+        eos_token_id=beam_ends,
+        pad_token_id=0,
+    )
+    # some returned beams end early: a real test of the finished beams
+    assert any(np.isin(s[:, 6:], beam_ends).any() for s in sequences)
     assert _generation.TRACES["beam"] == before + 1
+
+
+def test_forced_tokens_equal_transformers(llama):
+    hf, model = llama
+    ids, mask = prompts()
+    options = dict(max_new_tokens=6, eos_token_id=[], pad_token_id=1, forced_eos_token_id=[3, 4])
+    expected = reference(hf, ids, mask, **options)[0]
+    np.testing.assert_array_equal(generate(model, ids, attention_mask=mask, **options), expected)
+    assert np.isin(expected[:, -1], [3, 4]).all()
+    # the forced first token follows a prompt of one token (transformers' cur_len == 1)
+    one, real = ids[:, -1:], mask[:, -1:]
+    options = dict(options, forced_bos_token_id=5, forced_eos_token_id=3)
+    expected = reference(hf, one, real, **options)[0]
+    np.testing.assert_array_equal(generate(model, one, attention_mask=real, **options), expected)
+    assert (expected[:, 1] == 5).all() and (expected[:, -1] == 3).all()
+    beams = beams_equal(hf, model, one, real, (1.0,), num_beams=2, **options)[0]
+    assert (beams[:, 1] == 5).all() and (beams[:, -1] == 3).all()
 
 
 def test_changing_the_penalties_compiles_nothing(llama):

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 from family_support import NEW, VOCAB, perturb, relative_error
+from test_generate_options import beams_equal, reference
 
 import js.models
 from js.models import _generation
@@ -112,6 +113,30 @@ def test_greedy_generate_matches_transformers(case):
     )
     np.testing.assert_array_equal(np.asarray(got), expected)
     assert not np.isin(expected[:, 3:], forced["suppress_tokens"]).any()
+
+
+@pytest.mark.parametrize(
+    "beams, early_stopping, returned",
+    [
+        (4, False, 2),
+        pytest.param(2, True, 1, marks=pytest.mark.slow),
+        pytest.param(4, "never", 2, marks=pytest.mark.slow),
+    ],
+)
+@pytest.mark.parametrize("case", ["flan-t5"], indirect=True)
+def test_beam_search_matches_transformers(case, beams, early_stopping, returned):
+    _, hf, folder = case
+    model = js.models.from_pretrained(folder)
+    options = dict(max_new_tokens=8, num_beams=4, eos_token_id=[], pad_token_id=5)
+    free = reference(hf, SOURCE, SOURCE_MASK, **options)
+    ends = [int(free[0][0, 3]), int(free[0][2, 2])]  # tokens on the beams' paths: some end early
+    before = _generation.TRACES["beam"]
+    options = dict(num_beams=beams, early_stopping=early_stopping, num_return_sequences=returned)
+    sequences = beams_equal(
+        hf, model, SOURCE, SOURCE_MASK, (2.0, 0.5), max_new_tokens=8, eos_token_id=ends, **options
+    )
+    assert any(np.isin(s[:, 1:-1], ends).any() for s in sequences)  # some beams end early
+    assert _generation.TRACES["beam"] == before + 1  # a new length_penalty compiles nothing
 
 
 @pytest.mark.parametrize("case", ["flan-t5"], indirect=True)

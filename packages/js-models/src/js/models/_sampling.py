@@ -13,7 +13,7 @@ are traced values too.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -126,12 +126,30 @@ class Processing(NamedTuple):
     repetition: bool = False  # repetition_penalty != 1.0 (transformers skips 1.0)
     ngram: int = 0  # no_repeat_ngram_size (0: off)
     min_new: bool = False  # min_new_tokens > 0 (with end tokens)
+    tokens: bool = False  # forced or suppressed tokens (the request's TOKEN_RULES rows)
+
+
+# The rows of a request's ``tokens`` ``[4, K]`` (ids, -1 padding): transformers'
+# ForcedBOSTokenLogitsProcessor (the first new token, for a prompt of one token),
+# ForcedEOSTokenLogitsProcessor (the last new token), SuppressTokensLogitsProcessor and
+# SuppressTokensAtBeginLogitsProcessor (at new token ``begin``), in transformers' order.
+TOKEN_RULES = (
+    "forced_bos_token_id",
+    "forced_eos_token_id",
+    "suppress_tokens",
+    "begin_suppress_tokens",
+)
 
 
 def check_processing(
-    repetition_penalty: float, no_repeat_ngram_size: int, min_new_tokens: int, eos: list[int]
+    repetition_penalty: float,
+    no_repeat_ngram_size: int,
+    min_new_tokens: int,
+    eos: list[int],
+    tokens: np.ndarray,
 ) -> Processing:
-    """The processors that run, after checking each value (as transformers turns them on)."""
+    """The processors that run, after checking each value (as transformers turns them on);
+    ``tokens``: the request's ``TOKEN_RULES`` rows."""
     owner = "js.models.generate"
     fix = "1.0 is no penalty; above 1 (e.g. 1.2) discourages repeated tokens"
     check_positive("repetition_penalty", repetition_penalty, fix)
@@ -145,7 +163,51 @@ def check_processing(
         repetition=float(repetition_penalty) != 1.0,
         ngram=int(no_repeat_ngram_size),
         min_new=int(min_new_tokens) > 0 and bool(eos),
+        tokens=bool((tokens >= 0).any()),
     )
+
+
+def token_ids(name: str, value: Any) -> list[int]:
+    """``value`` (an int or ints) as a list of ints; ``name`` for the error."""
+    if is_int(value):
+        value = [value]
+    if not isinstance(value, (list, tuple, np.ndarray)) or not all(map(is_int, value)):
+        raise TypeError(
+            f"js.models.generate: {name} must be an int or a list of ints, got {value!r}"
+        )
+    return [int(v) for v in value]
+
+
+def check_token_rules(settings: dict[str, Any], P: int, vocab: Any) -> tuple[np.ndarray, int]:
+    """The ``TOKEN_RULES`` of ``settings`` (ids in ``[0, vocab)`` where it is an int) as rows
+    ``[4, K]`` of ids padded with -1, and the new token the begin-suppressed ones are barred at.
+    As transformers: the forced first token only follows a prompt of ``P == 1`` token, and then
+    the begin-suppressed tokens are barred at the second new token."""
+    rows = []
+    for name in TOKEN_RULES:
+        ids = [] if settings[name] is None else token_ids(name, settings[name])
+        if isinstance(vocab, int) and any(not 0 <= i < vocab for i in ids):
+            raise ValueError(f"js.models.generate: {name} must be ids in [0, {vocab}), got {ids}")
+        rows.append(ids)
+    if P != 1:
+        rows[0] = []
+    begin = 1 if rows[0] else 0
+    tokens = np.full((len(rows), max(1, *map(len, rows))), -1, np.int32)
+    for row, ids in enumerate(rows):
+        tokens[row, : len(ids)] = ids
+    return tokens, begin
+
+
+def _apply_token_rules(logits, tokens, new, last, begin):
+    """The ``TOKEN_RULES`` at new token ``new``: the forced first (``new == 0``) or last
+    (``new == last``) tokens get 0 and every other token ``-inf``; the suppressed ones
+    ``-inf``, and the begin-suppressed ones at ``new == begin``."""
+    V = logits.shape[-1]
+    rows = (jnp.arange(V)[None, None, :] == tokens[:, :, None]).any(axis=1)  # [4, V]
+    for row, at in ((0, new == 0), (1, new == last)):
+        forced = jnp.where(rows[row], 0.0, -jnp.inf)
+        logits = jnp.where(rows[row].any() & at, forced, logits)
+    return jnp.where(rows[2] | (rows[3] & (new == begin)), -jnp.inf, logits)
 
 
 def _penalise_repeats(logits, history, counted, penalty):
@@ -186,13 +248,15 @@ def process(
     length: jax.Array,
     new: jax.Array,
     eos: jax.Array,
+    tokens: jax.Array,
 ) -> jax.Array:
     """``logits [B, V]`` after the processors ``rule`` turns on, in transformers' order.
 
     ``history [B, H]``: the tokens so far (up to ``length``: ``NOT_GIVEN``, then the prompt as
     given with its padding, then ``new`` generated tokens); ``counted [B, H]``: those the
     repetition penalty reads (not the padding); ``values``: ``[temperature, 1 - top_p,
-    repetition_penalty, length_penalty, min_new_tokens]``.
+    repetition_penalty, length_penalty, min_new_tokens, max_new_tokens, begin]``;
+    ``tokens``: the ``TOKEN_RULES`` rows ``[4, K]``.
     """
     if rule.repetition:
         live = counted & (jnp.arange(history.shape[1]) < length)
@@ -202,4 +266,30 @@ def process(
     if rule.min_new:
         ends = jnp.isin(jnp.arange(logits.shape[-1]), eos)
         logits = jnp.where(ends & (new < values[4]), -jnp.inf, logits)
+    if rule.tokens:
+        logits = _apply_token_rules(logits, tokens, new, values[5] - 1, values[6])
     return logits
+
+
+def processed(logits: jax.Array, processing: Processing, arrays, out, count) -> jax.Array:
+    """``logits [B, V]`` (float32) after the processors, each row's tokens so far being
+    ``arrays.given`` (the bucketed prompt as given) then ``out[:, :count]`` (``arrays``: a
+    request's ``_Arrays``, whose ``mask``, ``values``, ``eos`` and ``tokens`` the processors
+    read)."""
+    logits = logits.astype(jnp.float32)
+    if processing == Processing():
+        return logits
+    history = jnp.concatenate([arrays.given, out], axis=1)
+    counted = jnp.concatenate([arrays.mask != 0, jnp.ones(out.shape, bool)], axis=1)
+    length = arrays.given.shape[1] + count
+    return process(
+        logits,
+        processing,
+        arrays.values,
+        history,
+        counted,
+        length,
+        count,
+        arrays.eos,
+        arrays.tokens,
+    )

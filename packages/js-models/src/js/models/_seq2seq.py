@@ -6,9 +6,12 @@ the encoder's output to every decoder layer's cross-attention keys and values an
 in a ``Seq2SeqCache`` beside the decoder's self-attention ``js.nn.KVCache``. Then the prefill
 and decode programs of ``js.models.generate`` (``_generation.py``) run unchanged on a
 ``DecoderView``: a ``CausalLM`` whose forward is the decoder over the cached cross keys and
-values, starting from ``decoder_start_token_id``. The encoder's input is right-padded to a
-bucket (16, 32, ...) with ``attention_mask`` 0, so that sources of nearby lengths share one
-program.
+values, starting from ``decoder_start_token_id``; with ``num_beams > 1`` the beam-search program
+of ``_beam_search.py`` does, over the source repeated once per beam (as transformers expands
+the encoder's output), the cache's self-attention rows following the beams. The encoder's input
+is right-padded to a bucket (16, 32, ...) with ``attention_mask`` 0, so that sources of nearby
+lengths share one program. The view reads the model's generation config, so the folder's
+``generation_config.json`` gives ``generate``'s defaults (BART's ``forced_eos_token_id``).
 
 A family provides (``Seq2SeqGenerationMixin``): ``encode(input_ids, attention_mask)`` (the
 encoder's last hidden state), ``cross_attentions()`` (each decoder layer's cross-attention, with
@@ -20,6 +23,7 @@ decoder's self-attention ``KVCache``).
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any, cast
 
@@ -32,11 +36,18 @@ from js import Buffer, Module, ModuleList, nn
 from js._checks import is_int
 from js.nn.attention import padding_mask
 
-from . import _generation
-from ._generation import _eval_mode, _give_back, _request, _Run, _token_ids, bucket, generate
+from ._generation import _generated, generate
+from ._generation_request import (
+    TRACES,
+    _eval_mode,
+    _give_back,
+    _request,
+    bucket,
+    generation_config,
+    set_generation_config,
+)
 
 OWNER = "js.models.generate"
-SUPPRESSING = ("suppress_tokens", "begin_suppress_tokens")  # generate options of this module
 
 
 class CrossKV(Module):
@@ -51,37 +62,23 @@ class CrossKV(Module):
 
 class Seq2SeqCache(Module):
     """An encoder-decoder's generation cache: the decoder's self-attention ``KVCache``
-    (``decoder``; ``begin``, ``update``, ``mask`` and ``reset`` are its) and, written once per
-    source, each layer's cross-attention keys and values (``cross(i)``) and the source's
-    padding (``encoder_valid`` ``[B, S]`` bool); and the tokens a generation never chooses
-    (``suppressed`` ``[V]`` bool) or not first (``begin_suppressed``), which ``suppress``
-    applies to the decoder's logits (transformers' ``SuppressTokensLogitsProcessor`` and
-    ``SuppressTokensAtBeginLogitsProcessor``).
+    (``decoder``; ``begin``, ``update``, ``mask``, ``reset`` and ``reorder`` are its) and,
+    written once per source, each layer's cross-attention keys and values (``cross(i)``) and
+    the source's padding (``encoder_valid`` ``[B, S]`` bool).
 
     Args:
         decoder: the decoder's self-attention cache; its layers, heads, head size and dtype
             are the cross-attention's too.
         source_length: ``S``, the (bucketed) source tokens per row.
-        vocab_size: ``V``, the logits' size.
     """
 
-    def __init__(self, decoder: nn.KVCache, source_length: int, vocab_size: int):
+    def __init__(self, decoder: nn.KVCache, source_length: int):
         super().__init__()
         B, heads, _, head_dim = decoder.layer(0).k.value.shape
         empty = jnp.zeros((B, heads, source_length, head_dim), decoder.layer(0).k.value.dtype)
         self.decoder = decoder
         self.layers = ModuleList([CrossKV(empty, empty) for _ in range(len(decoder.layers))])
         self.encoder_valid = Buffer(jnp.ones((B, source_length), bool), persistent=False)
-        self.suppressed = Buffer(jnp.zeros((vocab_size,), bool), persistent=False)
-        self.begin_suppressed = Buffer(jnp.zeros((vocab_size,), bool), persistent=False)
-
-    def suppress(self, logits: jax.Array) -> jax.Array:
-        """``logits [..., V]`` with the suppressed tokens at ``-inf``, and the begin-suppressed
-        ones too in the forward over the decoder's prompt (the one that writes from slot 0),
-        which chooses the first new token."""
-        first = self.decoder.start.value == 0
-        banned = self.suppressed.value | (self.begin_suppressed.value & first)  # [V]
-        return jnp.where(banned, -jnp.inf, logits)
 
     def begin(self, T: int, attention_mask: Any = None) -> jax.Array:
         """``KVCache.begin`` of the decoder's self-attention."""
@@ -98,6 +95,11 @@ class Seq2SeqCache(Module):
     def reset(self) -> None:
         """Forget the decoded tokens; the source's keys and values stay."""
         self.decoder.reset()
+
+    def reorder(self, rows: Any) -> None:
+        """``KVCache.reorder`` of the decoder's self-attention (beam search follows its beams
+        within each source's rows, whose cross keys and values are equal: they stay)."""
+        self.decoder.reorder(rows)
 
     @property
     def start(self) -> Buffer:
@@ -143,6 +145,8 @@ class DecoderView(Module):
     def __init__(self, model: Any):
         super().__init__()
         self.model, self.config = model, model.config  # the loop reads the config's token ids
+        object.__setattr__(self, "training", model.training)  # the model's mode is the view's
+        set_generation_config(self, generation_config(model))  # and its generate defaults
 
     def make_cache(self, batch_size: int, max_length: int, *, dtype: Any = None) -> Any:
         """The decoder's self-attention cache (a generation gives the loop its
@@ -152,15 +156,13 @@ class DecoderView(Module):
     def forward(self, input_ids: Any, attention_mask: Any = None, **options: Any) -> jax.Array:
         """``model.decode`` (``options``: ``cache``, ``logits_to_keep``): next-token logits
         ``[B, L, vocab]``."""
-        logits = self.model.decode(input_ids, attention_mask, **options)
-        cache = options.get("cache")
-        return cache.suppress(logits) if isinstance(cache, Seq2SeqCache) else logits
+        return self.model.decode(input_ids, attention_mask, **options)
 
 
 @js.jit
 def _encode(model, cache, ids, mask):
     """Encode the source and store every decoder layer's cross keys and values in ``cache``."""
-    _generation.TRACES["encode"] += 1
+    TRACES["encode"] += 1
     hidden = model.encode(ids, mask)  # [B, S, d_model]
     for index, attention in enumerate(model.cross_attentions()):
         cache.store(index, *attention.key_values(hidden))
@@ -214,22 +216,6 @@ def _decoder_prompt(config: Any, rows: int, options: dict[str, Any]) -> np.ndarr
     return prompt.astype(np.int32)
 
 
-def _suppressed(config: Any, cache: Seq2SeqCache, options: dict[str, Any]) -> None:
-    """Write ``suppress_tokens`` and ``begin_suppress_tokens`` (taken out of ``options``;
-    None: the config's) into ``cache``."""
-    for name, buffer in (
-        ("suppress_tokens", cache.suppressed),
-        ("begin_suppress_tokens", cache.begin_suppressed),
-    ):
-        given = options.pop(name, None)
-        given = getattr(config, name, None) if given is None else given
-        tokens = _token_ids(name, [] if given is None else given)
-        vocab = buffer.value.shape[0]
-        if any(not 0 <= token < vocab for token in tokens):
-            raise ValueError(f"{OWNER}: {name} must be ids in [0, {vocab}), got {tokens}")
-        buffer.value = jnp.zeros((vocab,), bool).at[jnp.asarray(tokens, jnp.int32)].set(True)
-
-
 def _generate_arguments(view: DecoderView, prompt: np.ndarray, options: dict[str, Any]) -> dict:
     """``generate(view, prompt, **options)``'s arguments as its request check takes them (the
     defaults filled in, a wrong name refused); an option of ``generate`` alone (one that acts
@@ -262,10 +248,11 @@ class Seq2SeqGenerationMixin:
         right-padded to a bucket (a family whose source is not tokens, Whisper, overrides it)."""
         return _source(input_ids, attention_mask)
 
-    def generate(self, input_ids: Any, *, attention_mask: Any = None, **options: Any) -> jax.Array:
+    def generate(self, input_ids: Any, *, attention_mask: Any = None, **options: Any) -> Any:
         """The decoder's tokens ``[B, P + n]`` int32: its prompt (the start token, or
         ``decoder_input_ids`` led by it), then up to ``max_new_tokens`` new ones, as
-        transformers' ``generate`` returns them for an encoder-decoder model.
+        transformers' ``generate`` returns them for an encoder-decoder model (greedy, sampled,
+        or with ``num_beams > 1`` beam search: ``num_return_sequences`` rows per source).
 
         Args:
             input_ids: the source ``[B, S]``, padded on either side.
@@ -273,33 +260,27 @@ class Seq2SeqGenerationMixin:
             options: ``decoder_start_token_id`` (None: the config's); ``decoder_input_ids``
                 ``[B, P]``, the decoder's prompt (forced tokens, such as Whisper's language
                 and task); ``suppress_tokens`` (never chosen) and ``begin_suppress_tokens``
-                (not chosen first), lists of ids; and ``js.models.generate``'s keyword
-                arguments (``max_new_tokens``, ``do_sample``, ``eos_token_id``, ...).
+                (not chosen first), lists of ids; ``return_dict_in_generate`` (a
+                ``GenerateOutput`` with beam search's ``sequences_scores``); and
+                ``js.models.generate``'s keyword arguments (``max_new_tokens``, ``do_sample``,
+                ``num_beams``, ``length_penalty``, ``eos_token_id``, ...).
         """
         model = cast(Any, self)
         ids, mask = model.generation_source(input_ids, attention_mask)
         prompt = _decoder_prompt(model.config, ids.shape[0], options)
-        suppressing = {key: options.pop(key) for key in SUPPRESSING if key in options}
+        as_dict = options.pop("return_dict_in_generate", False)
         view = DecoderView(model)
         request = _request(**_generate_arguments(view, prompt, options))
-        if getattr(request, "beams", 1) > 1:
-            raise NotImplementedError(
-                f"{OWNER}: beam search (num_beams > 1) of an encoder-decoder model is not "
-                "implemented yet. Fix: num_beams=1 (greedy or sampling)"
-            )
         B, width = request.ids.shape
-        spec = (B, width + bucket(request.new), request.cache_dtype)  # _Run's cache spec
+        rows = B * request.beams  # the decoder's rows: each source repeated per beam or sample
+        spec = (rows, width + bucket(request.new), request.cache_dtype)  # the loops' cache spec
         decoder = model.make_decoder_cache(*spec[:2], dtype=spec[2])
-        cache = Seq2SeqCache(decoder, mask.shape[1], model.config.vocab_size)
-        _suppressed(model.config, cache, suppressing)
-        _give_back(view, spec, cache)  # the run takes this cache as the view's
+        cache = Seq2SeqCache(decoder, mask.shape[1])
+        _give_back(view, spec, cache)  # the loop takes this cache as the view's
+        copies = functools.partial(np.repeat, repeats=rows // ids.shape[0], axis=0)
         with _eval_mode(model):
-            _encode(model, cache, ids, mask)
-            run = _Run(view, request)
-            assert run.cache is cache, "the generation loop sized its cache otherwise"
-            if not run.done:
-                run.advance(request.new)
-        return jnp.asarray(np.concatenate([prompt, run.tokens()], axis=1))
+            _encode(model, cache, copies(ids), copies(mask))
+            return _generated(view, request, None, as_dict)
 
 
 __all__ = ["DecoderView", "Seq2SeqCache", "Seq2SeqGenerationMixin", "cross_key_values"]

@@ -24,7 +24,6 @@ from js import Buffer, Module, Rngs, nn
 from js.nn.attention import padding_mask
 
 from ._base import PretrainedConfig, PreTrainedModel, architectures
-from ._generation import generation_config
 from ._hf import check_tokens
 from ._seq2seq import Seq2SeqCache
 from .whisper import (
@@ -201,8 +200,9 @@ class BartModel(Seq2SeqModel):
 class BartForConditionalGeneration(Seq2SeqLMHead, PreTrainedModel):
     """``BartModel``, ``lm_head`` (tied to ``model.shared``) and ``final_logits_bias``:
     ``forward`` returns the logits ``[B, T, vocab_size]`` (arguments as ``BartModel.forward``);
-    ``generate(input_ids, attention_mask=...)`` as transformers' greedy or sampled search
-    (the config's ``forced_bos_token_id``/``forced_eos_token_id`` are refused when set)."""
+    ``generate(input_ids, attention_mask=...)`` as transformers' (greedy, sampled or beam
+    search; the config's ``forced_bos_token_id``/``forced_eos_token_id`` force the first and
+    last new tokens)."""
 
     base_model_class = BartModel
 
@@ -215,21 +215,6 @@ class BartForConditionalGeneration(Seq2SeqLMHead, PreTrainedModel):
     def logits(self, hidden: jax.Array) -> jax.Array:
         """``lm_head(hidden) + final_logits_bias``."""
         return self.lm_head(hidden) + self.final_logits_bias.value.astype(hidden.dtype)
-
-    def generate(self, input_ids: Any, *, attention_mask: Any = None, **options: Any) -> jax.Array:
-        """``Seq2SeqGenerationMixin.generate``; transformers' forced first and last tokens
-        (``forced_bos_token_id``, ``forced_eos_token_id``; BART's config forces ``</s>`` last by
-        default) are not implemented: pass them as None, or set them to null in the folder's
-        config.json and generation_config.json."""
-        folder = generation_config(self)
-        for name in ("forced_bos_token_id", "forced_eos_token_id"):
-            value = options.pop(name, folder.get(name, getattr(self.config, name, None)))
-            if value is not None:
-                raise NotImplementedError(
-                    f"BartForConditionalGeneration.generate: {name}={value} (forcing a token) is "
-                    f"not implemented. Fix: pass {name}=None"
-                )
-        return super().generate(input_ids, attention_mask=attention_mask, **options)
 
 
 ARCHITECTURES = architectures(BartForConditionalGeneration, BartModel)
