@@ -191,6 +191,11 @@ CLASSES: dict[str, Rebuild] = {
     ),
 }
 CLASSES["BartTokenizer"] = CLASSES["RobertaTokenizer"]  # an alias there
+# BertTokenizer's subclasses and aliases, its __init__ theirs
+BERT_LIKE = ("BertTokenizer", "DistilBertTokenizer", "ConvBertTokenizer", "MobileBertTokenizer",
+             "SqueezeBertTokenizer", "DPRContextEncoderTokenizer",
+             "DPRQuestionEncoderTokenizer")  # fmt: skip
+CLASSES.update(dict.fromkeys(BERT_LIKE, CLASSES["BertTokenizer"]))
 
 
 def rebuild_of(config: Mapping[str, Any]) -> Rebuild | None:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ._chat_template import pick_template, read_templates, render, tool_schemas
-from ._tokenizer_classes import rebuild, rebuild_of
+from ._tokenizer_classes import BERT_LIKE, rebuild, rebuild_of
 
 __all__ = ["Tokenizer"]
 
@@ -404,10 +404,8 @@ _FORCE_BPE_CLEANUP = "clean_up_tokenization_spaces_for_bpe_even_though_it_will_c
 
 def _input_names(config: Mapping[str, Any]) -> tuple[str, ...]:
     """transformers' ``model_input_names`` of the config's ``tokenizer_class``."""
-    bert = str(config.get("tokenizer_class", "")).removesuffix("Fast") in (
-        "BertTokenizer",
-        "FNetTokenizer",
-    )
+    name = str(config.get("tokenizer_class", "")).removesuffix("Fast")
+    bert = name == "FNetTokenizer" or name in BERT_LIKE and name != "DistilBertTokenizer"
     return (
         ("input_ids", "token_type_ids", "attention_mask")
         if bert
