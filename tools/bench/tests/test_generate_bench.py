@@ -36,7 +36,7 @@ def test_smoke_run_reports_js_and_transformers(tmp_path, capsys):
             assert js_row["tokens"] == hf_row["tokens"]
             assert js_row["ttft_s"] > 0 and hf_row["ttft_s"] > 0
             assert js_row["first_call_s"] > js_row["generate_s"]  # it compiled
-            assert js_row["traced"] == {"prefill": 1, "decode": 1}
+            assert js_row["traced"] == {"prefill": 1, "decode": 1, "beam": 0}
             assert js_row["step_flops"] > 0 and js_row["step_bytes"] > 0
             assert js_row["cache_bytes"] > 0 and js_row["step_s"] > 0
     assert "roofline" in report["runs"]["gpt2"][0]["js"]
