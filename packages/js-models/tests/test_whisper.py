@@ -204,3 +204,29 @@ def test_whisper_detects_the_language(whisper):
     if whisper[2].shape[1] != 80:
         pytest.skip("the 80-bin model is enough")
     _greedy(whisper)
+
+
+@pytest.mark.parametrize(
+    "beams, length_penalty", [(2, 1.0), pytest.param(4, 0.5, marks=pytest.mark.slow)]
+)
+def test_whisper_beam_search_as_transformers(whisper, beams, length_penalty):
+    """Beam search after the forced prompt, the suppressed tokens barred after the
+    log-softmax (as transformers' processors), so the beams' scores and order match."""
+    import torch
+
+    if whisper[2].shape[1] != 80:
+        pytest.skip("the 80-bin model is enough")
+    reference, folder, features = whisper
+    options = dict(
+        max_new_tokens=8,
+        language="fr",
+        task="translate",
+        num_beams=beams,
+        length_penalty=length_penalty,
+        eos_token_id=2,
+    )
+    with torch.inference_mode():
+        expected = reference.generate(torch.tensor(features), **options).numpy()
+    got = js.models.from_pretrained(folder).generate(features, **options)
+    np.testing.assert_array_equal(np.asarray(got), expected)
+    assert not np.isin(expected, GENERATION["suppress_tokens"]).any()
