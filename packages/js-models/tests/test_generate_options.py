@@ -169,10 +169,10 @@ def test_changing_the_penalties_compiles_nothing(llama):
     _, model = llama
     ids, mask = prompts()
     options = dict(attention_mask=mask, max_new_tokens=5, eos_token_id=[], no_repeat_ngram_size=3)
-    generate(model, ids, repetition_penalty=1.2, min_new_tokens=2, **options)
+    generate(model, ids, repetition_penalty=1.2, min_new_tokens=2, forced_eos_token_id=3, **options)
     traces = dict(_generation.TRACES)
-    generate(model, ids, repetition_penalty=1.7, min_new_tokens=4, **options)
-    generate(model, ids, repetition_penalty=0.9, min_new_tokens=1, **options)
+    generate(model, ids, repetition_penalty=1.7, min_new_tokens=4, forced_eos_token_id=7, **options)
+    generate(model, ids, repetition_penalty=0.9, min_new_tokens=1, suppress_tokens=[5], **options)
     assert dict(_generation.TRACES) == traces
 
 
@@ -184,6 +184,8 @@ def test_bad_options_are_refused(llama):
         (dict(num_return_sequences=2), ValueError, "needs num_beams >= 2"),
         (dict(num_beams=2, do_sample=True), NotImplementedError, "beam sampling"),
         (dict(early_stopping="soon", num_beams=2), ValueError, "early_stopping must be"),
+        (dict(forced_eos_token_id=10**6), ValueError, "forced_eos_token_id must be ids in"),
+        (dict(suppress_tokens="a"), TypeError, "suppress_tokens must be an int or a list"),
         (dict(repetition_penalty=0.0), ValueError, "repetition_penalty must be"),
         (dict(no_repeat_ngram_size=-1), ValueError, "no_repeat_ngram_size must be"),
     ]
