@@ -161,7 +161,11 @@ def _transformers4(model, folder, task, texts, **options):
     texts = tokenizer.batch_decode(
         out, skip_special_tokens=True, clean_up_tokenization_spaces=False
     )
-    return [{key: text} for text in texts]
+    records = [{key: text} for text in texts]
+    copies = options.get("num_return_sequences", 1)
+    if single or copies == 1:  # a string's n records; a list's one each
+        return records
+    return [records[i : i + copies] for i in range(0, len(records), copies)]
 
 
 _MADE: dict = {}
@@ -186,11 +190,19 @@ def _pipeline(folders, name, task):
         pytest.param(
             "t5",
             "text2text-generation",
-            TEXTS[2],
-            {"max_new_tokens": 12, "min_length": 9},
+            TEXTS[1],
+            {"max_new_tokens": 12, "min_length": 9, "no_repeat_ngram_size": 2},
             marks=pytest.mark.slow,
         ),
         pytest.param("bart", "summarization", TEXTS[0], {"max_length": 6}, marks=pytest.mark.slow),
+        ("t5", "summarization", TEXTS, {"num_beams": 2, "num_return_sequences": 2}),
+        pytest.param(
+            "bart",
+            "text2text-generation",
+            TEXTS[1],
+            {"max_new_tokens": 8, "num_beams": 4, "length_penalty": 0.5, "early_stopping": True},
+            marks=pytest.mark.slow,
+        ),  # fmt: skip
     ],
 )
 def test_text_tasks_equal_transformers_4(folders, name, task, inputs, options):
@@ -198,7 +210,8 @@ def test_text_tasks_equal_transformers_4(folders, name, task, inputs, options):
     expected = _transformers4(model, folder, task, inputs, **options)
     got = _pipeline(folders, name, task)(inputs, **options)
     assert got == expected
-    assert any(next(iter(record.values())) for record in expected), "empty texts prove little"
+    flat = [r for row in expected for r in (row if isinstance(row, list) else [row])]
+    assert any(next(iter(record.values())) for record in flat), "empty texts prove little"
 
 
 def test_token_ids_and_options(folders):
@@ -230,7 +243,7 @@ def test_a_stream_of_sources_compiles_a_few_programs(folders):
 
 def _asr_reference(folder, inputs, **options):
     reference = transformers.pipeline("automatic-speech-recognition", model=str(folder))
-    return reference(inputs, num_beams=1, **options)
+    return reference(inputs, **options)
 
 
 def _clips() -> list[np.ndarray]:
@@ -242,11 +255,22 @@ def _clips() -> list[np.ndarray]:
 def test_speech_recognition_equals_transformers(folders):
     _, folder = folders["whisper"]
     clips = _clips()
-    options = {"max_new_tokens": 20, "language": "fr"}
+    options = {"max_new_tokens": 20, "language": "fr", "num_beams": 1}  # greedy
     expected = _asr_reference(folder, clips, **options)
     recognize = _pipeline(folders, "whisper", "automatic-speech-recognition")
     got = recognize([clips[0], {"raw": clips[1], "sampling_rate": RATE}], **options)
     assert got == expected and all(record["text"] for record in expected), (got, expected)
+
+
+@pytest.mark.slow
+def test_speech_recognition_searches_5_beams_by_default(folders):
+    """transformers' pipeline default: beam search with 5 beams."""
+    _, folder = folders["whisper"]
+    reference = transformers.pipeline("automatic-speech-recognition", model=str(folder))
+    clip = _clips()[0]
+    expected = reference(clip, max_new_tokens=12)
+    recognize = _pipeline(folders, "whisper", "automatic-speech-recognition")
+    assert recognize(clip, max_new_tokens=12) == expected
 
 
 def test_speech_recognition_errors(folders):

@@ -33,7 +33,7 @@ from .whisper_features import WhisperFeatureExtractor
 _PIPELINE_OPTIONS = ("return_text", "return_tensors", "clean_up_tokenization_spaces", "seed")
 # transformers 5.23's automatic-speech-recognition defaults, for what neither the call nor the
 # folder's generation_config.json sets (a set max_length keeps max_new_tokens out).
-_ASR_DEFAULTS = {"max_new_tokens": 256}
+_ASR_DEFAULTS = {"max_new_tokens": 256, "num_beams": 5}
 # transformers' automatic-speech-recognition options that js does not implement.
 _ASR_REFUSED = ("return_timestamps", "chunk_length_s", "stride_length_s", "return_language")
 
@@ -251,9 +251,10 @@ class AutomaticSpeechRecognition(_Generating):
     for a clip of up to ``chunk_length`` seconds (30): a float 16 kHz mono NumPy array, or
     ``{"raw": array, "sampling_rate": 16000}`` (no resampling); a list of clips gives a list.
     Log-mel features by ``WhisperFeatureExtractor``; ``generate``'s options (``language``,
-    ``task``, ``max_new_tokens``...; where neither the call nor the folder's generation config
-    sets a length, transformers' ``max_new_tokens=256``). Timestamps, chunking of longer audio
-    and beam search (transformers' default ``num_beams=5``) are not implemented: greedy."""
+    ``task``, ``max_new_tokens``, ``num_beams``...; what neither the call nor the folder's
+    generation config sets takes transformers' pipeline defaults, ``max_new_tokens=256`` (not
+    where ``max_length`` is set) and beam search with ``num_beams=5``; ``num_beams=1`` is
+    greedy). Timestamps and the chunking of longer audio are not implemented."""
 
     task = "automatic-speech-recognition"
     files = ("tokenizer.json", "preprocessor_config.json")
@@ -267,20 +268,20 @@ class AutomaticSpeechRecognition(_Generating):
                 "supported. Fix: a Whisper folder (WhisperForConditionalGeneration)"
             )
         self.extractor = WhisperFeatureExtractor.from_pretrained(self.folder)
-        folder = generation_config(self.model)
-        lengths = {"max_new_tokens", "max_length"} & {k for k, v in folder.items() if v}
-        self.defaults = {} if lengths else dict(_ASR_DEFAULTS)
+        preset = generation_config(self.model)  # the folder's generation_config.json
+        blocked = {*preset, *(["max_new_tokens"] if preset.get("max_length") else [])}
+        self.defaults = {k: v for k, v in _ASR_DEFAULTS.items() if k not in blocked}
 
     def own_options(self) -> tuple[str, ...]:
         return (*_PIPELINE_OPTIONS, *_ASR_REFUSED)
 
     def settings(self, options: dict[str, Any]) -> dict[str, Any]:
-        for name in _ASR_REFUSED:
-            if options.get(name):
-                raise NotImplementedError(
-                    f"pipeline({self.task!r}): {name} is not implemented (short-form audio, "
-                    f"text only). Fix: leave {name} out"
-                )
+        refused = [name for name in _ASR_REFUSED if options.get(name)]
+        if refused:
+            raise NotImplementedError(
+                f"pipeline({self.task!r}): {', '.join(refused)} not implemented (short-form "
+                "audio, text only). Fix: leave them out"
+            )
         settings = super().settings(options)
         if "max_length" in options and "max_new_tokens" not in options:
             settings.pop("max_new_tokens", None)  # transformers: a set max_length wins
