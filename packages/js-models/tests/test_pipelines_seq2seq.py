@@ -113,6 +113,9 @@ def folders(tmp_path_factory):
     perturb(model)
     made["bart"] = model, _saved(tmp_path_factory.mktemp("bart"), model, tokenizer)
     made["whisper"] = _whisper(tmp_path_factory.mktemp("whisper"))
+    keys = {"vocab_size": len(tokenizer), "n_embd": 16, "n_layer": 1, "n_head": 2}
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**keys))
+    made["gpt2"] = model, _saved(tmp_path_factory.mktemp("gpt2"), model, tokenizer)
     return made
 
 
@@ -258,7 +261,8 @@ def test_speech_recognition_equals_transformers(folders):
     options = {"max_new_tokens": 20, "language": "fr", "num_beams": 1}  # greedy
     expected = _asr_reference(folder, clips, **options)
     recognize = _pipeline(folders, "whisper", "automatic-speech-recognition")
-    got = recognize([clips[0], {"raw": clips[1], "sampling_rate": RATE}], **options)
+    inputs = [clips[0], {"raw": clips[1], "sampling_rate": RATE}]
+    got = recognize(inputs, max_new_tokens=20, num_beams=1, generate_kwargs={"language": "fr"})
     assert got == expected and all(record["text"] for record in expected), (got, expected)
 
 
@@ -288,3 +292,5 @@ def test_speech_recognition_errors(folders):
         recognize(clip, return_timestamps=True)
     with pytest.raises(FileNotFoundError, match="preprocessor_config.json"):
         js.models.pipeline("automatic-speech-recognition", folders["t5"][1])
+    with pytest.raises(ValueError, match="not an encoder-decoder"):
+        js.models.pipeline("summarization", folders["gpt2"][1])

@@ -27,6 +27,7 @@ import js
 
 from ._generation import generation_config
 from ._pipeline_base import Pipeline, _padded
+from ._seq2seq import Seq2SeqGenerationMixin
 from .whisper_features import WhisperFeatureExtractor
 
 # Call options a pipeline reads itself; the others go to the model's ``generate``.
@@ -67,11 +68,11 @@ class _Generating(Pipeline):
 
     def __init__(self, folder: str | os.PathLike, **options: Any):
         super().__init__(folder, **options)
-        if not callable(getattr(self.model, "generate", None)):
+        if not isinstance(self.model, Seq2SeqGenerationMixin):
             raise ValueError(
-                f"pipeline({self.task!r}): {type(self.model).__name__} does not generate. Fix: "
-                "a folder of T5ForConditionalGeneration, BartForConditionalGeneration or "
-                "WhisperForConditionalGeneration"
+                f"pipeline({self.task!r}): {type(self.model).__name__} is not an "
+                "encoder-decoder that generates. Fix: a folder of T5ForConditionalGeneration, "
+                "BartForConditionalGeneration or WhisperForConditionalGeneration"
             )
         self.defaults: dict[str, Any] = {}
 
@@ -251,10 +252,11 @@ class AutomaticSpeechRecognition(_Generating):
     for a clip of up to ``chunk_length`` seconds (30): a float 16 kHz mono NumPy array, or
     ``{"raw": array, "sampling_rate": 16000}`` (no resampling); a list of clips gives a list.
     Log-mel features by ``WhisperFeatureExtractor``; ``generate``'s options (``language``,
-    ``task``, ``max_new_tokens``, ``num_beams``...; what neither the call nor the folder's
-    generation config sets takes transformers' pipeline defaults, ``max_new_tokens=256`` (not
-    where ``max_length`` is set) and beam search with ``num_beams=5``; ``num_beams=1`` is
-    greedy). Timestamps and the chunking of longer audio are not implemented."""
+    ``task``, ``max_new_tokens``, ``num_beams``..., also as ``generate_kwargs={...}``); what
+    neither the call nor the folder's generation config sets takes transformers' pipeline
+    defaults, ``max_new_tokens=256`` (not where ``max_length`` is set) and beam search with
+    ``num_beams=5`` (``num_beams=1``: greedy). Timestamps and the chunking of longer audio
+    are not implemented."""
 
     task = "automatic-speech-recognition"
     files = ("tokenizer.json", "preprocessor_config.json")
@@ -282,7 +284,8 @@ class AutomaticSpeechRecognition(_Generating):
                 f"pipeline({self.task!r}): {', '.join(refused)} not implemented (short-form "
                 "audio, text only). Fix: leave them out"
             )
-        settings = super().settings(options)
+        options = {**(options.get("generate_kwargs") or {}), **options}  # transformers 5's
+        settings = super().settings({k: v for k, v in options.items() if k != "generate_kwargs"})
         if "max_length" in options and "max_new_tokens" not in options:
             settings.pop("max_new_tokens", None)  # transformers: a set max_length wins
         return settings
