@@ -157,3 +157,7 @@ def test_bart_forces_tokens_and_beams_as_transformers(
         )
         assert all((s[:, 1:] == 2).any(axis=1).all() for s in sequences)  # each beam ends
     assert (expected[:, 1] == 0).all() and (sequences[0][:, 1] == 0).all()  # forced first
+    model.generation_config = {**model.generation_config, "forced_bos_token_id": 0}
+    np.testing.assert_array_equal(  # the assigned config is generate's default
+        np.asarray(model.generate(SOURCE, attention_mask=SOURCE_MASK, **options)), expected
+    )

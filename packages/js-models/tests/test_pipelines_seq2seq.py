@@ -294,3 +294,13 @@ def test_speech_recognition_errors(folders):
         js.models.pipeline("automatic-speech-recognition", folders["t5"][1])
     with pytest.raises(ValueError, match="not an encoder-decoder"):
         js.models.pipeline("summarization", folders["gpt2"][1])
+
+
+def test_any_language_pair_is_a_task(folders):
+    """``translation_xx_to_yy`` names any pair, as transformers 4's ``pipeline`` does (T5's
+    parameters for the pair where its config has them, else none)."""
+    translate = js.models.pipeline("translation_de_to_en", folders["t5"][1])
+    assert translate.task == "translation_de_to_en"
+    assert translate.task_params() == {}
+    with pytest.raises(KeyError, match="unknown task 'translation_de'"):
+        js.models.pipeline("translation_de", folders["t5"][1])

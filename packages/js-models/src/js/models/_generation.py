@@ -59,17 +59,9 @@ from ._sampling import Sampling, choose, processed
 from ._stop_strings import STOP_CHUNK, _StopStrings
 
 
-class GenerationMixin:
-    """``model.generate(...)`` and ``model.stream(...)``: ``js.models.generate`` and
-    ``js.models.stream`` on this model, which meets the ``CausalLM`` protocol."""
-
-    def generate(self, input_ids: Any, **options: Any) -> jax.Array:
-        """``js.models.generate(self, input_ids, **options)``."""
-        return generate(self, input_ids, **options)
-
-    def stream(self, input_ids: Any, **options: Any) -> Iterator[np.ndarray]:
-        """``js.models.stream(self, input_ids, **options)``."""
-        return stream(self, input_ids, **options)
+class GenerationConfigMixin:
+    """``model.generation_config``, for every model that generates (decoders and
+    encoder-decoders)."""
 
     @property
     def generation_config(self) -> dict[str, Any]:
@@ -80,6 +72,19 @@ class GenerationMixin:
     @generation_config.setter
     def generation_config(self, value: dict[str, Any]) -> None:
         set_generation_config(self, value)
+
+
+class GenerationMixin(GenerationConfigMixin):
+    """``model.generate(...)`` and ``model.stream(...)``: ``js.models.generate`` and
+    ``js.models.stream`` on this model, which meets the ``CausalLM`` protocol."""
+
+    def generate(self, input_ids: Any, **options: Any) -> jax.Array:
+        """``js.models.generate(self, input_ids, **options)``."""
+        return generate(self, input_ids, **options)
+
+    def stream(self, input_ids: Any, **options: Any) -> Iterator[np.ndarray]:
+        """``js.models.stream(self, input_ids, **options)``."""
+        return stream(self, input_ids, **options)
 
 
 @functools.partial(js.jit, static_argnames=("rule", "processing", "slots"))

@@ -214,7 +214,7 @@ class Translation(Text2TextGeneration):
         return super().run(items, options)
 
 
-def _language_pair(source: str, target: str) -> type[Translation]:
+def language_pair(source: str, target: str) -> type[Translation]:
     """``translation_<source>_to_<target>``: ``Translation`` on that task's parameters."""
     name = f"translation_{source}_to_{target}"
     return type(f"Translation_{source}_to_{target}", (Translation,), {"task": name})
@@ -318,6 +318,6 @@ PIPELINES = (
     Text2TextGeneration,
     Summarization,
     Translation,
-    *(_language_pair(*pair) for pair in (("en", "de"), ("en", "fr"), ("en", "ro"))),
+    *(language_pair(*pair) for pair in (("en", "de"), ("en", "fr"), ("en", "ro"))),
     AutomaticSpeechRecognition,
 )

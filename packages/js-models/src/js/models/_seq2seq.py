@@ -36,7 +36,7 @@ from js import Buffer, Module, ModuleList, nn
 from js._checks import is_int
 from js.nn.attention import padding_mask
 
-from ._generation import _generated, generate
+from ._generation import GenerationConfigMixin, _generated, generate
 from ._generation_request import (
     TRACES,
     _eval_mode,
@@ -159,14 +159,17 @@ class DecoderView(Module):
         return self.model.decode(input_ids, attention_mask, **options)
 
 
-@js.jit
-def _encode(model, cache, ids, mask):
-    """Encode the source and store every decoder layer's cross keys and values in ``cache``."""
+@functools.partial(js.jit, static_argnames="copies")
+def _encode(model, cache, ids, mask, copies):
+    """Encode the source once and store every decoder layer's cross keys and values in
+    ``cache``, each row repeated ``copies`` times (one per beam or returned sample, as
+    transformers expands the encoder's output)."""
     TRACES["encode"] += 1
     hidden = model.encode(ids, mask)  # [B, S, d_model]
+    repeat = functools.partial(jnp.repeat, repeats=copies, axis=0)
     for index, attention in enumerate(model.cross_attentions()):
-        cache.store(index, *attention.key_values(hidden))
-    cache.encoder_valid.value = mask != 0
+        cache.store(index, *map(repeat, attention.key_values(hidden)))
+    cache.encoder_valid.value = repeat(mask != 0)
 
 
 def _source(input_ids: Any, attention_mask: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -239,7 +242,7 @@ def _generate_arguments(view: DecoderView, prompt: np.ndarray, options: dict[str
     return arguments
 
 
-class Seq2SeqGenerationMixin:
+class Seq2SeqGenerationMixin(GenerationConfigMixin):
     """``model.generate(input_ids, ...)`` for an encoder-decoder model: encode once, then the
     decode loop of ``js.models.generate`` on the decoder (see the module docstring)."""
 
@@ -277,9 +280,8 @@ class Seq2SeqGenerationMixin:
         decoder = model.make_decoder_cache(*spec[:2], dtype=spec[2])
         cache = Seq2SeqCache(decoder, mask.shape[1])
         _give_back(view, spec, cache)  # the loop takes this cache as the view's
-        copies = functools.partial(np.repeat, repeats=rows // ids.shape[0], axis=0)
         with _eval_mode(model):
-            _encode(model, cache, copies(ids), copies(mask))
+            _encode(model, cache, ids, mask, copies=rows // ids.shape[0])
             return _generated(view, request, None, as_dict)
 
 
