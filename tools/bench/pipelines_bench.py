@@ -211,8 +211,8 @@ def table(summary: list[dict], report: dict) -> str:
         f"torch threads {report['torch_threads']}",
         "",
         "| model | prompt tokens min/max/mean | js latency ms | transformers latency ms "
-        "| latency js / transformers | js req/s | transformers req/s | js tok/s "
-        "| transformers tok/s | stream js / transformers | js first pass s "
+        "| latency speed-up (transformers ms / js ms) | js req/s | transformers req/s | js tok/s "
+        "| transformers tok/s | stream speed-up (js req/s / transformers) | js first pass s "
         "| transformers first pass s | js programs compiled (stream) | XLA compilations (s) "
         "| texts equal |",
         "|---" * 15 + "|",
