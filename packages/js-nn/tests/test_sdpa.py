@@ -282,3 +282,55 @@ def test_torch_refuses_what_js_refuses():
         TF.scaled_dot_product_attention(
             torch.ones(1, 4, 3, 4), *(torch.ones(1, 3, 3, 4),) * 2, enable_gqa=True
         )
+
+
+@pytest.mark.parametrize(
+    "case", ["none", "bool", "padding", "empty_row", "float", "causal", "gqa", "grads"]
+)
+def test_blocks_of_query_rows_give_the_same_result(monkeypatch, case):
+    """Large scores on the CPU run in blocks of query rows (``_sdpa._blocks``); made to block
+    tiny inputs here (8 rows a block, 37 rows: the last block padded), each case gives what
+    the whole rows at once give (to float32 rounding: XLA may sum in another order), and
+    torch's result."""
+    from js.nn import _sdpa
+
+    monkeypatch.setattr(_sdpa, "BLOCK_ROWS", 8)
+    monkeypatch.setattr(_sdpa, "BLOCKED_SCORES_BYTES", 0)
+    B, H, L, S, E = 2, 4, 37, 29, 8
+    heads_kv = 2 if case == "gqa" else H
+    q, k, v = _normal(B, H, L, E), _normal(B, heads_kv, S, E), _normal(B, heads_kv, S, E)
+    masks = {
+        "bool": RNG.random((L, S)) > 0.3,
+        "padding": np.arange(S)[None, None, None, :] < np.array([29, 17])[:, None, None, None],
+        "empty_row": np.where(np.arange(L)[:, None] == 5, False, RNG.random((B, H, L, S)) > 0.5),
+        "float": _normal(B, H, L, S),
+        "gqa": RNG.random((B, 1, L, S)) > 0.3,
+    }
+    mask = None if case not in masks else jnp.asarray(masks[case])
+    static = {"is_causal": case == "causal", "enable_gqa": case == "gqa"}
+    assert _sdpa._blocks(jnp.asarray(q), jnp.asarray(k), 0.0, False) == 5
+    (jq, jk, jv), (tq, tk, tv) = _both(q, k, v)
+    if case == "grads":
+
+        def loss(q, k, v):
+            return (F.scaled_dot_product_attention(q, k, v) ** 2).sum()
+
+        def forward_mode(q):  # jvp: the output and its tangent along q
+            return jax.jvp(lambda q: F.scaled_dot_product_attention(q, jk, jv), (q,), (q,))
+
+        blocked = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(jq, jk, jv)
+        blocked += jax.jit(forward_mode)(jq)
+        monkeypatch.setattr(_sdpa, "BLOCKED_SCORES_BYTES", 1 << 60)  # all rows at once
+        whole = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(jq, jk, jv)
+        whole += jax.jit(forward_mode)(jq)
+        for a, b in zip(blocked, whole, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        return
+    _check([jq, jk, jv], [tq, tk, tv], attn_mask=mask, **static)
+    blocked = _sdpa_(jq, jk, jv, mask, static)
+    monkeypatch.setattr(_sdpa, "BLOCKED_SCORES_BYTES", 1 << 60)
+    np.testing.assert_allclose(blocked, _sdpa_(jq, jk, jv, mask, static), rtol=1e-5, atol=1e-6)
+
+
+def _sdpa_(q, k, v, mask, static):
+    return np.asarray(_sdpa(q, k, v, attn_mask=mask, **static))
