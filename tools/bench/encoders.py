@@ -58,8 +58,10 @@ from pathlib import Path
 
 import numpy as np
 
-from tools.bench import _cores
-from tools.bench.generate import _env, _result  # the model benches' child protocol
+from tools.bench import (
+    _children,  # the model benches' child protocol
+    _cores,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = "tools.bench.encoders"
@@ -266,11 +268,11 @@ def _child(kind: str, folder: Path, args: argparse.Namespace) -> dict:
     command += ["--only", *args.only, "--repeats", str(args.repeats)]
     command += ["--smoke"] if args.smoke else []
     done = subprocess.run(
-        command, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=args.timeout
+        command, cwd=ROOT, env=_children.env(), capture_output=True, text=True, timeout=args.timeout
     )
     if done.returncode:
         raise RuntimeError(f"{kind} child failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
-    return _result(done.stdout)
+    return _children.result(done.stdout)
 
 
 def _difference(folder: Path, name: str) -> float:
