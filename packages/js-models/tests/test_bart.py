@@ -122,27 +122,36 @@ def test_bart_generates_as_transformers(bart):
     print("greedy tokens match", expected[:, :8].tolist())
 
 
-@pytest.mark.parametrize(
-    "beams, early_stopping, returned, penalties",
-    [
-        (2, False, 1, (1.0,)),
-        pytest.param(4, True, 2, (0.5, 2.0), marks=pytest.mark.slow),
-        pytest.param(4, False, 2, (1.0,), marks=pytest.mark.slow),
-    ],
-)
 @pytest.mark.parametrize("bart", ["untied"], indirect=True)
-def test_bart_forces_tokens_and_beams_as_transformers(
-    bart, beams, early_stopping, returned, penalties
-):
+def test_bart_forces_tokens_as_transformers(bart):
+    """The folder's forced ``</s>`` last (``test_bart_generates_as_transformers`` runs with it
+    alone) and a forced ``<s>`` first through an assigned generation config (greedy; the beams
+    below, in the full run)."""
     hf, folder = bart
     model = js.models.from_pretrained(folder)
     assert generation_config(model)["forced_eos_token_id"] == 2  # as transformers saved it
     options = dict(max_new_tokens=8, eos_token_id=2)
+    # bart-large-cnn forces <s> first; the assigned config is generate's default
+    model.generation_config = {**model.generation_config, "forced_bos_token_id": 0}
+    expected = reference(hf, SOURCE, SOURCE_MASK, **options, forced_bos_token_id=0)[0]
+    got = model.generate(SOURCE, attention_mask=SOURCE_MASK, **options)
+    np.testing.assert_array_equal(np.asarray(got), expected)
+    assert (expected[:, 1] == 0).all() and (expected[:, -1] == 2).all()
+
+
+@pytest.mark.slow  # the shared beam program is in the default run through T5's test
+@pytest.mark.parametrize(
+    "beams, early_stopping, returned, penalties",
+    [(2, False, 1, (1.0,)), (4, True, 2, (0.5, 2.0)), (4, False, 2, (1.0,))],
+)
+@pytest.mark.parametrize("bart", ["untied"], indirect=True)
+def test_bart_beams_with_forced_tokens_as_transformers(
+    bart, beams, early_stopping, returned, penalties
+):
+    hf, folder = bart
+    model = js.models.from_pretrained(folder)
+    options = dict(max_new_tokens=8, eos_token_id=2)
     for forced in ({}, {"forced_bos_token_id": 0}):  # bart-large-cnn forces <s> first
-        expected = reference(hf, SOURCE, SOURCE_MASK, **options, **forced)[0]
-        got = model.generate(SOURCE, attention_mask=SOURCE_MASK, **options, **forced)
-        np.testing.assert_array_equal(np.asarray(got), expected)
-        assert (expected[:, -1] == 2).all()  # forced last
         sequences = beams_equal(
             hf,
             model,
@@ -156,8 +165,4 @@ def test_bart_forces_tokens_and_beams_as_transformers(
             **forced,
         )
         assert all((s[:, 1:] == 2).any(axis=1).all() for s in sequences)  # each beam ends
-    assert (expected[:, 1] == 0).all() and (sequences[0][:, 1] == 0).all()  # forced first
-    model.generation_config = {**model.generation_config, "forced_bos_token_id": 0}
-    np.testing.assert_array_equal(  # the assigned config is generate's default
-        np.asarray(model.generate(SOURCE, attention_mask=SOURCE_MASK, **options)), expected
-    )
+    assert (sequences[0][:, 1] == 0).all()  # forced first
